@@ -1,0 +1,454 @@
+"""Lark parse of the extension clauses (WINDOW … EMIT) into :mod:`clauses` objects.
+
+The grammar lives in ``grammar/dfsql.lark``. A Transformer turns the parse tree into
+frozen dataclasses, desugaring LANGUAGE.md §5's trigger syntax into the nodes of the
+trigger specification; nothing else touches the parse tree. Lark's exceptions are turned
+into :class:`~dfsql.errors.DfsqlError` subclasses with the line and column in the user's
+text and a hint (did-you-mean for misspelt keywords).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError
+
+from dfsql.errors import (
+    ClauseOrderError,
+    DfsqlError,
+    DfsqlSyntaxError,
+    DurationError,
+    MissingOperandError,
+    TriggerError,
+    UnknownKeywordError,
+)
+from dfsql.language import clauses as c
+from dfsql.language.scan import Source
+
+CLAUSE_ORDER = ["WINDOW", "WATERMARK", "PROCESSING TIME", "ALLOWED LATENESS", "TRIGGER", "EMIT"]
+
+_UNIT = {
+    "MILLISECOND": "ms",
+    "SECOND": "s",
+    "MINUTE": "m",
+    "HOUR": "h",
+    "DAY": "d",
+}
+
+# How the grammar's terminals read in an error message.
+_TERMINAL_TEXT = {
+    "NUMBER": "a number",
+    "EXPR": "an expression",
+    "NAME": "a name",
+    "STRING": "a string",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "MILLISECOND": "a time unit",
+    "SECOND": "a time unit",
+    "MINUTE": "a time unit",
+    "HOUR": "a time unit",
+    "DAY": "a time unit",
+    "$END": "the end of the query",
+}
+
+
+def _grammar_path() -> Path:
+    here = Path(__file__).resolve()
+    for cand in (here.parents[2] / "grammar" / "dfsql.lark", here.parents[1] / "grammar" / "dfsql.lark"):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError("grammar/dfsql.lark not found next to the dfsql package")
+
+
+@functools.cache
+def _parser() -> Lark:
+    return Lark(
+        _grammar_path().read_text(),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+class _Builder(Transformer):
+    """Parse tree → clause objects. ``src``/``base`` turn token offsets into positions."""
+
+    def __init__(self, src: Source, base: int) -> None:
+        super().__init__()
+        self.src = src
+        self.base = base
+
+    def _pos(self, tok) -> c.Pos:
+        start = getattr(tok, "start_pos", None)
+        if start is None:
+            meta = getattr(tok, "meta", None)
+            start = getattr(meta, "start_pos", 0) if meta is not None else 0
+        return self.src.pos(self.base + (start or 0))
+
+    def _err(self, cls: type, message: str, tok, hint: str | None = None) -> DfsqlError:
+        p = self._pos(tok)
+        return cls(message, p.line, p.column, hint)
+
+    # ---------------------------------------------------------------- durations
+    def unit(self, items):
+        tok = items[0]
+        return tok
+
+    def duration(self, items):
+        if len(items) == 3:  # INTERVAL n unit
+            kw, num, unit = items
+            raw = str(num).strip("'\"").strip()
+        else:
+            num, unit = items
+            kw, raw = num, str(num)
+        try:
+            value = float(raw)
+        except ValueError:
+            raise self._err(DurationError, f"bad duration {raw!r}", num,
+                            "write a number and a unit, e.g. 5 MINUTES") from None
+        micros = c.Duration.of(value, _UNIT[unit.type]).micros
+        if micros <= 0:
+            raise self._err(DurationError, f"duration must be positive, got {raw} {unit}", kw,
+                            "sizes, gaps, periods, delays and lateness are > 0")
+        return (c.Duration(micros), kw)
+
+    def _dur(self, item) -> c.Duration:
+        return item[0]
+
+    # ---------------------------------------------------------------- WINDOW
+    def global_window(self, items):
+        return c.GlobalWindows(pos=self._pos(items[0]))
+
+    def fixed_window(self, items):
+        durs = [i for i in items if isinstance(i, tuple)]
+        offset = self._dur(durs[1]) if len(durs) > 1 else c.Duration(0)
+        size = self._dur(durs[0])
+        if offset.micros >= size.micros:
+            raise self._err(DurationError, "OFFSET must be smaller than the window size",
+                            durs[1][1], f"use an offset below {size}")
+        return c.FixedWindows(pos=self._pos(items[0]), size=size, offset=offset)
+
+    def sliding_window(self, items):
+        durs = [i for i in items if isinstance(i, tuple)]
+        size, period = self._dur(durs[0]), self._dur(durs[1])
+        offset = self._dur(durs[2]) if len(durs) > 2 else c.Duration(0)
+        if offset.micros >= period.micros:
+            raise self._err(DurationError, "OFFSET must be smaller than the sliding period",
+                            durs[2][1], f"use an offset below {period}")
+        return c.SlidingWindows(pos=self._pos(items[0]), size=size, period=period, offset=offset)
+
+    def session_window(self, items):
+        durs = [i for i in items if isinstance(i, tuple)]
+        return c.SessionWindows(pos=self._pos(items[0]), gap=self._dur(durs[0]))
+
+    def on_expr(self, items):
+        tok = items[1]
+        return c.Expr(str(tok).strip(), self._pos(tok))
+
+    def window_clause(self, items):
+        on = items[2] if len(items) > 2 else None
+        return ("WINDOW", items[0], {"window": items[1], "on": on})
+
+    # ---------------------------------------------------------------- WATERMARK etc.
+    def table_name(self, items):
+        return Token("NAME", ".".join(str(i) for i in items), start_pos=items[0].start_pos)
+
+    def watermark_delay(self, items):
+        wm = c.WatermarkDelay(pos=self._pos(items[0]), delay=self._dur(items[2]))
+        return ("WATERMARK", items[0], {"watermark": wm})
+
+    def watermark_from(self, items):
+        writer = str(items[4]) if len(items) > 4 else None
+        idle = self._dur(items[7]) if len(items) > 7 else None
+        wm = c.WatermarkFrom(pos=self._pos(items[0]), table=str(items[2]), writer=writer,
+                             idle_timeout=idle)
+        return ("WATERMARK", items[0], {"watermark": wm})
+
+    def watermark_perfect(self, items):
+        return ("WATERMARK", items[0], {"watermark": c.WatermarkPerfect(pos=self._pos(items[0]))})
+
+    def watermark_percentile(self, items):
+        q = float(items[2])
+        if not 0 < q <= 100:
+            raise self._err(DfsqlSyntaxError, f"PERCENTILE must be in (0, 100], got {items[2]}",
+                            items[2], "e.g. WATERMARK PERCENTILE 99")
+        delay = self._dur(items[4]) if len(items) > 4 else c.Duration(0)
+        wm = c.WatermarkPercentile(pos=self._pos(items[0]), percentile=q, delay=delay)
+        return ("WATERMARK", items[0], {"watermark": wm})
+
+    def processing_clause(self, items):
+        tok = items[2]
+        return ("PROCESSING TIME", items[0],
+                {"processing_time": c.Expr(str(tok).strip(), self._pos(tok))})
+
+    def lateness_clause(self, items):
+        into = str(items[6]) if len(items) > 6 else None
+        return ("ALLOWED LATENESS", items[0],
+                {"allowed_lateness": self._dur(items[2]), "late_rows_into": into})
+
+    # ---------------------------------------------------------------- TRIGGER
+    def _count(self, tok) -> int:
+        try:
+            n = int(str(tok))
+        except ValueError:
+            n = 0
+        if n <= 0 or str(tok) != str(n):
+            raise self._err(TriggerError, f"a row count must be a positive whole number, got {tok}",
+                            tok)
+        return n
+
+    def end_of_window(self, items):
+        return c.EndOfWindow(pos=self._pos(items[0]))
+
+    def at_watermark(self, items):
+        pos = self._pos(items[0])
+        early = next((i[1] for i in items if isinstance(i, tuple) and i[0] == "EARLY"), None)
+        late = next((i[1] for i in items if isinstance(i, tuple) and i[0] == "LATE"), None)
+        eow = c.EndOfWindow(pos=pos)
+        first: c.Trigger = eow if early is None else c.OrFinally(pos=pos, main=c.repeat(early, pos),
+                                                                  final=eow)
+        if late is None:
+            return first
+        return c.AfterEach(pos=pos, subs=(first, c.repeat(late, pos)))
+
+    def early_firing(self, items):
+        return ("EARLY", items[1])
+
+    def late_firing(self, items):
+        return ("LATE", items[1])
+
+    def after_rows(self, items):
+        return c.ElemCount(pos=self._pos(items[0]), count=self._count(items[1]))
+
+    def after_delay(self, items):
+        return c.SinceEarliestElem(pos=self._pos(items[0]), delay=self._dur(items[1]))
+
+    def every_rows(self, items):
+        pos = self._pos(items[0])
+        return c.Repeat(pos=pos, sub=c.ElemCount(pos=pos, count=self._count(items[1])))
+
+    def every_period(self, items):
+        pos = self._pos(items[0])
+        return c.Repeat(pos=pos, sub=c.AtPeriod(pos=pos, period=self._dur(items[1])))
+
+    def never(self, items):
+        return c.Never(pos=self._pos(items[0]))
+
+    def any_of(self, items):
+        subs = tuple(i for i in items if isinstance(i, c.Trigger))
+        self._once_only(subs, "ANY", items[0])
+        return c.AfterFirst(pos=self._pos(items[0]), subs=subs)
+
+    def all_of(self, items):
+        subs = tuple(i for i in items if isinstance(i, c.Trigger))
+        self._once_only(subs, "ALL", items[0])
+        return c.AfterAll(pos=self._pos(items[0]), subs=subs)
+
+    def _once_only(self, subs, what: str, tok) -> None:
+        for s in subs:
+            if not s.is_once:
+                raise TriggerError(
+                    f"{what}(...) takes triggers that fire once; {s} repeats",
+                    s.pos.line, s.pos.column,
+                    f"put REPEAT outside: REPEAT {what}(...)",
+                )
+
+    def repeat(self, items):
+        return c.repeat(items[1], self._pos(items[0]))
+
+    def group(self, items):
+        return items[0]
+
+    def until_trigger(self, items):
+        if len(items) == 1:
+            return items[0]
+        main, kw, final = items
+        self._final_once(final, "UNTIL")
+        return c.OrFinally(pos=self._pos(kw), main=c.repeat(main, main.pos), final=final)
+
+    def finally_trigger(self, items):
+        if len(items) == 1:
+            return items[0]
+        main, kw, final = items
+        self._final_once(final, "FINALLY")
+        return c.OrFinally(pos=self._pos(kw), main=main, final=final)
+
+    def _final_once(self, final: c.Trigger, what: str) -> None:
+        if not final.is_once:
+            raise TriggerError(
+                f"the trigger after {what} must fire once, but {final} repeats",
+                final.pos.line, final.pos.column,
+                f"{what} ends the trigger when its operand fires; drop REPEAT/EVERY there",
+            )
+
+    def trigger(self, items):
+        subs = tuple(i for i in items if isinstance(i, c.Trigger))
+        return subs[0] if len(subs) == 1 else c.AfterEach(pos=subs[0].pos, subs=subs)
+
+    def trigger_clause(self, items):
+        return ("TRIGGER", items[0], {"trigger": items[1]})
+
+    # ---------------------------------------------------------------- EMIT
+    def emit_discarding(self, items):
+        return ("EMIT", items[0], {"accumulation": c.Accumulation.DISCARDING})
+
+    def emit_accumulating(self, items):
+        mode = (c.Accumulation.ACCUMULATING_AND_RETRACTING if len(items) > 2
+                else c.Accumulation.ACCUMULATING)
+        return ("EMIT", items[0], {"accumulation": mode})
+
+    def start(self, items):
+        return items
+
+
+def _describe_expected(expected: set[str]) -> str:
+    words = []
+    for name in sorted(expected):
+        if name.startswith("__"):
+            continue
+        text = _TERMINAL_TEXT.get(name, name.replace("_", " "))
+        if text not in words:
+            words.append(text)
+    if not words:
+        return "something else"
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> DfsqlError:
+    """Map a Lark exception to a DfsqlError at the right place with a useful message."""
+    offset = base + (getattr(err, "pos_in_stream", None) or 0)
+    expected: set[str] = set(getattr(err, "expected", None) or getattr(err, "allowed", None) or [])
+    if isinstance(err, UnexpectedToken) and err.token.type == "$END":
+        offset = base + len(region.rstrip())
+    # The token just before the failure makes "after ..." in the message.
+    prev_text = region[: offset - base].rstrip()
+    tail = _WORDS.findall(prev_text)[-2:]
+    if len(tail) == 2 and tail[-1] == "(":
+        after = "".join(tail)
+    else:
+        after = tail[-1] if tail else ""
+    tail = [t for t in tail if t != "("] or tail
+    where = f" after {after}" if after else ""
+    expected_keywords = {e for e in expected if e.isupper() and e not in _TERMINAL_TEXT}
+    if expected & set(_UNIT):
+        expected_keywords |= {"MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"}
+
+    got = None
+    if isinstance(err, UnexpectedToken):
+        got = err.token
+        if got.type in ("EXPR", "NAME"):
+            m = _WORDS.match(str(got))
+            got = m.group(0) if m else str(got)
+    elif isinstance(err, UnexpectedCharacters):
+        m = _WORDS.match(region, offset - base)
+        got = m.group(0) if m else region[offset - base : offset - base + 1]
+
+    last_word = tail[-1].upper() if tail else ""
+    if last_word in ("UNTIL", "FINALLY", "THEN", "EARLY", "LATE", "REPEAT") and (
+        got is None or getattr(got, "type", "") == "$END" or str(got).upper() in
+        ("EMIT", "UNTIL", "FINALLY", "THEN", ")", ",")
+    ):
+        return src.error(MissingOperandError, f"{last_word} needs a trigger after it", offset,
+                         f"e.g. {last_word} WATERMARK")
+
+    got_text = "" if got is None else str(got)
+    if got_text and got_text[0].isalpha() and expected_keywords:
+        match = difflib.get_close_matches(got_text.upper(), sorted(expected_keywords), n=1,
+                                          cutoff=0.6)
+        upper = got_text.upper()
+        if upper in CLAUSE_WORDS and upper not in expected_keywords:
+            return src.error(ClauseOrderError, f"unexpected {upper} here{where}", offset,
+                             "the clauses come in the order " + ", ".join(CLAUSE_ORDER))
+        if match:
+            return src.error(UnknownKeywordError, f"unknown keyword {got_text}{where}", offset,
+                             f"did you mean {match[0]}?")
+        return src.error(
+            UnknownKeywordError if got_text.upper() not in ALL_KEYWORDS else DfsqlSyntaxError,
+            f"expected {_describe_expected(expected)}{where}, got {got_text}", offset,
+        )
+    if isinstance(err, UnexpectedToken) and err.token.type == "$END":
+        return src.error(DfsqlSyntaxError, f"expected {_describe_expected(expected)}{where}",
+                         offset, "the query ends too early")
+    return src.error(DfsqlSyntaxError,
+                     f"expected {_describe_expected(expected)}{where}"
+                     + (f", got {got_text}" if got_text else ""), offset)
+
+
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|\S")
+CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT"}
+ALL_KEYWORDS = {
+    name for name in (
+        "WINDOW GLOBAL FIXED SLIDING SESSIONS GAP OFFSET ON WATERMARK DELAY FROM BY IDLE TIMEOUT "
+        "PERFECT PERCENTILE PROCESSING TIME ALLOWED LATENESS LATE ROWS ROW INTO TRIGGER THEN "
+        "FINALLY UNTIL AT EARLY AFTER EVERY NEVER ANY ALL REPEAT EMIT DISCARDING ACCUMULATING "
+        "AND RETRACTING INTERVAL"
+    ).split()
+}
+
+
+def parse_region(src: Source, start: int, end: int) -> c.Clauses:
+    """Parse ``src.text[start:end]`` (comments already blanked) into :class:`Clauses`."""
+    region = src.text[start:end]
+    try:
+        tree = _parser().parse(region)
+        items = _Builder(src, start).transform(tree)
+    except VisitError as e:  # a DfsqlError raised inside the transformer
+        if isinstance(e.orig_exc, DfsqlError):
+            raise e.orig_exc from None
+        raise
+    except UnexpectedInput as e:
+        raise _lark_error(e, src, start, region) from None
+    return _assemble(items, src, start)
+
+
+def _assemble(items: list, src: Source, base: int) -> c.Clauses:
+    seen: dict[str, Token] = {}
+    fields: dict = {}
+    last_rank = -1
+    last_name = ""
+    for name, tok, values in items:
+        rank = CLAUSE_ORDER.index(name)
+        pos = src.pos(base + tok.start_pos)
+        if name in seen:
+            prev = src.pos(base + seen[name].start_pos)
+            raise ClauseOrderError(f"duplicate {name} clause", pos.line, pos.column,
+                                   f"{name} was already given at line {prev.line}, col {prev.column}")
+        if rank < last_rank:
+            raise ClauseOrderError(f"{name} must come before {last_name}", pos.line, pos.column,
+                                   "the clauses come in the order " + ", ".join(CLAUSE_ORDER))
+        seen[name] = tok
+        last_rank, last_name = rank, name
+        fields.update(values)
+    if "WINDOW" not in seen:
+        first = items[0][1]
+        p = src.pos(base + first.start_pos)
+        raise ClauseOrderError(f"{items[0][0]} needs a WINDOW clause before it", p.line, p.column,
+                               "start the extension clauses with WINDOW ...")
+    wtok = seen["WINDOW"]
+    return c.Clauses(
+        pos=src.pos(base + wtok.start_pos),
+        watermark_given="WATERMARK" in seen,
+        trigger_given="TRIGGER" in seen,
+        emit_given="EMIT" in seen,
+        **fields,
+    )
+
+
+def parse_clauses(text: str) -> c.Clauses:
+    """Parse extension-clause text on its own (``WINDOW ... EMIT ...``).
+
+    Used by the model's reference entry point and by tests; comments are allowed.
+    """
+    from dfsql.language.scan import scan
+
+    src = Source(text)
+    _, cleaned = scan(src)
+    return parse_region(Source(cleaned), 0, len(cleaned))

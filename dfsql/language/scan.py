@@ -1,0 +1,143 @@
+"""A position-keeping scanner for whole statements.
+
+Spark SQL is parsed by sqlglot (and finally by Spark); this scanner only needs to know
+where words, strings, comments and parentheses are, so that the extension clauses can be
+found without being fooled by a string literal or comment that happens to contain
+``TRIGGER``, and so that every error can name a line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dfsql.errors import DfsqlSyntaxError
+from dfsql.language.clauses import Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str  # word | number | string | quoted | punct | op
+    text: str
+    start: int
+    end: int
+    depth: int  # parenthesis depth *outside* this token (a "(" has the depth it opens from)
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper()
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and (not words or self.text.upper() in words)
+
+
+class Source:
+    """The statement text with offset → line/column conversion."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line_starts = [0]
+        for i, ch in enumerate(text):
+            if ch == "\n":
+                self._line_starts.append(i + 1)
+
+    def pos(self, offset: int) -> Pos:
+        import bisect
+
+        offset = max(0, min(offset, len(self.text)))
+        line = bisect.bisect_right(self._line_starts, offset)
+        return Pos(line, offset - self._line_starts[line - 1] + 1, offset)
+
+    def error(self, cls: type, message: str, offset: int, hint: str | None = None):
+        p = self.pos(offset)
+        return cls(message, p.line, p.column, hint)
+
+
+def blank(text: str) -> str:
+    """Replace every character but newlines with a space (keeps offsets and lines)."""
+    return "".join(ch if ch == "\n" else " " for ch in text)
+
+
+def scan(src: Source) -> tuple[list[Token], str]:
+    """Tokens of the statement (comments dropped) and the text with comments blanked.
+
+    Raises DfsqlSyntaxError for an unterminated string or comment and for unbalanced
+    parentheses, pointing at the offending character.
+    """
+    text = src.text
+    n = len(text)
+    i = 0
+    depth = 0
+    opens: list[int] = []
+    tokens: list[Token] = []
+    cleaned = list(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            cleaned[i:j] = blank(text[i:j])
+            i = j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise src.error(DfsqlSyntaxError, "unterminated comment", i, "close it with */")
+            cleaned[i : j + 2] = blank(text[i : j + 2])
+            i = j + 2
+            continue
+        if ch in "'\"":
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                raise src.error(DfsqlSyntaxError, "unterminated string literal", i,
+                                f"close it with {ch}")
+            tokens.append(Token("string", text[i : j + 1], i, j + 1, depth))
+            i = j + 1
+            continue
+        if ch == "`":
+            j = text.find("`", i + 1)
+            if j < 0:
+                raise src.error(DfsqlSyntaxError, "unterminated quoted name", i, "close it with `")
+            tokens.append(Token("quoted", text[i : j + 1], i, j + 1, depth))
+            i = j + 1
+            continue
+        if ch.isalpha() or ch == "_":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            tokens.append(Token("word", text[i:j], i, j, depth))
+            i = j
+            continue
+        if ch.isdigit():
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] in "._"):
+                j += 1
+            tokens.append(Token("number", text[i:j], i, j, depth))
+            i = j
+            continue
+        if ch == "(":
+            tokens.append(Token("punct", ch, i, i + 1, depth))
+            opens.append(i)
+            depth += 1
+            i += 1
+            continue
+        if ch == ")":
+            if not opens:
+                raise src.error(DfsqlSyntaxError, "unbalanced parentheses: ')' without '('", i,
+                                "remove it or add the matching '('")
+            opens.pop()
+            depth -= 1
+            tokens.append(Token("punct", ch, i, i + 1, depth))
+            i += 1
+            continue
+        kind = "punct" if ch in ",;." else "op"
+        tokens.append(Token(kind, ch, i, i + 1, depth))
+        i += 1
+    if opens:
+        raise src.error(DfsqlSyntaxError, "unbalanced parentheses: '(' is never closed",
+                        opens[-1], "add the matching ')'")
+    return tokens, "".join(cleaned)

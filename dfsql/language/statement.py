@@ -1,0 +1,289 @@
+"""Whole statements: find the windowed SELECTs in Spark SQL text.
+
+A statement is Spark SQL in which some query blocks (the statement itself, a CTE body, a
+subquery or a view body) carry the extension clauses. We find each extension region with
+the position-keeping scanner, parse it with the Lark grammar, and cut the region out of
+the text (blanked, so offsets and lines stay where the user wrote them). Blocks are
+listed innermost first; an outer block sees an inner windowed block as a reference to
+the view ``__dfsql_w<i>`` that the executor registers for the inner result. A statement
+without any region is plain Spark SQL and is passed to Spark untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, WindowedQueryError
+from dfsql.language import clauses as c
+from dfsql.language.parse import parse_region
+from dfsql.language.scan import Source, Token, blank, scan
+
+# Words that end an extension region when met at the region's parenthesis depth.
+_REGION_END = {
+    "ORDER", "SORT", "CLUSTER", "DISTRIBUTE", "LIMIT", "OFFSET", "UNION", "INTERSECT",
+    "EXCEPT", "MINUS",
+}
+# Words that end it but are out of order there (they belong before WINDOW).
+_BEFORE_WINDOW = {"FROM", "WHERE", "GROUP", "HAVING", "SELECT", "LATERAL", "JOIN"}
+_SQL_CLAUSE_WORDS = _REGION_END | _BEFORE_WINDOW | {"AS", "ON", "AND", "OR", "THEN", "ELSE", "END",
+                                                    "WHEN", "IS", "IN", "NOT", "DESC", "ASC"}
+_STRAY = {
+    "TRIGGER": {"EVERY", "AFTER", "AT", "WATERMARK", "NEVER", "REPEAT", "ANY", "ALL", "("},
+    "EMIT": {"ACCUMULATING", "DISCARDING"},
+    "ALLOWED": {"LATENESS"},
+    "PROCESSING": {"TIME"},
+    "WATERMARK": {"DELAY", "FROM", "PERFECT", "PERCENTILE"},
+}
+
+PLACEHOLDER = "__dfsql_w{}"
+
+
+@dataclass(frozen=True)
+class SparkWatermark:
+    """Spark's relation clause ``FROM t WATERMARK col DELAY OF INTERVAL …``."""
+
+    column: str
+    delay: c.Duration
+    pos: c.Pos
+
+
+@dataclass(frozen=True)
+class WindowedBlock:
+    """One windowed query block.
+
+    ``sql`` is the block's Spark SQL with the extension region blanked and inner windowed
+    blocks replaced by their placeholder views; offsets in it match ``span[0]`` onwards in
+    the statement text, so positions found in it map straight back to the user's text.
+    """
+
+    index: int
+    span: tuple[int, int]
+    region: tuple[int, int]
+    sql: str
+    clauses: c.Clauses
+    inner: tuple[int, ...] = ()
+    spark_watermark: SparkWatermark | None = None
+
+    @property
+    def view_name(self) -> str:
+        return PLACEHOLDER.format(self.index)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A parsed statement: its text, its kind, and its windowed blocks (innermost first)."""
+
+    text: str
+    kind: str  # query | explain | create_view | other
+    body_start: int  # offset where the query proper starts (after EXPLAIN / CREATE VIEW … AS)
+    blocks: tuple[WindowedBlock, ...] = ()
+    view_name: str | None = None
+    view_temporary: bool = False
+    source: Source = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.blocks)
+
+    @property
+    def top(self) -> WindowedBlock | None:
+        """The block that is the statement's own query, if the statement is windowed."""
+        for b in self.blocks:
+            if b.span[0] <= self.body_start and b.span[1] >= len(self.text.rstrip().rstrip(";")):
+                return b
+        return None
+
+
+def _next(tokens: list[Token], i: int) -> Token | None:
+    return tokens[i + 1] if i + 1 < len(tokens) else None
+
+
+def _is_region_start(tokens: list[Token], i: int) -> bool:
+    """WINDOW that starts our clause, not Spark's window() or WINDOW w AS (...)."""
+    nxt = _next(tokens, i)
+    if nxt is None or nxt.kind != "word":
+        return False
+    if nxt.upper in _SQL_CLAUSE_WORDS:
+        return False
+    after = _next(tokens, i + 1)
+    if after is not None and after.is_word("AS"):
+        return False  # Spark's named window clause
+    prev = tokens[i - 1] if i > 0 else None
+    if prev is not None and (prev.text in (".", ",", "(") or prev.is_word("AS", "SELECT", "BY")):
+        return False  # a column or alias called window
+    return True
+
+
+def _spark_watermark(tokens: list[Token], src: Source) -> list[tuple[int, int, SparkWatermark]]:
+    """Find ``WATERMARK col DELAY OF INTERVAL n unit`` relation clauses."""
+    found = []
+    units = {"MILLISECOND": "ms", "SECOND": "s", "MINUTE": "m", "HOUR": "h", "DAY": "d"}
+    for i, t in enumerate(tokens):
+        if not t.is_word("WATERMARK") or i + 4 >= len(tokens):
+            continue
+        col, d, of = tokens[i + 1], tokens[i + 2], tokens[i + 3]
+        if not (col.kind in ("word", "quoted") and d.is_word("DELAY") and of.is_word("OF")):
+            continue
+        j = i + 4
+        if tokens[j].is_word("INTERVAL"):
+            j += 1
+        if j + 1 >= len(tokens):
+            raise src.error(DfsqlSyntaxError, "expected an interval after DELAY OF", of.end)
+        num, unit = tokens[j], tokens[j + 1]
+        raw = num.text.strip("'\"")
+        uname = unit.upper.rstrip("S") if unit.upper not in ("S", "MS") else unit.upper
+        key = {"S": "SECOND", "MS": "MILLISECOND", "SEC": "SECOND", "MIN": "MINUTE",
+               "H": "HOUR"}.get(uname, uname)
+        if key not in units:
+            raise src.error(DfsqlSyntaxError, f"expected a time unit, got {unit.text}", unit.start)
+        try:
+            dur = c.Duration.of(float(raw), units[key])
+        except ValueError:
+            raise src.error(DfsqlSyntaxError, f"bad interval {num.text}", num.start) from None
+        name = col.text.strip("`")
+        found.append((t.start, unit.end, SparkWatermark(name, dur, src.pos(t.start))))
+    return found
+
+
+def _matching_close(tokens: list[Token], open_idx: int) -> int:
+    depth = tokens[open_idx].depth
+    for j in range(open_idx + 1, len(tokens)):
+        if tokens[j].text == ")" and tokens[j].depth == depth:
+            return j
+    return len(tokens) - 1
+
+
+def parse_statement(text: str) -> Statement:
+    """Find and parse every windowed block of ``text``; see the module docstring."""
+    src = Source(text)
+    tokens, cleaned = scan(src)
+    csrc = Source(cleaned)
+
+    # Statement kind and where its query body starts.
+    kind, body_start, view_name, temp = "query", 0, None, False
+    first = [t for t in tokens if t.depth == 0]
+    if first and first[0].is_word("EXPLAIN"):
+        kind = "explain"
+        k = 1
+        while k < len(first) and first[k].is_word("EXTENDED", "FORMATTED", "CODEGEN", "COST",
+                                                   "LOGICAL"):
+            k += 1
+        body_start = first[k].start if k < len(first) else len(text)
+    elif first and first[0].is_word("CREATE") and any(t.is_word("VIEW") for t in first[:7]):
+        kind = "create_view"
+        vi = next(k for k, t in enumerate(first) if t.is_word("VIEW"))
+        temp = any(t.is_word("TEMP", "TEMPORARY") for t in first[:vi])
+        k = vi + 1
+        if k + 2 < len(first) and first[k].is_word("IF"):
+            k += 3
+        view_name = first[k].text.strip("`") if k < len(first) else None
+        ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
+        body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else len(text)
+    elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
+            first[0].text != "(":
+        kind = "other"
+
+    # Extension regions.
+    regions: list[tuple[int, int, int]] = []  # (start offset, end offset, depth)
+    consumed_until = -1
+    for i, t in enumerate(tokens):
+        if t.start < consumed_until:
+            continue
+        if t.is_word("WINDOW") and _is_region_start(tokens, i):
+            j = i + 1
+            while j < len(tokens):
+                u = tokens[j]
+                if u.depth < t.depth or (u.text == ")" and u.depth == t.depth - 1):
+                    break
+                if u.depth == t.depth and (u.text == ";" or (u.kind == "word" and (
+                        u.upper in _REGION_END or u.upper in _BEFORE_WINDOW))):
+                    break
+                j += 1
+            end_tok = tokens[j] if j < len(tokens) else None
+            if end_tok is not None and end_tok.kind == "word" and end_tok.upper in _BEFORE_WINDOW:
+                word = "GROUP BY" if end_tok.upper == "GROUP" else end_tok.upper
+                raise src.error(ClauseOrderError, f"{word} must come before WINDOW",
+                                end_tok.start, "WINDOW and the clauses after it follow GROUP BY "
+                                               "and HAVING, and precede ORDER BY and LIMIT")
+            end = tokens[j - 1].end
+            regions.append((t.start, end, t.depth))
+            consumed_until = end
+            continue
+        stray = _STRAY.get(t.upper) if t.kind == "word" else None
+        if stray:
+            nxt = _next(tokens, i)
+            if nxt is not None and (nxt.upper in stray or nxt.text in stray) and not (
+                    t.is_word("WATERMARK") and nxt.kind in ("word", "quoted")
+                    and (_next(tokens, i + 1) or nxt).is_word("DELAY")
+                    and (_next(tokens, i + 2) or nxt).is_word("OF")):
+                word = {"ALLOWED": "ALLOWED LATENESS", "PROCESSING": "PROCESSING TIME"}.get(
+                    t.upper, t.upper)
+                prior = [r for r in regions if r[2] == t.depth]
+                if prior:
+                    raise src.error(ClauseOrderError, f"{word} must come before ORDER BY / LIMIT",
+                                    t.start, "the extension clauses follow WINDOW directly")
+                raise src.error(ClauseOrderError, f"{word} needs a WINDOW clause before it",
+                                t.start, "add e.g. WINDOW FIXED(1 MINUTE) ON <event time> first")
+
+    if not regions:
+        return Statement(text, kind, body_start, (), view_name, temp, src)
+
+    # Parse each region and work out its block.
+    spark_wms = _spark_watermark(tokens, src)
+    raw_blocks = []
+    for start, end, depth in regions:
+        clauses = parse_region(csrc, start, end)
+        if depth == 0:
+            b0 = body_start
+            b1 = len(cleaned.rstrip().rstrip(";").rstrip())
+        else:
+            open_idx = max(k for k, t in enumerate(tokens)
+                           if t.text == "(" and t.depth == depth - 1 and t.start < start)
+            b0 = tokens[open_idx].end
+            b1 = tokens[_matching_close(tokens, open_idx)].start
+        raw_blocks.append((b0, b1, start, end, clauses))
+
+    # Two regions in one block: a set operation over windowed SELECTs.
+    spans = [(b[0], b[1]) for b in raw_blocks]
+    for k, s in enumerate(spans):
+        if s in spans[:k]:
+            raise src.error(WindowedQueryError,
+                            "each windowed SELECT of a set operation needs its own parentheses",
+                            raw_blocks[k][2], "write (SELECT … WINDOW …) UNION ALL (SELECT …)")
+
+    # Innermost first: a block nested in another's span comes before it.
+    order = sorted(range(len(raw_blocks)), key=lambda k: raw_blocks[k][1] - raw_blocks[k][0])
+    blocks: list[WindowedBlock] = []
+    for idx, k in enumerate(order):
+        b0, b1, r0, r1, clauses = raw_blocks[k]
+        body = list(cleaned)
+        body[r0:r1] = blank(cleaned[r0:r1])
+        inside = [p for p in blocks if b0 <= p.span[0] and p.span[1] <= b1]
+        inner = [p.index for p in inside
+                 if not any(q is not p and q.span[0] <= p.span[0] and p.span[1] <= q.span[1]
+                            for q in inside)]
+        for i in inner:
+            p0, p1 = blocks[i].span
+            repl = f"SELECT * FROM {blocks[i].view_name}"
+            body[p0:p1] = repl + blank(cleaned[p0:p1])[len(repl):]
+        sw = None
+        for w0, w1, wm in spark_wms:
+            if b0 <= w0 < b1 and not any(blocks[i].span[0] <= w0 < blocks[i].span[1]
+                                         for i in inner):
+                body[w0:w1] = blank(cleaned[w0:w1])
+                sw = wm
+        if sw is not None and not clauses.watermark_given:
+            clauses = _with(clauses, watermark=c.WatermarkDelay(pos=sw.pos, delay=sw.delay,
+                                                                from_relation=True))
+        if sw is not None and clauses.on is None:
+            clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
+        sql = "".join(body)[b0:b1]
+        blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
+    return Statement(text, kind, body_start, tuple(blocks), view_name, temp, src)
+
+
+def _with(cl: c.Clauses, **changes) -> c.Clauses:
+    from dataclasses import replace
+
+    return replace(cl, **changes)
+
