@@ -197,7 +197,8 @@ def parse_statement(text: str) -> Statement:
                     break
                 if u.depth == t.depth and (u.text == ";" or (u.kind == "word" and (
                         u.upper in _REGION_END or u.upper in _BEFORE_WINDOW))):
-                    break
+                    if not (u.is_word("FROM") and tokens[j - 1].is_word("WATERMARK")):
+                        break
                 j += 1
             end_tok = tokens[j] if j < len(tokens) else None
             if end_tok is not None and end_tok.kind == "word" and end_tok.upper in _BEFORE_WINDOW:

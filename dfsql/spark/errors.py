@@ -1,0 +1,97 @@
+"""Spark's exceptions, mapped to :class:`DfsqlError` at positions in the user's text.
+
+Spark reports analysis and parse errors against the SQL text it was given. dfsql gives
+Spark either the user's text itself (plain SQL) or a stage whose offsets are those of the
+user's text shifted by a known amount, so a Spark position maps straight back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from dfsql.errors import AnalysisError, DataError, DfsqlError, DfsqlSyntaxError
+from dfsql.language.scan import Source
+
+_LINE_POS = re.compile(r"line (\d+), pos (\d+)")
+
+
+def _first_line(message: str) -> str:
+    msg = message.strip().split("\n")[0]
+    return re.sub(r"\s*SQLSTATE: \w+\s*$", "", msg)
+
+
+def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[[int], int]
+                    | None = None, text: str | None = None) -> DfsqlError | None:
+    """A DfsqlError for a Spark exception, or None when it is not a user mistake."""
+    try:
+        from pyspark.errors import (
+            AnalysisException,
+            ParseException,
+            PySparkException,
+        )
+    except ImportError:  # pragma: no cover
+        return None
+    if not isinstance(exc, PySparkException):
+        return None
+    message = _first_line(str(exc))
+    cls: type[DfsqlError] = AnalysisError
+    if isinstance(exc, ParseException):
+        cls = DfsqlSyntaxError
+    elif not isinstance(exc, AnalysisException):
+        cond = ""
+        try:
+            cond = exc.getCondition() or ""  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - older/newer PySpark differ here
+            cond = ""
+        if cond.startswith(("CAST_", "DIVIDE_BY_ZERO", "ARITHMETIC", "NUMERIC", "INVALID_")):
+            cls = DataError
+        else:
+            return None
+    line = col = None
+    start = None
+    try:
+        contexts = exc.getQueryContext()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        contexts = []
+    for ctx in contexts or []:
+        try:
+            start = ctx.startIndex()
+        except Exception:  # noqa: BLE001
+            start = None
+        if start is not None and start >= 0:
+            break
+    if start is None or start < 0:
+        m = _LINE_POS.search(str(exc))
+        if m and text is not None:
+            ln, pos = int(m.group(1)), int(m.group(2))
+            lines = text.split("\n")
+            start = sum(len(x) + 1 for x in lines[: ln - 1]) + pos
+    if start is not None and start >= 0 and src is not None:
+        p = src.pos(offset_of(start) if offset_of else start)
+        line, col = p.line, p.column
+    elif src is not None:
+        line, col = 1, 1
+    hint = None
+    m = re.search(r"Did you mean one of the following\? \[([^\]]*)\]", str(exc))
+    if m:
+        hint = f"did you mean one of {m.group(1)}?"
+    elif "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+        hint = "register it with dfsql.register(name, df) or CREATE TEMP VIEW"
+    return cls(message, line, col, hint)
+
+
+@contextmanager
+def spark_errors(src: Source | None, offset_of: Callable[[int], int] | None = None,
+                 text: str | None = None) -> Iterator[None]:
+    """Turn Spark exceptions raised inside the block into DfsqlErrors (Python → no trace)."""
+    try:
+        yield
+    except DfsqlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - decide below whether it is the user's mistake
+        mapped = map_spark_error(exc, src, offset_of, text)
+        if mapped is None:
+            raise
+        raise mapped from None
