@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.language import Statement, parse_statement
 from dfsql.language.rewrite import rewrite
-from dfsql.spark.errors import spark_errors
+from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +41,7 @@ def _spark(spark: SparkSession | None) -> SparkSession:
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns."""
     stmt = parse_statement(text)
+    quiet_spark_loggers()
     if not stmt.windowed:
         s = _spark(spark)
         with spark_errors(stmt.source, text=text):

@@ -19,7 +19,16 @@ _LINE_POS = re.compile(r"line (\d+), pos (\d+)")
 
 def _first_line(message: str) -> str:
     msg = message.strip().split("\n")[0]
-    return re.sub(r"\s*SQLSTATE: \w+\s*$", "", msg)
+    return re.sub(r"\s*SQLSTATE: \w+.*$", "", msg)
+
+
+def quiet_spark_loggers() -> None:
+    """PySpark logs every analysis error with its Java stack trace before raising it; dfsql
+    turns those errors into DfsqlErrors, so the log would only show users a stack trace."""
+    import logging
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[[int], int]
@@ -86,6 +95,7 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
 def spark_errors(src: Source | None, offset_of: Callable[[int], int] | None = None,
                  text: str | None = None) -> Iterator[None]:
     """Turn Spark exceptions raised inside the block into DfsqlErrors (Python → no trace)."""
+    quiet_spark_loggers()
     try:
         yield
     except DfsqlError:

@@ -1,18 +1,264 @@
 """Windowed statements on Spark: input stage → windows and panes → aggregates → output.
 
-Execution lands with the executor issue; until then a windowed query says so plainly
-instead of returning anything that looks like a result.
+Each windowed block of a statement (innermost first) becomes a DataFrame:
+
+1. the **input stage** (Spark SQL from the rewrite) projects keys, event time,
+   processing time and the columns the aggregates read;
+2. windows and panes are decided — natively by Spark where the semantics allow it (a
+   batch input fires exactly one ON_TIME, last pane per key and window whatever the
+   trigger, so it *is* ``GROUP BY window()`` / ``session_window()``), otherwise by the
+   Dataflow model's driver over Arrow batches (:mod:`dfsql.spark.replay`);
+3. Spark computes every aggregate;
+4. the **output stage** applies the SELECT expressions, HAVING, ORDER BY and LIMIT.
+
+Inner blocks are registered as temp views under names unique to the statement, so the
+outer query (windowed or not) reads them like any table.
 """
 
 from __future__ import annotations
 
-from dfsql.errors import NotSupportedError
+import itertools
+import re
+from typing import TYPE_CHECKING
+
+from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
+from dfsql.language import clauses as c
+from dfsql.language.rewrite import EVENT_TIME, PANES_TABLE, PROCESSING_TIME, Stages, rewrite
+from dfsql.language.scan import Source
+from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
+from dfsql.spark.errors import map_spark_error, spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_counter = itertools.count()
+_PANE_COLS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
+              "is_retraction")
 
 
-def execute(stmt, spark, registry):  # noqa: ARG001 - signature of the real planner
-    top = stmt.blocks[-1]
-    p = stmt.source.pos(top.region[0])
-    raise NotSupportedError(
-        "executing windowed queries is not available yet in this version of dfsql",
-        p.line, p.column, "dfsql.explain(query) shows how it will run",
-    )
+def interval(d: c.Duration) -> str:
+    """A Spark interval string for a duration (exact, in microseconds)."""
+    return f"{d.micros} microseconds"
+
+
+class BlockPlan:
+    """Everything needed to run one windowed block; results are lazy DataFrames."""
+
+    def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
+                 registry: dict) -> None:
+        self.stmt = stmt
+        self.block = block
+        self.spark = spark
+        self.uid = uid
+        self.src: Source = stmt.source
+        self.clauses = block.clauses
+        self.registry = registry
+        self.stages: Stages = rewrite(block, self.src)
+        self.dropped_view: str | None = None
+
+    def name(self, base: str) -> str:
+        return f"{base}_{self.uid}"
+
+    def sql_of(self, text: str) -> str:
+        """Stage SQL with this statement's unique view names."""
+        return re.sub(r"__dfsql_w(\d+)\b", lambda m: f"__dfsql_{self.uid}_w{m.group(1)}", text)
+
+    # ------------------------------------------------------------------ validation
+    def _where(self, pos: c.Pos | None):
+        return (pos.line, pos.column) if pos is not None and pos.line else (None, None)
+
+    def _map_fragment(self, exc: BaseException) -> DfsqlError | None:
+        """Map a Spark error on a generated stage back to the user's text by its fragment."""
+        mapped = map_spark_error(exc, None)
+        if mapped is None:
+            return None
+        frag = None
+        try:
+            for ctx in exc.getQueryContext():  # type: ignore[attr-defined]
+                frag = ctx.fragment()
+                break
+        except Exception:  # noqa: BLE001
+            frag = None
+        m = re.search(r"`([^`]+)`", mapped.message)
+        needles = [f for f in (frag, m.group(1) if m else None) if f]
+        text = self.src.text
+        for needle in needles:
+            needle = re.sub(r"__dfsql_\w+_w(\d+)", lambda mm: PLACEHOLDER.format(mm.group(1)),
+                            needle)
+            k = text.find(needle, self.block.span[0])
+            if k < 0:
+                k = text.lower().find(needle.lower(), self.block.span[0])
+            if k >= 0:
+                p = self.src.pos(k)
+                return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
+        p = self.src.pos(self.block.span[0])
+        return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
+
+    def analyse_original(self) -> list[str] | None:
+        """Analyse the user's SELECT (extension region blanked) with Spark.
+
+        Its offsets are the user's, so unknown tables and columns are reported exactly
+        where they were written; its schema gives Spark's own output column names.
+        """
+        sql = self.sql_of(self.block.sql)
+        try:
+            df = self.spark.sql(sql)
+            return list(df.columns)
+        except Exception as exc:  # noqa: BLE001
+            msg = str(exc)
+            if any(w in msg for w in _PANE_COLS):
+                return None  # the SELECT names window columns that only exist after windowing
+            mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def input_df(self) -> DataFrame:
+        sql = self.sql_of(self.stages.input_sql)
+        try:
+            df = self.spark.sql(sql)
+            schema = df.schema
+        except Exception as exc:  # noqa: BLE001
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
+        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+        if EVENT_TIME in df.columns:
+            t = schema[EVENT_TIME].dataType
+            if not isinstance(t, TimestampType | TimestampNTZType | DateType):
+                line, col = self._where(self.clauses.on.pos if self.clauses.on else None)
+                raise AnalysisError(
+                    f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
+                    f"{t.simpleString()}", line, col,
+                    f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
+        if PROCESSING_TIME in df.columns:
+            t = schema[PROCESSING_TIME].dataType
+            if not isinstance(t, TimestampType | TimestampNTZType):
+                pt = self.clauses.processing_time
+                line, col = self._where(pt.pos if pt else None)
+                raise AnalysisError(
+                    f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
+                    line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
+        if df.isStreaming and self.clauses.processing_time is not None:
+            line, col = self._where(self.clauses.processing_time.pos)
+            raise SourceError("PROCESSING TIME replays a bounded table; this source is a stream",
+                              line, col, "drop PROCESSING TIME: a stream uses the engine's clock")
+        return df
+
+    def check_clauses(self) -> None:
+        cl = self.clauses
+        if isinstance(cl.watermark, c.WatermarkPerfect) and cl.processing_time is None:
+            line, col = self._where(cl.watermark.pos)
+            raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
+                                 "the perfect watermark looks ahead in a replayed table")
+        if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
+            default = self._registered("event_time")
+            if default is None:
+                line, col = self._where(cl.window.pos)
+                raise AnalysisError("ON <event time> is required for this window", line, col,
+                                    "write e.g. ON event_time after the window, or register the "
+                                    "source with dfsql.register(name, df, event_time=...)")
+
+    def _registered(self, attr: str) -> str | None:
+        for name, reg in self.registry.items():
+            if re.search(rf"\b{re.escape(name)}\b", self.block.sql, re.IGNORECASE):
+                value = getattr(reg, attr)
+                if value:
+                    return value
+        return None
+
+    # ------------------------------------------------------------------ execution
+    def panes(self) -> DataFrame:
+        """Keys, aggregates and the pane columns, one row per emitted pane (or retraction)."""
+        if self.clauses.processing_time is None:
+            return self.batch_panes()
+        from dfsql.spark.replay import replay_panes
+
+        return replay_panes(self)
+
+    def batch_panes(self) -> DataFrame:
+        """A batch input: every key and window gets one ON_TIME, last pane — natively."""
+        inp = self.name("__dfsql_in")
+        self.input_df().createOrReplaceTempView(inp)
+        keys = list(self.stages.key_columns)
+        w = self.clauses.window
+        if isinstance(w, c.GlobalWindows):
+            win_expr = None
+            start = end = "CAST(NULL AS TIMESTAMP)"
+        elif isinstance(w, c.FixedWindows):
+            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.size)}', "
+                        f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SlidingWindows):
+            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
+                        f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SessionWindows):
+            win_expr = f"session_window({EVENT_TIME}, '{interval(w.gap)}')"
+        else:  # pragma: no cover - the grammar has no other window
+            raise AssertionError(w)
+        if win_expr is not None:
+            # Spark names the grouping column after the function: window / session_window.
+            wcol = "session_window" if isinstance(w, c.SessionWindows) else "window"
+            start, end = f"{wcol}.start", f"{wcol}.end"
+        group = keys + ([win_expr] if win_expr else [])
+        select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
+        select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
+        select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
+                   "true AS is_last", "CAST(NULL AS TIMESTAMP) AS emit_time",
+                   "false AS is_retraction"]
+        where = f" WHERE {EVENT_TIME} IS NOT NULL" if win_expr else ""
+        group_sql = f" GROUP BY {', '.join(group)}" if group else ""
+        sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
+        with spark_errors(None):
+            return self.spark.sql(sql)
+
+    def result(self) -> DataFrame:
+        self.check_clauses()
+        names = self.analyse_original()
+        panes = self.panes()
+        view = self.name(PANES_TABLE)
+        panes.createOrReplaceTempView(view)
+        out_sql = self.stages.output_sql.replace(PANES_TABLE, view)
+        try:
+            df = self.spark.sql(out_sql)
+        except Exception as exc:  # noqa: BLE001
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
+        if names is not None:
+            wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
+            if len(wanted) == len(df.columns):
+                df = df.toDF(*wanted)
+        return df
+
+
+def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
+    """Run a statement with windowed blocks; see the module docstring."""
+    uid = f"{next(_counter)}"
+    result = None
+    top = stmt.top
+    for block in stmt.blocks:
+        plan = BlockPlan(stmt, block, spark, uid, registry)
+        df = plan.result()
+        if block is top:
+            result = df
+        else:
+            df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
+    if stmt.kind == "create_view":
+        assert result is not None and stmt.view_name
+        result.createOrReplaceTempView(stmt.view_name)
+        return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
+    if result is not None:
+        return result
+    # Windowed blocks only inside a plain statement: run it over their views.
+    text = list(stmt.text)
+    outer = [b for b in stmt.blocks
+             if not any(o is not b and o.span[0] <= b.span[0] and b.span[1] <= o.span[1]
+                        for o in stmt.blocks)]
+    for b in sorted(outer, key=lambda b: -b.span[0]):
+        text[b.span[0]:b.span[1]] = f"SELECT * FROM __dfsql_{uid}_w{b.index}"
+    final = "".join(text)
+    with spark_errors(stmt.source):
+        return spark.sql(final)
