@@ -1,0 +1,112 @@
+"""Shared fixtures: one SparkSession for the whole run and the temp views tests query.
+
+Starting Spark costs seconds, so every test shares the session-scoped ``spark``. Views are
+built with ``CREATE TEMP VIEW … AS SELECT … FROM VALUES`` (or a CSV read for the paper's
+data) so building them starts no Python workers and costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dfsql.session import session, stop_session
+
+PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "paper_example"
+
+#: Schemas of the paper's running example (timestamps are read in the session's UTC zone).
+SCORES_SCHEMA = "key STRING, value BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
+WATERMARKS_SCHEMA = "processing_time TIMESTAMP, watermark TIMESTAMP"
+
+#: Small general tables for the plain-SQL fidelity corpus: name -> SQL body of the view.
+#: They cover strings, ints, decimals, dates, timestamps, nulls, arrays, maps and structs.
+SAMPLE_VIEWS: dict[str, str] = {
+    "departments": """
+        SELECT CAST(dept_id AS INT) AS dept_id, dept_name,
+               CAST(budget AS DECIMAL(12,2)) AS budget, location
+        FROM VALUES
+          (10, 'Engineering', 500000.00, 'Berlin'),
+          (20, 'Sales',       250000.50, 'London'),
+          (30, 'Marketing',   120000.00, NULL),
+          (40, 'Legal',        80000.00, 'Paris')
+        AS t(dept_id, dept_name, budget, location)""",
+    "employees": """
+        SELECT CAST(emp_id AS INT) AS emp_id, name, CAST(dept_id AS INT) AS dept_id,
+               CAST(manager_id AS INT) AS manager_id,
+               CAST(salary AS DECIMAL(10,2)) AS salary, CAST(hire_date AS DATE) AS hire_date,
+               skills, attrs, address
+        FROM VALUES
+          (1, 'Alice', 10, NULL, 120000.00, '2015-03-01', array('scala', 'sql', 'python'),
+           map('level', 'senior', 'remote', 'no'), named_struct('city', 'Berlin', 'zip', '10115')),
+          (2, 'Bob',   10, 1,     95000.50, '2018-07-15', array('python'),
+           map('level', 'mid'), named_struct('city', 'Berlin', 'zip', '10117')),
+          (3, 'Carol', 20, 1,     70000.00, '2019-01-10', array('excel', 'sql'),
+           map('level', 'mid', 'remote', 'yes'), named_struct('city', 'London', 'zip', 'E1')),
+          (4, 'Dan',   20, 3,     55000.25, '2021-11-30', CAST(array() AS ARRAY<STRING>),
+           map('level', 'junior'), named_struct('city', 'London', 'zip', NULL)),
+          (5, 'Eve',   30, 1,     82000.00, '2017-05-20', array('design', 'sql'),
+           map('level', 'senior'), NULL),
+          (6, 'Frank', NULL, 1,   40000.00, '2023-02-01', NULL,
+           CAST(NULL AS MAP<STRING,STRING>), named_struct('city', 'Paris', 'zip', '75001')),
+          (7, 'Grace', 10, 2,    105000.00, '2016-09-09', array('go', 'sql', 'rust'),
+           map('level', 'senior', 'remote', 'yes'), named_struct('city', 'Munich', 'zip', '80331'))
+        AS t(emp_id, name, dept_id, manager_id, salary, hire_date, skills, attrs, address)""",
+    "orders": """
+        SELECT CAST(order_id AS INT) AS order_id, CAST(emp_id AS INT) AS emp_id,
+               CAST(amount AS DECIMAL(10,2)) AS amount, CAST(order_ts AS TIMESTAMP) AS order_ts,
+               status, CAST(quantities AS ARRAY<INT>) AS quantities, payload
+        FROM VALUES
+          (100, 2, 250.00,  '2024-01-05 09:15:00', 'shipped',   array(1, 2),
+           '{"channel":"web","tags":["a","b"],"rating":4}'),
+          (101, 3, 99.99,   '2024-01-05 09:20:30', 'pending',   array(3),
+           '{"channel":"store","tags":[],"rating":5}'),
+          (102, 3, 1200.00, '2024-01-05 10:01:00', 'shipped',   array(1, 1, 1),
+           '{"channel":"web","rating":3}'),
+          (103, 4, NULL,    '2024-01-06 11:00:00', 'cancelled', NULL, NULL),
+          (104, 2, 310.50,  '2024-01-06 11:04:59', 'shipped',   array(5, 0),
+           '{"channel":"phone","tags":["c"]}'),
+          (105, 9, 15.00,   '2024-01-07 23:59:59', 'pending',   array(2),
+           '{"channel":"web","tags":["a"],"rating":2}'),
+          (106, 7, 640.00,  '2024-01-07 08:00:00', 'shipped',   CAST(array() AS ARRAY<INT>),
+           'not json')
+        AS t(order_id, emp_id, amount, order_ts, status, quantities, payload)""",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one SparkSession of the test run (``local[2]``), stopped at the end."""
+    s = session("local[2]")
+    yield s
+    stop_session()
+
+
+def register_paper_tables(spark: SparkSession) -> None:
+    """The paper's running example as ``scores`` and ``paper_watermarks``."""
+    (spark.read.option("header", True).schema(SCORES_SCHEMA)
+     .csv(str(PAPER_DATA / "events.csv")).createOrReplaceTempView("scores"))
+    (spark.read.option("header", True).schema(WATERMARKS_SCHEMA)
+     .csv(str(PAPER_DATA / "watermarks.csv")).createOrReplaceTempView("paper_watermarks"))
+
+
+def register_sample_tables(spark: SparkSession) -> None:
+    """``employees``, ``departments`` and ``orders`` (see :data:`SAMPLE_VIEWS`)."""
+    for name, body in SAMPLE_VIEWS.items():
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS {body}")
+
+
+@pytest.fixture(scope="session")
+def paper_tables(spark: SparkSession) -> list[str]:
+    """Registers ``scores`` and ``paper_watermarks``; returns the view names."""
+    register_paper_tables(spark)
+    return ["scores", "paper_watermarks"]
+
+
+@pytest.fixture(scope="session")
+def sample_tables(spark: SparkSession, paper_tables: list[str]) -> list[str]:
+    """Registers the paper's views and the general ones; returns all view names."""
+    register_sample_tables(spark)
+    return [*paper_tables, *SAMPLE_VIEWS]
