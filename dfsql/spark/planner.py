@@ -234,17 +234,38 @@ class BlockPlan:
         return df
 
 
+def net_changelog(df: DataFrame) -> DataFrame:
+    """A retracting result as a downstream windowed query sees it: every retraction
+    cancels the insertion it repeats, so downstream aggregates subtract what was
+    retracted (the paper's reason for retractions, §2.3). The k-th retraction of a row
+    cancels the k-th insertion of an identical row."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # noqa: N812
+
+    cols = [n for n in df.columns if n not in ("emit_time", "is_retraction")]
+    order = Window.partitionBy(*cols).orderBy("emit_time")
+    ins = df.where(~F.col("is_retraction")).withColumn("__rn", F.row_number().over(order))
+    ret = (df.where(F.col("is_retraction")).withColumn("__rn", F.row_number().over(order))
+           .select(*[F.col(n).alias(f"__r_{n}") for n in [*cols, "__rn"]]))
+    cond = [ins[n].eqNullSafe(ret[f"__r_{n}"]) for n in [*cols, "__rn"]]
+    return ins.join(ret, cond, "left_anti").drop("__rn")
+
+
 def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     """Run a statement with windowed blocks; see the module docstring."""
     uid = f"{next(_counter)}"
     result = None
     top = stmt.top
+    fed_to_window = {i for b in stmt.blocks for i in b.inner}
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
         df = plan.result()
         if block is top:
             result = df
         else:
+            if block.index in fed_to_window and \
+                    block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+                df = net_changelog(df)
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
     if stmt.kind == "create_view":
         assert result is not None and stmt.view_name
