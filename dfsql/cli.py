@@ -34,10 +34,29 @@ def _statements(path: Path) -> list[str]:
 
 def _run_text(text: str, spark, show: bool = True) -> None:
     import dfsql
+    from dfsql.progress import progress
 
-    df = dfsql.sql(text, spark)
+    with progress(spark):
+        df = dfsql.sql(text, spark)
+        if show and df is not None:
+            rows = df.limit(101).collect()
     if show and df is not None:
-        df.show(100, truncate=False)
+        _print_table(df.columns, rows)
+
+
+def _print_table(columns: list[str], rows: list, limit: int = 100) -> None:
+    """Rows as an aligned text table (what Spark's show() prints, without a second job)."""
+    cells = [["NULL" if v is None else str(v) for v in r] for r in rows[:limit]]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    print(rule)
+    print("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |")
+    print(rule)
+    for r in cells:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |")
+    print(rule)
+    if len(rows) > limit:
+        print(f"(only the first {limit} rows shown)")
 
 
 def demo(_args: argparse.Namespace) -> int:
@@ -49,21 +68,22 @@ def demo(_args: argparse.Namespace) -> int:
     print("Plain Spark SQL passes through unchanged:")
     spark_sql = "SELECT key, COUNT(*) AS n, SUM(value) AS total FROM scores GROUP BY key"
     print(f"  {spark_sql}")
-    dfsql.sql(spark_sql, spark).show()
+    _run_text(spark_sql, spark)
+    print()
     failures = 0
     for path in sorted((EXAMPLES / "paper").glob("*.sql")):
         text = _statements(path)[0]
         print(f"== {path.stem}: {path.read_text().splitlines()[0].lstrip('- ')}")
-        print(text)
+        print("\n".join(ln for ln in text.splitlines() if not ln.startswith("--")))
         try:
-            df = dfsql.sql(text, spark)
-            df.show(100, truncate=False)
+            _run_text(text, spark)
         except DfsqlError as e:
             print(f"error: {e}")
-            print("plan:\n" + dfsql.explain(text))
             failures += 1
         print()
-    return 0
+    if failures:
+        print(f"{failures} example(s) failed")
+    return 1 if failures else 0
 
 
 def run(args: argparse.Namespace) -> int:
