@@ -1,7 +1,7 @@
 """dfsql: streaming SQL with the Dataflow model (windows, triggers, watermarks,
 accumulation and retractions) on Apache Spark."""
 
-from dfsql.api import explain, register, sql
+from dfsql.api import dropped_late, explain, register, sql
 from dfsql.errors import DfsqlError
 
 
@@ -12,5 +12,5 @@ def session(*args, **kwargs):
     return _session(*args, **kwargs)
 
 
-__all__ = ["sql", "explain", "register", "session", "DfsqlError"]
+__all__ = ["sql", "explain", "register", "session", "dropped_late", "DfsqlError"]
 __version__ = "0.1.0"

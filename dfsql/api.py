@@ -73,6 +73,14 @@ def explain(text: str) -> str:
     return explain_statement(parse_statement(text))
 
 
+def dropped_late(df: DataFrame) -> int:
+    """How many elements the windowed query behind ``df`` dropped as too late (beyond
+    ALLOWED LATENESS, or after its trigger finished). LATE ROWS INTO keeps them as rows."""
+    from dfsql.spark.planner import dropped_late as _dropped
+
+    return _dropped(df)
+
+
 def register(name: str, df: DataFrame, event_time: str | None = None,
              processing_time: str | None = None, watermark: str | None = None) -> None:
     """Register ``df`` as temp view ``name`` with defaults for ON / PROCESSING TIME /

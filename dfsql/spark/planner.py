@@ -54,7 +54,7 @@ class BlockPlan:
         self.clauses = block.clauses
         self.registry = registry
         self.stages: Stages = rewrite(block, self.src)
-        self.dropped_view: str | None = None
+        self.emitted: DataFrame | None = None  # the replay driver's output, cached
 
     def name(self, base: str) -> str:
         return f"{base}_{self.uid}"
@@ -233,6 +233,14 @@ class BlockPlan:
                 df = df.toDF(*wanted)
         return df
 
+    def dropped_count(self) -> int:
+        """How many elements this block dropped as too late (0 for a batch input)."""
+        if self.emitted is None:
+            return 0
+        from dfsql.spark.replay import KIND_DROPPED
+
+        return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
 
 def net_changelog(df: DataFrame) -> DataFrame:
     """A retracting result as a downstream windowed query sees it: every retraction
@@ -257,9 +265,11 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     result = None
     top = stmt.top
     fed_to_window = {i for b in stmt.blocks for i in b.inner}
+    plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
         df = plan.result()
+        plans.append(plan)
         if block is top:
             result = df
         else:
@@ -272,7 +282,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
         result.createOrReplaceTempView(stmt.view_name)
         return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
     if result is not None:
-        return result
+        return _with_plans(result, plans)
     # Windowed blocks only inside a plain statement: run it over their views.
     text = list(stmt.text)
     outer = [b for b in stmt.blocks
@@ -282,4 +292,18 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
         text[b.span[0]:b.span[1]] = f"SELECT * FROM __dfsql_{uid}_w{b.index}"
     final = "".join(text)
     with spark_errors(stmt.source):
-        return spark.sql(final)
+        return _with_plans(spark.sql(final), plans)
+
+
+def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
+    """Keep the block plans on the result so that metrics (dropped elements) can be read."""
+    try:
+        df._dfsql_plans = plans  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a DataFrame class that refuses attributes
+        pass
+    return df
+
+
+def dropped_late(df: DataFrame) -> int:
+    """Elements dropped as too late by the windowed query that produced ``df``."""
+    return sum(p.dropped_count() for p in getattr(df, "_dfsql_plans", []))
