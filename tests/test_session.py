@@ -1,0 +1,77 @@
+"""``dfsql.session()``: reuses the active session and creates sessions with dfsql's defaults.
+
+The run shares one JVM (the ``spark`` fixture), so creation-time settings are checked on
+that session, which ``session()`` created; the precedence of URLs is checked on
+``_target`` without starting another Spark.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import pytest
+from pyspark.sql import SparkSession
+
+import dfsql
+from dfsql.session import _target, session
+
+
+def test_returns_the_active_session(spark: SparkSession) -> None:
+    assert SparkSession.getActiveSession() is spark
+    assert session() is spark
+    assert session("local[1]") is spark  # an active session wins over any URL
+
+
+def test_package_level_session_stays_callable(spark: SparkSession) -> None:
+    """Importing the submodule ``dfsql.session`` rebinds the package attribute of the same
+    name; ``dfsql.session()`` must still be the function (the CLI calls it)."""
+    importlib.import_module("dfsql.session")  # the import is what could shadow it
+
+    assert callable(dfsql.session)
+    assert dfsql.session() is spark
+
+
+def test_workers_use_this_interpreter(spark: SparkSession) -> None:
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert os.environ.get("PYSPARK_DRIVER_PYTHON")
+    worker = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable)
+    assert worker.collect() == [sys.executable]
+
+
+def test_ui_disabled(spark: SparkSession) -> None:
+    assert spark.conf.get("spark.ui.enabled") == "false"
+    assert spark.sparkContext.uiWebUrl is None
+
+
+def test_timezone_utc(spark: SparkSession) -> None:
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    row = spark.sql("SELECT CAST(TIMESTAMP '2015-09-01 12:00:00' AS LONG) AS s").first()
+    assert row is not None and row.s == 1441108800
+
+
+def test_small_shuffle_and_arrow(spark: SparkSession) -> None:
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+
+
+def test_local_master(spark: SparkSession) -> None:
+    assert spark.sparkContext.master == "local[2]"
+
+
+@pytest.mark.parametrize(("master", "env", "expected"), [
+    (None, {}, ("master", "local[2]")),
+    (None, {"DFSQL_SPARK_MASTER": "spark://h:7077"}, ("master", "spark://h:7077")),
+    (None, {"DFSQL_SPARK_REMOTE": "sc://h:15002", "DFSQL_SPARK_MASTER": "spark://h:7077"},
+     ("remote", "sc://h:15002")),
+    ("local[1]", {"DFSQL_SPARK_REMOTE": "sc://h:15002"}, ("master", "local[1]")),
+    ("sc://localhost:15002", {}, ("remote", "sc://localhost:15002")),
+], ids=["default", "env_master", "env_remote_beats_master", "arg_beats_env", "arg_remote"])
+def test_target_precedence(monkeypatch: pytest.MonkeyPatch, master: str | None,
+                           env: dict[str, str], expected: tuple[str, str]) -> None:
+    monkeypatch.delenv("DFSQL_SPARK_REMOTE", raising=False)
+    monkeypatch.delenv("DFSQL_SPARK_MASTER", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert _target(master) == expected
