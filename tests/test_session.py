@@ -75,3 +75,16 @@ def test_target_precedence(monkeypatch: pytest.MonkeyPatch, master: str | None,
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert _target(master) == expected
+
+
+def test_shared_views(spark: SparkSession, sample_tables: list[str]) -> None:
+    """The fixtures' views exist with the schemas other tests rely on."""
+    assert set(sample_tables) == {"scores", "paper_watermarks", "employees", "departments",
+                                  "orders"}
+    assert spark.table("scores").schema.simpleString() == (
+        "struct<key:string,value:bigint,event_time:timestamp,arrival_time:timestamp>")
+    assert spark.table("paper_watermarks").schema.simpleString() == (
+        "struct<processing_time:timestamp,watermark:timestamp>")
+    total = spark.sql("SELECT SUM(value) AS t, MIN(event_time) AS m FROM scores").first()
+    assert total is not None and total.t == 51
+    assert str(total.m) == "2015-09-01 12:00:30"
