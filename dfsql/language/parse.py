@@ -25,6 +25,7 @@ from dfsql.errors import (
     MissingOperandError,
     TriggerError,
     UnknownKeywordError,
+    WatermarkError,
 )
 from dfsql.language import clauses as c
 from dfsql.language.scan import Source
@@ -147,9 +148,20 @@ class _Builder(Transformer):
         durs = [i for i in items if isinstance(i, tuple)]
         return c.SessionWindows(pos=self._pos(items[0]), gap=self._dur(durs[0]))
 
+    def _expr(self, tok) -> c.Expr:
+        """An ON / PROCESSING TIME expression; a misspelt clause keyword after it (which the
+        grammar cannot tell from Spark SQL) is reported rather than kept as SQL."""
+        text = str(tok)
+        bad = _misspelt_clause_word(text)
+        if bad is not None:
+            word, at, match = bad
+            p = self.src.pos(self.base + tok.start_pos + at)
+            raise UnknownKeywordError(f"unknown keyword {word}", p.line, p.column,
+                                      f"did you mean {match}?")
+        return c.Expr(text.strip(), self._pos(tok))
+
     def on_expr(self, items):
-        tok = items[1]
-        return c.Expr(str(tok).strip(), self._pos(tok))
+        return self._expr(items[1])
 
     def window_clause(self, items):
         on = items[2] if len(items) > 2 else None
@@ -176,16 +188,14 @@ class _Builder(Transformer):
     def watermark_percentile(self, items):
         q = float(items[2])
         if not 0 < q <= 100:
-            raise self._err(DfsqlSyntaxError, f"PERCENTILE must be in (0, 100], got {items[2]}",
+            raise self._err(WatermarkError, f"PERCENTILE must be in (0, 100], got {items[2]}",
                             items[2], "e.g. WATERMARK PERCENTILE 99")
         delay = self._dur(items[4]) if len(items) > 4 else c.Duration(0)
         wm = c.WatermarkPercentile(pos=self._pos(items[0]), percentile=q, delay=delay)
         return ("WATERMARK", items[0], {"watermark": wm})
 
     def processing_clause(self, items):
-        tok = items[2]
-        return ("PROCESSING TIME", items[0],
-                {"processing_time": c.Expr(str(tok).strip(), self._pos(tok))})
+        return ("PROCESSING TIME", items[0], {"processing_time": self._expr(items[2])})
 
     def lateness_clause(self, items):
         into = str(items[6]) if len(items) > 6 else None
@@ -309,7 +319,9 @@ class _Builder(Transformer):
 
 def _describe_expected(expected: set[str]) -> str:
     words = []
-    for name in sorted(expected):
+    if {"NUMBER", "INTERVAL"} <= expected:  # both start a duration
+        expected = (expected - {"NUMBER", "INTERVAL"}) | {"a duration"}
+    for name in sorted(expected, key=lambda n: (n == "a duration", n)):
         if name.startswith("__"):
             continue
         text = _TERMINAL_TEXT.get(name, name.replace("_", " "))
@@ -360,6 +372,15 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
                          f"e.g. {last_word} WATERMARK")
 
     got_text = "" if got is None else str(got)
+    if got_text and got_text[0].isalpha() and expected & set(_UNIT):
+        # A number was followed by something that is not a unit: a bad duration.
+        match = difflib.get_close_matches(got_text.upper(), sorted(_UNIT_SPELLINGS), n=1,
+                                          cutoff=0.6)
+        rows = " or ROWS" if "ROWS" in expected else ""
+        return src.error(DurationError, f"unknown time unit {got_text}{where}", offset,
+                         f"did you mean {match[0]}?" if match else
+                         f"expected a time unit{rows}: MILLISECONDS, SECONDS, MINUTES, HOURS "
+                         "or DAYS")
     if got_text and got_text[0].isalpha() and expected_keywords:
         match = difflib.get_close_matches(got_text.upper(), sorted(expected_keywords), n=1,
                                           cutoff=0.6)
@@ -382,6 +403,10 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
                      + (f", got {got_text}" if got_text else ""), offset)
 
 
+_UNIT_SPELLINGS = {
+    "MILLISECONDS", "MILLISECOND", "MS", "SECONDS", "SECOND", "SECS", "SEC", "S", "MINUTES",
+    "MINUTE", "MINS", "MIN", "HOURS", "HOUR", "H", "DAYS", "DAY", "ROWS", "ROW",
+}
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|\S")
 CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT"}
 ALL_KEYWORDS = {
@@ -392,6 +417,38 @@ ALL_KEYWORDS = {
         "AND RETRACTING INTERVAL"
     ).split()
 }
+
+
+# Words that may come right after an operand inside an ON / PROCESSING TIME expression.
+_SQL_OPERAND_FOLLOWERS = {
+    "AND", "OR", "NOT", "IS", "IN", "LIKE", "ILIKE", "RLIKE", "BETWEEN", "CASE", "WHEN",
+    "THEN", "ELSE", "END", "AS", "DIV", "NULL", "ESCAPE", "INTERVAL",
+}
+
+
+def _misspelt_clause_word(text: str) -> tuple[str, int, str] | None:
+    """(word, offset in text, clause keyword) for a word after a complete operand at depth 0
+    that is close to a clause keyword (``ts EMITT ...``), else None."""
+    from dfsql.language.scan import scan
+
+    try:
+        tokens, _ = scan(Source(text))
+    except DfsqlError:
+        return None
+    for k in range(1, len(tokens)):
+        prev, tok = tokens[k - 1], tokens[k]
+        nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+        if tok.kind != "word" or tok.depth != 0:
+            continue
+        if prev.text == "." or prev.upper in _SQL_OPERAND_FOLLOWERS or prev.kind == "op" \
+                or prev.text in ("(", ","):
+            continue
+        if nxt is not None and nxt.text in ("(", "."):
+            continue
+        match = difflib.get_close_matches(tok.upper, sorted(CLAUSE_WORDS), n=1, cutoff=0.8)
+        if match:
+            return tok.text, tok.start, match[0]
+    return None
 
 
 def parse_region(src: Source, start: int, end: int) -> c.Clauses:
@@ -432,6 +489,13 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
         p = src.pos(base + first.start_pos)
         raise ClauseOrderError(f"{items[0][0]} needs a WINDOW clause before it", p.line, p.column,
                                "start the extension clauses with WINDOW ...")
+    wm = fields.get("watermark")
+    if isinstance(wm, c.WatermarkPerfect) and "PROCESSING TIME" not in seen:
+        m = re.compile(r"(?i)\bPERFECT\b").search(src.text, wm.pos.offset)
+        p = src.pos(m.start()) if m else wm.pos
+        raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", p.line, p.column,
+                             "the perfect watermark looks ahead in a replayed table: add "
+                             "PROCESSING TIME <arrival column>, or use WATERMARK DELAY d")
     wtok = seen["WINDOW"]
     return c.Clauses(
         pos=src.pos(base + wtok.start_pos),
