@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sqlglot
@@ -114,14 +115,32 @@ def _lambda_vars(node: exp.Expression) -> set[str]:
 
 
 def rewrite(block: WindowedBlock, src: Source) -> Stages:
-    """Split ``block`` into the input, aggregate and output stages."""
+    """Split ``block`` into the input, aggregate and output stages.
+
+    Cached per block and source: :func:`~dfsql.language.parse_statement` rewrites every
+    block once to report SELECT mistakes before any Spark session exists, and the planner
+    then gets the same (immutable) stages without parsing the SELECT again.
+    """
+    return _rewrite_cached(block, src)
+
+
+@functools.lru_cache(maxsize=256)
+def _rewrite_cached(block: WindowedBlock, src: Source) -> Stages:
+    return _rewrite(block, src)
+
+
+def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     select = _parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
 
     if select.args.get("group") is not None:
         grp = select.args["group"]
-        if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        # sqlglot keeps GROUPING SETS / ROLLUP(...) / CUBE(...) among the expressions and
+        # WITH ROLLUP / WITH CUBE in args.
+        if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
+                isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
+                for g in grp.expressions):
             raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
                                     region_pos.line, region_pos.column,
                                     "group by plain keys in a windowed query")

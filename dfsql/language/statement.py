@@ -280,6 +280,12 @@ def parse_statement(text: str) -> Statement:
             clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
         sql = "".join(body)[b0:b1]
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
+    # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
+    # grouped or aggregated), so that a mistake there fails before any Spark work starts.
+    from dfsql.language.rewrite import rewrite
+
+    for b in blocks:
+        rewrite(b, src)
     return Statement(text, kind, body_start, tuple(blocks), view_name, temp, src)
 
 
