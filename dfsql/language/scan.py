@@ -57,6 +57,23 @@ def blank(text: str) -> str:
     return "".join(ch if ch == "\n" else " " for ch in text)
 
 
+def _comment_end(text: str, i: int) -> int:
+    """Offset just past the block comment opening at ``i``; Spark nests ``/* */``."""
+    depth, j, n = 0, i, len(text)
+    while j < n:
+        if text.startswith("/*", j):
+            depth += 1
+            j += 2
+        elif text.startswith("*/", j):
+            depth -= 1
+            j += 2
+            if depth == 0:
+                return j
+        else:
+            j += 1
+    return -1
+
+
 def scan(src: Source) -> tuple[list[Token], str]:
     """Tokens of the statement (comments dropped) and the text with comments blanked.
 
@@ -82,11 +99,11 @@ def scan(src: Source) -> tuple[list[Token], str]:
             i = j
             continue
         if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
+            j = _comment_end(text, i)
             if j < 0:
                 raise src.error(DfsqlSyntaxError, "unterminated comment", i, "close it with */")
-            cleaned[i : j + 2] = blank(text[i : j + 2])
-            i = j + 2
+            cleaned[i:j] = blank(text[i:j])
+            i = j
             continue
         if ch in "'\"":
             j = i + 1
