@@ -364,7 +364,7 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
         got = m.group(0) if m else region[offset - base : offset - base + 1]
 
     last_word = tail[-1].upper() if tail else ""
-    if last_word in ("UNTIL", "FINALLY", "THEN", "EARLY", "LATE", "REPEAT") and (
+    if last_word in ("TRIGGER", "UNTIL", "FINALLY", "THEN", "EARLY", "LATE", "REPEAT") and (
         got is None or getattr(got, "type", "") == "$END" or str(got).upper() in
         ("EMIT", "UNTIL", "FINALLY", "THEN", ")", ",")
     ):
@@ -372,6 +372,9 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
                          f"e.g. {last_word} WATERMARK")
 
     got_text = "" if got is None else str(got)
+    if {"NUMBER", "INTERVAL"} <= expected and got_text.upper() in _UNIT_SPELLINGS - {"ROW", "ROWS"}:
+        return src.error(DurationError, f"a duration needs a number before {got_text}{where}",
+                         offset, f"e.g. 5 {got_text}")
     if got_text and got_text[0].isalpha() and expected & set(_UNIT):
         # A number was followed by something that is not a unit: a bad duration.
         match = difflib.get_close_matches(got_text.upper(), sorted(_UNIT_SPELLINGS), n=1,

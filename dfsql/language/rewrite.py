@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -43,6 +44,9 @@ SPARK_AGGREGATES = {
     "percentile_disc", "array_agg", "grouping", "grouping_id", "theta_sketch_agg",
     "approx_top_k_accumulate", "kll_sketch_agg_bigint", "kll_sketch_agg_double",
 }
+
+
+_GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,10 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
                 isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
                 for g in grp.expressions):
+            m = _GROUPING.search(block.sql)
+            p = src.pos(block.span[0] + m.start()) if m else region_pos
             raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
-                                    region_pos.line, region_pos.column,
+                                    p.line, p.column,
                                     "group by plain keys in a windowed query")
         group_exprs = list(grp.expressions)
     else:
