@@ -1,0 +1,121 @@
+"""The three Spark SQL stages of a windowed block (pure: sqlglot only, no Spark)."""
+
+from __future__ import annotations
+
+import dfsql
+from dfsql.language import parse_statement
+from dfsql.language.rewrite import Stages, rewrite
+
+PANES = "window_end, pane_index, pane_timing, is_last, emit_time, is_retraction"
+
+
+def stages(text: str) -> Stages:
+    stmt = parse_statement(text)
+    return rewrite(stmt.blocks[-1], stmt.source)
+
+
+def test_figure_query() -> None:
+    st = stages("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\n"
+                "WINDOW FIXED(2 MINUTES) ON event_time")
+    assert st.input_sql == ("SELECT key AS __k0, event_time AS __event_time, value AS __c0 "
+                            "FROM scores")
+    assert st.key_columns == ("__k0",)
+    assert st.aggregates == (("SUM(__c0)", "__a0"),)
+    assert st.output_sql == (
+        f"SELECT __k0 AS `key`, __a0 AS `total`, window_start, {PANES}\n"
+        "FROM __dfsql_panes\n"
+        "ORDER BY emit_time, is_retraction DESC, `key`, window_start")
+    assert st.output_names == ("key", "total", "window_start", "window_end", "pane_index",
+                               "pane_timing", "is_last", "emit_time", "is_retraction")
+    assert not st.has_processing_time and st.default_order
+
+
+def test_distinct_filter_having_order_limit_expressions() -> None:
+    st = stages(
+        "SELECT k, COUNT(DISTINCT u) AS users, SUM(v) FILTER (WHERE v > 0) AS pos,\n"
+        "       MAX(v) - MIN(v) AS spread, window_start\n"
+        "FROM t WHERE v IS NOT NULL\nGROUP BY k\nHAVING COUNT(*) > 1\n"
+        "WINDOW SLIDING(1 HOUR, EVERY 10 MINUTES) ON ts\nPROCESSING TIME arr\n"
+        "ORDER BY spread DESC\nLIMIT 10")
+    assert st.input_sql == ("SELECT k AS __k0, ts AS __event_time, arr AS __processing_time, "
+                            "u AS __c0, v AS __c1 FROM t WHERE NOT v IS NULL")
+    assert st.aggregates == (
+        ("COUNT(DISTINCT __c0)", "__a0"),
+        ("SUM(__c1) FILTER(WHERE __c1 > 0)", "__a1"),
+        ("MAX(__c1)", "__a2"),
+        ("MIN(__c1)", "__a3"),
+        ("COUNT(*)", "__a4"),
+    )
+    assert st.output_sql == (
+        "SELECT __k0 AS `k`, __a0 AS `users`, __a1 AS `pos`, __a2 - __a3 AS `spread`, "
+        f"window_start AS `window_start`, {PANES}\n"
+        "FROM __dfsql_panes\nWHERE __a4 > 1\nORDER BY spread DESC\nLIMIT 10")
+    assert st.output_names[:5] == ("k", "users", "pos", "spread", "window_start")
+    assert st.output_names.count("window_start") == 1
+    assert st.has_processing_time and not st.default_order
+
+
+def test_expression_key_and_unnamed_aggregate() -> None:
+    st = stages("SELECT upper(k) AS uk, COUNT(*) FROM t GROUP BY upper(k) WINDOW GLOBAL")
+    assert st.input_sql == "SELECT UPPER(k) AS __k0 FROM t"
+    assert st.aggregates == (("COUNT(*)", "__a0"),)
+    assert st.output_sql.startswith("SELECT __k0 AS `uk`, __a0 AS `COUNT(*)`, window_start,")
+    assert st.output_sql.endswith("ORDER BY emit_time, is_retraction DESC, `uk`, window_start")
+
+
+def test_group_by_ordinal_and_alias() -> None:
+    by_ordinal = stages("SELECT k AS key, AVG(v) AS a FROM t GROUP BY 1 WINDOW GLOBAL")
+    by_alias = stages("SELECT k AS key, AVG(v) AS a FROM t GROUP BY key WINDOW GLOBAL")
+    for st in (by_ordinal, by_alias):
+        assert st.input_sql == "SELECT k AS __k0, v AS __c0 FROM t"
+        assert st.aggregates == (("AVG(__c0)", "__a0"),)
+
+
+def test_global_aggregate_without_keys() -> None:
+    st = stages("SELECT COUNT(*) AS n FROM t WINDOW FIXED(1 MINUTE) ON ts")
+    assert st.key_columns == ()
+    assert st.input_sql == "SELECT ts AS __event_time FROM t"
+    assert st.output_sql.endswith("ORDER BY emit_time, is_retraction DESC, window_start")
+
+
+def test_outer_block_reads_placeholder() -> None:
+    st = stages("WITH a AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(1 MINUTE) "
+                "ON ts EMIT ACCUMULATING AND RETRACTING)\n"
+                "SELECT k, SUM(n) AS total FROM a GROUP BY k WINDOW GLOBAL ON window_end")
+    assert st.input_sql == ("WITH a AS (SELECT * FROM __dfsql_w0) SELECT k AS __k0, "
+                            "window_end AS __event_time, n AS __c0 FROM a")
+
+
+def test_explain_shows_trigger_tree_and_stages() -> None:
+    text = ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\n"
+            "WINDOW FIXED(2 MINUTES) ON event_time\n"
+            "TRIGGER EVERY 1 MINUTE UNTIL WATERMARK THEN REPEAT WATERMARK")
+    out = dfsql.explain(text)
+    assert "== windowed block 0 (the statement) ==" in out
+    assert ("TRIGGER AfterEach(OrFinally(Repeat(AtPeriod(1m)), EndOfWindow), "
+            "Repeat(EndOfWindow))") in out
+    assert "WINDOW FIXED(2m) ON event_time" in out
+    for part in ("-- input stage", "-- aggregates", "-- output stage",
+                 "SELECT key AS __k0, event_time AS __event_time, value AS __c0 FROM scores",
+                 "SUM(__c0) AS __a0", "FROM __dfsql_panes"):
+        assert part in out
+    assert out.index("-- input stage") < out.index("-- aggregates") < out.index("-- output")
+
+
+def test_explain_nested_blocks() -> None:
+    out = dfsql.explain("WITH a AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k "
+                        "WINDOW FIXED(1 MINUTE) ON ts)\n"
+                        "SELECT k, SUM(n) FROM a GROUP BY k WINDOW GLOBAL ON window_end")
+    assert "== windowed block 0 (registered as __dfsql_w0) ==" in out
+    assert "== windowed block 1 (the statement) ==" in out
+
+
+def test_explain_plain_sql() -> None:
+    assert dfsql.explain("SELECT k, COUNT(*) FROM t GROUP BY k") == \
+        "plain Spark SQL: passed to Spark unchanged"
+    assert "windowed" not in dfsql.explain("SELECT 1 WINDOW_x FROM t")
+
+
+def test_rewrite_is_cached_and_stable() -> None:
+    stmt = parse_statement("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL")
+    assert rewrite(stmt.blocks[0], stmt.source) is rewrite(stmt.blocks[0], stmt.source)
