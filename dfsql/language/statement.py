@@ -211,6 +211,11 @@ def parse_statement(text: str) -> Statement:
             consumed_until = end
             continue
         stray = _STRAY.get(t.upper) if t.kind == "word" else None
+        prev = tokens[i - 1] if i > 0 else None
+        if stray and prev is not None and (prev.text in (",", ".", "(") or prev.is_word(
+                "SELECT", "AS", "DISTINCT", "BY", "ON", "AND", "OR", "NOT", "WHEN", "THEN",
+                "ELSE", "CASE")):
+            stray = None  # a column or alias that happens to be called watermark, emit, ...
         if stray:
             nxt = _next(tokens, i)
             if nxt is not None and (nxt.upper in stray or nxt.text in stray) and not (
