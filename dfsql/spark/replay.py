@@ -70,16 +70,22 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     instants = _us(p)[order]
     max_et = _us(per_instant.column("__max"))[order]
     min_et = _us(per_instant.column("__min"))[order]
-    series = writers = None
-    if isinstance(wm, c.WatermarkFrom):
-        series, writers = _read_watermark_table(plan, wm)
-    delays = None
+    if isinstance(wm, c.WatermarkDelay):
+        return wmod.delay_timeline(max_et, instants, wm.delay.micros)
+    if isinstance(wm, c.WatermarkPerfect):
+        return wmod.perfect_timeline(min_et, instants)
     if isinstance(wm, c.WatermarkPercentile):
         with spark_errors(None):
             t = inp.select(PROCESSING_TIME, EVENT_TIME).toArrow()
-        delays = (_us(t.column(PROCESSING_TIME)), _us(t.column(EVENT_TIME)))
-    return wmod.timeline_from_instants(wm, instants, max_et, min_et, series=series,
-                                       writers=writers, pairs=delays)
+        return wmod.percentile_timeline(_us(t.column(EVENT_TIME)), _us(t.column(PROCESSING_TIME)),
+                                        wm.percentile, wm.delay.micros)
+    if isinstance(wm, c.WatermarkFrom):
+        series, writers = _read_watermark_table(plan, wm)
+        if writers is None:
+            return wmod.series_timeline(*series)
+        timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
+        return wmod.writers_timeline(*writers, timeout)
+    raise TypeError(f"unknown watermark {wm!r}")
 
 
 def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
