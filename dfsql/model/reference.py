@@ -1,0 +1,127 @@
+"""``dfsql.model.run``: the model end to end on Python tuples (tests, examples, docs).
+
+Elements are ``(key, value, event_time, arrival_time)``; times are datetimes (naive means
+UTC) or epoch seconds. Output rows follow LANGUAGE.md §7 order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dfsql.language.clauses import Clauses, GlobalWindows, WatermarkFrom
+from dfsql.model.group_also_by_window import (
+    NULL_TIME,
+    group_also_by_window,
+    pane_members,
+)
+from dfsql.model.group_also_by_window import aggregate as aggregate_panes
+from dfsql.model.panes import TIMING_NAMES
+from dfsql.model.watermarks import timeline_for
+from dfsql.model.windows import I64, NEG_INF, POS_INF
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def to_micros(t: Any) -> int:
+    """Datetime (naive = UTC) or epoch seconds -> int64 µs; ±inf -> the sentinels."""
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is not None:
+            t = t.astimezone(dt.UTC).replace(tzinfo=None)
+        d = t - _EPOCH
+        return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+    f = float(t)
+    if f == float("inf"):
+        return POS_INF
+    if f == float("-inf"):
+        return NEG_INF
+    return int(round(f * 1_000_000))
+
+
+def from_micros(m: int, as_datetime: bool) -> Any:
+    """Inverse of :func:`to_micros`; the sentinels become None (NULL)."""
+    if m in (NEG_INF, POS_INF):
+        return None
+    return _EPOCH + dt.timedelta(microseconds=int(m)) if as_datetime else m / 1_000_000
+
+
+_NUMPY_AGGS: dict[Any, str] = {sum: "sum", len: "count", min: "min", max: "max"}
+
+
+def run(
+    elements: Iterable[Sequence[Any]],
+    clauses: Clauses | str,
+    aggregate: Callable[[list[Any]], Any] = sum,
+    watermarks: Iterable[Sequence[Any]] | None = None,
+    *,
+    fast: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Run a windowed aggregation over tuples; see the module docstring.
+
+    ``clauses`` is a :class:`Clauses` or the text from WINDOW to EMIT (without
+    PROCESSING TIME the input is batch). ``watermarks`` feeds WATERMARK FROM: pairs
+    ``(processing_time, watermark)`` or, with BY writer, ``(writer, processing_time,
+    noted_time)``. ``aggregate`` is any callable over a list (sum, len, max…); ``fast``
+    is passed to :func:`group_also_by_window`.
+    """
+    if isinstance(clauses, str):
+        from dfsql.language import parse_clauses
+
+        clauses = parse_clauses(clauses)
+    els = list(elements)
+    as_dt = any(isinstance(e[2], dt.datetime) for e in els)
+    keys_in = [e[0] for e in els]
+    batch = clauses.processing_time is None
+    et = np.asarray([to_micros(e[2]) for e in els], I64)
+    at = None if batch else np.asarray([to_micros(e[3]) for e in els], I64)
+    # dense key ids in first-seen order; rows sorted by key then arrival
+    ids: dict[Any, int] = {}
+    kid = np.asarray([ids.setdefault(k, len(ids)) for k in keys_in], I64)
+    order = np.lexsort(((at if at is not None else np.zeros(len(els), I64)), kid))
+    series: list[Any] | None = None
+    if watermarks is not None and isinstance(clauses.watermark, WatermarkFrom):
+        series = [
+            tuple(to_micros(x) for x in w) if clauses.watermark.writer is None
+            else (w[0], to_micros(w[1]), to_micros(w[2]))
+            for w in watermarks
+        ]
+    et_s = et[order]
+    at_s = None if at is None else at[order]
+    timeline = timeline_for(clauses.watermark, et_s, at_s, series)
+    res = group_also_by_window(kid[order], et_s, at_s, clauses, timeline, fast=fast)
+    vals = [els[i][1] for i in order]
+    how = _NUMPY_AGGS.get(aggregate)
+    if how is not None and all(isinstance(v, int | float) for v in vals):
+        agg = aggregate_panes(res, np.asarray(vals), how).tolist()
+        if how in ("min", "max") and all(isinstance(v, int) for v in vals):
+            agg = [None if x != x else int(x) for x in agg]
+    else:
+        agg = [aggregate([vals[r] for r in m.tolist()]) for m in pane_members(res)]
+    key_of = {v: k for k, v in ids.items()}
+    p = res.panes
+    is_global = isinstance(clauses.window, GlobalWindows)
+
+    def row(pid: int, emit: int, retraction: bool) -> dict[str, Any]:
+        return {
+            "key": key_of[int(p.key[pid])],
+            "window_start": None if is_global else from_micros(int(p.window_start[pid]), as_dt),
+            "window_end": None if is_global else from_micros(int(p.window_end[pid]), as_dt),
+            "pane_index": int(p.pane_index[pid]),
+            "pane_timing": TIMING_NAMES[int(p.timing[pid])],
+            "is_last": bool(p.is_last[pid]),
+            "emit_time": None if emit == NULL_TIME else from_micros(emit, as_dt),
+            "is_retraction": retraction,
+            "value": agg[pid],
+            "_sort": (emit, 0 if retraction else 1, int(p.key[pid]), int(p.window_start[pid])),
+        }
+
+    rows = [row(i, int(p.emit_time[i]), False) for i in range(len(p.pane_id))]
+    rows += [row(int(r), int(t), True) for r, t in
+             zip(res.retractions.retracted_pane_id, res.retractions.emit_time, strict=True)]
+    rows.sort(key=lambda r: r["_sort"])
+    for r in rows:
+        del r["_sort"]
+    return rows

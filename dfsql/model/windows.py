@@ -1,0 +1,117 @@
+"""Window assignment and merging (LANGUAGE.md §3), vectorised over int64 microseconds.
+
+Time sentinels, used throughout dfsql.model:
+
+* ``NEG_INF`` (int64 min) is -inf: GLOBAL's ``window_start``, the watermark before
+  anything is known, and the NULL ``emit_time`` of a batch input.
+* ``POS_INF`` (int64 max) is +inf: GLOBAL's ``window_end`` and the final watermark of a
+  bounded input. Only that final watermark passes GLOBAL's end.
+
+Windows are half-open ``[start, end)``; two session windows merge when they overlap
+(``a.start < b.end and b.start < a.end``); windows that only touch do not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfsql.language.clauses import (
+    FixedWindows,
+    GlobalWindows,
+    SessionWindows,
+    SlidingWindows,
+    WindowSpec,
+)
+
+I64 = np.int64
+NEG_INF = int(np.iinfo(np.int64).min)
+POS_INF = int(np.iinfo(np.int64).max)
+
+
+def sat_add(a: np.ndarray | int, b: int) -> np.ndarray | int:
+    """``a + b`` for b >= 0, saturating at POS_INF so GLOBAL's end + lateness stays +inf."""
+    if isinstance(a, np.ndarray):
+        return np.where(a > POS_INF - b, POS_INF, a + b).astype(I64)
+    return POS_INF if a > POS_INF - b else a + b
+
+
+def assign(
+    spec: WindowSpec, t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Assign every event time to its window(s).
+
+    Returns ``(row, start, end)`` per element instance, ordered by row then start; a
+    SLIDING element yields one instance per window containing it, every other spec one.
+    SESSIONS yields the proto-window ``[t, t+gap)``, still to be merged per key.
+    """
+    t = np.asarray(t, dtype=I64)
+    n = len(t)
+    rows = np.arange(n, dtype=I64)
+    if isinstance(spec, GlobalWindows):
+        return rows, np.full(n, NEG_INF, I64), np.full(n, POS_INF, I64)
+    if isinstance(spec, FixedWindows):
+        size, off = spec.size.micros, spec.offset.micros
+        start = t - np.mod(t - off, size)
+        return rows, start, start + size
+    if isinstance(spec, SessionWindows):
+        return rows, t.copy(), t + spec.gap.micros
+    if isinstance(spec, SlidingWindows):
+        size, period, off = spec.size.micros, spec.period.micros, spec.offset.micros
+        last = t - np.mod(t - off, period)  # latest start <= t
+        k = -(-size // period)  # ceil(size / period) candidate starts per element
+        starts = last[:, None] - period * np.arange(k, dtype=I64)[None, ::-1]
+        keep = starts + size > t[:, None]
+        r = np.broadcast_to(rows[:, None], starts.shape)[keep]
+        s = starts[keep]
+        return r, s, s + size
+    raise TypeError(f"unknown window spec {spec!r}")
+
+
+def merge_sessions(
+    key: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge proto-windows per key, transitively, independent of input order.
+
+    Returns ``(group, merged_start, merged_end)`` per input window: the id of its merged
+    window (ids are dense, ordered by key then start) and that window's bounds.
+    """
+    key = np.asarray(key, I64)
+    start = np.asarray(start, I64)
+    end = np.asarray(end, I64)
+    n = len(start)
+    if n == 0:
+        e = np.empty(0, I64)
+        return e, e, e
+    order = np.lexsort((end, start, key))
+    k, s, e = key[order], start[order], end[order]
+    # running max of end within a key: a new session starts where s >= max end so far
+    new = np.ones(n, bool)
+    runmax = segmented_cummax(e, k)
+    new[1:] = (k[1:] != k[:-1]) | (s[1:] >= runmax[:-1])
+    gid_sorted = np.cumsum(new) - 1
+    ng = int(gid_sorted[-1]) + 1
+    mstart = s[new]
+    mend = np.full(ng, NEG_INF, I64)
+    np.maximum.at(mend, gid_sorted, e)
+    group = np.empty(n, I64)
+    group[order] = gid_sorted
+    return group, mstart[group], mend[group]
+
+
+def segmented_cummax(e: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Running max of ``e`` restarting at every change of ``k`` (rows grouped by k).
+
+    Ranks are lifted per key above every earlier key so one global
+    ``maximum.accumulate`` never leaks a maximum across key boundaries.
+    """
+    if len(e) == 0:
+        return e
+    seg = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1
+    # Rank-transform to keep everything small and exact, then lift each key above the last.
+    ranks = np.empty(len(e), I64)
+    ranks[np.argsort(e, kind="stable")] = np.arange(len(e), dtype=I64)
+    lifted = ranks + seg.astype(I64) * len(e)
+    # Map back: running max of lifted -> the e value of that rank.
+    by_rank = np.sort(e)
+    rm = np.maximum.accumulate(lifted)
+    return by_rank[rm - seg * len(e)]
