@@ -456,3 +456,54 @@ def pane_members(res: GabwResult) -> list[np.ndarray]:
 def is_accumulating(clauses: Clauses) -> bool:
     """True unless EMIT DISCARDING."""
     return clauses.accumulation is not Accumulation.DISCARDING
+
+
+# --------------------------------------------------------------------------- flat view
+
+
+DROP_TEXT = np.array(["", "expired", "closed"], dtype=object)
+
+
+@dataclass
+class FlatResult:
+    """The same result as flat arrays (the names the Spark executor reads)."""
+
+    pane_key: np.ndarray
+    pane_window_start: np.ndarray
+    pane_window_end: np.ndarray
+    pane_index: np.ndarray
+    pane_timing: np.ndarray
+    pane_is_last: np.ndarray
+    pane_emit_time: np.ndarray
+    retraction_pane: np.ndarray
+    retraction_emit_time: np.ndarray
+    cover_pane: np.ndarray
+    cover_delta: np.ndarray
+    element_row: np.ndarray
+    element_window_start: np.ndarray
+    element_window_end: np.ndarray
+    element_first_pane: np.ndarray
+    dropped_row: np.ndarray
+    dropped_reason: np.ndarray
+    dropped_reason_text: np.ndarray
+    dropped_watermark: np.ndarray
+    end_time: int
+
+
+def flatten(res: GabwResult) -> FlatResult:
+    """Flat arrays of a :class:`GabwResult`; dropped_reason_text is expired/closed."""
+    p, i, d = res.panes, res.instances, res.dropped
+    return FlatResult(
+        p.key, p.window_start, p.window_end, p.pane_index, p.timing, p.is_last, p.emit_time,
+        res.retractions.retracted_pane_id, res.retractions.emit_time,
+        res.cover.pane_id, res.cover.delta_id,
+        i.row, i.window_start, i.window_end, i.first_pane,
+        d.row, d.drop_reason, DROP_TEXT[d.drop_reason.astype(np.int64)],
+        d.watermark_at_arrival, res.end_time)
+
+
+def drive(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
+          clauses: Clauses, timeline: Timeline, *, fast: bool | None = None) -> FlatResult:
+    """:func:`group_also_by_window`, flattened (see :class:`FlatResult`)."""
+    return flatten(group_also_by_window(key, event_time, arrival_time, clauses, timeline,
+                                        fast=fast))
