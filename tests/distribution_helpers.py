@@ -22,15 +22,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,247 @@ GROUP BY key
 WINDOW FIXED(2 MINUTES) ON event_time"""
 #: An unknown column in plain SQL (goes to Spark, error mapped back to a position).
 BAD_PLAIN_SQL = "SELECT key,\n       nope FROM scores"
+
+
+# --------------------------------------------------------------------------- server side
+def spark_home() -> Path:
+    """The ``pyspark`` package directory: it ships ``bin/spark-class``, ``sbin`` and jars."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def daemon_env(tmp: Path) -> dict[str, str]:
+    """Environment for Spark daemons and clients: loopback only, logs and pids in ``tmp``.
+
+    Inherited ``SPARK_*`` / ``DFSQL_SPARK_*`` / ``PYSPARK_*`` settings are dropped so that
+    a developer's shell cannot point the test at another Spark.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SPARK_", "DFSQL_SPARK_", "PYSPARK_"))}
+    conf = tmp / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    env.update({
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_CONF_DIR": str(conf),  # empty: no spark-defaults.conf from anywhere else
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp / "logs"),
+        "SPARK_PID_DIR": str(tmp / "pids"),
+        "SPARK_IDENT_STRING": f"dfsql-test-{os.getpid()}",
+        # The master's REST submission server listens on the fixed port 6066 by default.
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    })
+    return env
+
+
+def _wait_for(what: str, found: Callable[[], str | None], dead: Callable[[], str | None],
+              logs: list[Path], timeout: float) -> str:
+    """Poll ``found`` until it returns a value; fail early if ``dead`` names a dead process."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = found()
+        if value is not None:
+            return value
+        gone = dead()
+        if gone or time.monotonic() > deadline:
+            tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in logs)
+            why = f"exited: {gone}" if gone else f"not within {timeout:.0f} s"
+            raise RuntimeError(f"{what}: {why}\n{tails}")
+        time.sleep(0.2)
+
+
+def _tail(path: Path, n: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _grep(path: Path, pattern: str) -> str | None:
+    try:
+        m = re.search(pattern, path.read_text(errors="replace"))
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _kill_group(pgid: int, leader: subprocess.Popen | None = None, grace: float = 10.0) -> None:
+    """SIGTERM a process group, then SIGKILL whatever is left after ``grace`` seconds.
+
+    ``leader`` is the group's first process if it is our child: it must be reaped, or its
+    zombie keeps the group "alive" for ``killpg(pgid, 0)``.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if leader is not None:
+                leader.poll()
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@dataclass
+class Started:
+    """What was started: the URL clients use, their environment, the logs, start-up time."""
+
+    url: str
+    env: dict[str, str]
+    logs: list[Path]
+    start_seconds: float
+
+
+@contextmanager
+def standalone_cluster(tmp: Path, workers: int = 2, cores: int = 1,
+                       memory: str = "1g", timeout: float = 60) -> Iterator[Started]:
+    """A standalone master and ``workers`` workers on 127.0.0.1; yields ``spark://…``.
+
+    Every port is 0 (the JVM picks a free one; the master's is read from its log), so
+    parallel runs cannot collide. Each daemon is its own process group, killed on exit.
+    """
+    env = daemon_env(tmp)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    t0 = time.monotonic()
+    procs: list[subprocess.Popen] = []
+    logs: list[Path] = []
+    started = Started("", env, logs, 0.0)
+
+    def dead() -> str | None:
+        gone = [" ".join(map(str, p.args[1:2])) for p in procs if p.poll() is not None]
+        return ", ".join(gone) or None
+
+    def launch(name: str, args: list[str]) -> None:
+        log = tmp / f"{name}.log"
+        logs.append(log)
+        with log.open("wb") as out:
+            proc = subprocess.Popen([spark_class, *args], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        procs.append(proc)
+
+    try:
+        launch("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                          "--port", "0", "--webui-port", "0"])
+        port = _wait_for("standalone master", lambda: _grep(
+            logs[0], r"Starting Spark master at spark://127\.0\.0\.1:(\d+)"),
+            dead, logs, timeout)
+        started.url = f"spark://127.0.0.1:{port}"
+        for i in range(workers):
+            work = tmp / f"work{i}"
+            work.mkdir(exist_ok=True)
+            launch(f"worker{i}", ["org.apache.spark.deploy.worker.Worker",
+                                  "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                                  "--cores", str(cores), "--memory", memory,
+                                  "--work-dir", str(work), started.url])
+        for log in logs[1:]:
+            _wait_for(f"worker ({log.name})", lambda log=log: _grep(
+                log, r"(Successfully registered with master)"), dead, logs, timeout)
+        started.start_seconds = time.monotonic() - t0
+        yield started
+    finally:
+        for proc in reversed(procs):
+            _kill_group(proc.pid, proc)
+
+
+@contextmanager
+def connect_server(tmp: Path, master: str = "local[2]",
+                   timeout: float = 60) -> Iterator[Started]:
+    """A Spark Connect server (``sbin/start-connect-server.sh``) on 127.0.0.1; yields
+    ``sc://127.0.0.1:PORT``. The gRPC port is 0 (read back from the server's log).
+
+    The script daemonizes the server under ``nohup``; it is run in a new session, so the
+    server stays in that process group and teardown can kill the group even if
+    ``stop-connect-server.sh`` fails.
+    """
+    env = daemon_env(tmp)
+    sbin = spark_home() / "sbin"
+    t0 = time.monotonic()
+    out_log = tmp / "start-connect-server.log"
+    started = Started("", env, [out_log], 0.0)
+    starter: subprocess.Popen | None = None
+    try:
+        with out_log.open("wb") as out:
+            starter = subprocess.Popen(
+                [str(sbin / "start-connect-server.sh"), "--master", master,
+                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                 "--conf", "spark.connect.grpc.binding.port=0",
+                 "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.driver.host=127.0.0.1",
+                 "--conf", "spark.driver.bindAddress=127.0.0.1",
+                 "--conf", "spark.ui.showConsoleProgress=false"],
+                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        starter.wait(timeout)
+        logs_dir = Path(env["SPARK_LOG_DIR"])
+
+        def port() -> str | None:
+            for log in sorted(logs_dir.glob("*SparkConnectServer*.out")):
+                if log not in started.logs:
+                    started.logs.append(log)
+                found = _grep(log, r"Spark Connect server started at: 127\.0\.0\.1:(\d+)")
+                if found:
+                    return found
+            return None
+
+        def dead() -> str | None:
+            pid = _server_pid(env)
+            if pid is None:
+                return "start-connect-server.sh wrote no pid file"
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return f"Spark Connect server (pid {pid})"
+            return None
+
+        found = _wait_for("Spark Connect server", port, dead, started.logs, timeout)
+        started.url = f"sc://127.0.0.1:{found}"
+        started.start_seconds = time.monotonic() - t0
+        yield started
+    finally:
+        subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, timeout=60,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        if starter is not None:
+            _kill_group(starter.pid, starter)
+
+
+def _server_pid(env: dict[str, str]) -> int | None:
+    for pid_file in Path(env["SPARK_PID_DIR"]).glob("*SparkConnectServer*.pid"):
+        try:
+            return int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+@dataclass
+class ClientRun:
+    """One run of the client script: its JSON report, wall time and stderr."""
+
+    report: dict[str, Any]
+    seconds: float
+    stderr: str
+
+
+def run_client(env: dict[str, str], extra: dict[str, str], timeout: float = 120) -> ClientRun:
+    """Run this file as a script in a fresh interpreter with ``env`` + ``extra``."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve())],
+                          env={**env, **extra}, cwd=str(REPO), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    seconds = time.monotonic() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"client exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}"
+                           f"\nstderr:\n{proc.stderr[-6000:]}")
+    return ClientRun(json.loads(lines[-1][len(MARKER):]), seconds, proc.stderr)
 
 
 # --------------------------------------------------------------------------- client side
@@ -114,10 +355,29 @@ def _statement(path: Path) -> str:
     return _statements(path)[0]
 
 
+def queries() -> dict[str, str]:
+    """The statements every mode runs, by name."""
+    return {
+        "plain": PLAIN_SQL,
+        "fig06": _statement(PAPER / "fig06_batch_global.sql"),
+        "fig10": _statement(PAPER / "fig10_fixed_batch.sql"),
+        "sessions": SESSIONS_SQL,
+        "bad_windowed": BAD_WINDOWED_SQL,
+        "bad_plain": BAD_PLAIN_SQL,
+    }
+
+
+def run_all(spark: Any) -> dict[str, dict[str, Any]]:
+    """Register the paper's tables in ``spark`` and run :func:`queries` through dfsql."""
+    from dfsql.cli import register_paper_tables
+
+    register_paper_tables(spark)
+    return {name: _run_query(spark, text) for name, text in queries().items()}
+
+
 def client_main() -> int:
     """Run every query in the session ``dfsql.session()`` makes; print the JSON report."""
     import dfsql
-    from dfsql.cli import register_paper_tables
 
     t0 = time.monotonic()
     out: dict[str, Any] = {}
@@ -125,16 +385,7 @@ def client_main() -> int:
         spark = dfsql.session()
         out["session_seconds"] = round(time.monotonic() - t0, 3)
         out["session"] = _session_info(spark)
-        register_paper_tables(spark)
-        queries = {
-            "plain": PLAIN_SQL,
-            "fig06": _statement(PAPER / "fig06_batch_global.sql"),
-            "fig10": _statement(PAPER / "fig10_fixed_batch.sql"),
-            "sessions": SESSIONS_SQL,
-            "bad_windowed": BAD_WINDOWED_SQL,
-            "bad_plain": BAD_PLAIN_SQL,
-        }
-        out["queries"] = {name: _run_query(spark, text) for name, text in queries.items()}
+        out["queries"] = run_all(spark)
         spark.stop()
     except Exception:  # noqa: BLE001 - set-up failure: report it as data
         out["fatal"] = traceback.format_exc()[-6000:]
