@@ -1,16 +1,288 @@
-"""Vectorised fast path (placeholder until written)."""
+"""Vectorised GroupAlsoByWindow for the common triggers (identical to the state machine).
+
+Applies to batch input for every window and trigger (one last ON_TIME pane per window),
+and to replayed input with non-merging windows (GLOBAL, FIXED, SLIDING) and a trigger
+of the shape "early, on time, late":
+
+* ``Repeat(EndOfWindow)`` (default) and ``AfterEach(EndOfWindow, Repeat(EndOfWindow))``;
+* ``EndOfWindow`` (AT WATERMARK, then done);
+* ``OrFinally(Repeat(AtPeriod p), EndOfWindow)`` (EVERY p UNTIL WATERMARK);
+* ``AfterEach(OrFinally(Repeat(AtPeriod p), EndOfWindow), Repeat(EndOfWindow | AtPeriod q))``
+  and ``AfterEach(EndOfWindow, Repeat(AtPeriod q))``;
+* ``Repeat(AtPeriod p)`` (EVERY p).
+
+Because windows do not merge and periods are epoch aligned, the instant at which each
+element is first emitted is a closed form of its arrival, its window's on-time instant
+(first watermark change reaching the end) and expiry instant: no per-element loop.
+Instants are encoded as ordinals ``2p`` (normal round at p) and ``2E+1`` (the final
++inf round at the end instant E).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
-from dfsql.language.clauses import Clauses
+import numpy as np
+
+from dfsql.language import clauses as c
+from dfsql.model.group_also_by_window import (
+    NULL_TIME,
+    Cover,
+    GabwResult,
+    Instances,
+    Panes,
+    Retractions,
+    canonical,
+    instances_of,
+)
+from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.watermarks import Timeline
+from dfsql.model.windows import I64, NEG_INF, POS_INF, merge_sessions, sat_add
+
+FINAL = POS_INF  # placeholder ordinal of the final round until E is known
 
 
-def plan_for(clauses: Clauses) -> Any:
-    """No fast path yet."""
+@dataclass(frozen=True)
+class Plan:
+    """The shape of a supported trigger: early period, on-time phase, late behaviour."""
+
+    early: int | None  # AtPeriod period before the watermark (None: no early panes)
+    eow: bool  # has an EndOfWindow phase (False: pure Repeat(AtPeriod))
+    late: str  # "done" | "each" | "period"
+    late_period: int | None = None
+    batch_only: bool = False
+
+
+def _is(t: c.Trigger, cls: type) -> bool:
+    return isinstance(t, cls)
+
+
+def _repeat_of(t: c.Trigger) -> c.Trigger | None:
+    while isinstance(t, c.Repeat):
+        t = t.sub
+    return t
+
+
+def _early(t: c.Trigger) -> tuple[bool, int | None]:
+    """(ok, period) for the first phase: EndOfWindow or Repeat(AtPeriod).orFinally(EOW)."""
+    if _is(t, c.EndOfWindow):
+        return True, None
+    if _is(t, c.OrFinally) and _is(t.final, c.EndOfWindow) and _is(t.main, c.Repeat):  # type: ignore[attr-defined]
+        m = _repeat_of(t.main)  # type: ignore[attr-defined]
+        if isinstance(m, c.AtPeriod):
+            return True, m.period.micros
+    return False, None
+
+
+def _late(t: c.Trigger) -> tuple[str, int | None] | None:
+    if not isinstance(t, c.Repeat):
+        return None
+    s = _repeat_of(t)
+    if isinstance(s, c.EndOfWindow):
+        return "each", None
+    if isinstance(s, c.AtPeriod):
+        return "period", s.period.micros
     return None
 
 
-def run(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover
-    raise NotImplementedError
+def plan_for(clauses: c.Clauses) -> Plan | None:
+    """The fast-path plan for these clauses, or None when only the state machine applies."""
+    batch = clauses.processing_time is None
+    if batch:
+        return Plan(None, True, "done", batch_only=True)
+    if clauses.window.merging:
+        return None
+    t = clauses.trigger
+    if isinstance(t, c.Repeat):
+        s = _repeat_of(t)
+        if isinstance(s, c.EndOfWindow):
+            return Plan(None, True, "each")
+        if isinstance(s, c.AtPeriod):
+            return Plan(s.period.micros, False, "period", s.period.micros)
+        return None
+    ok, early = _early(t)
+    if ok:
+        return Plan(early, True, "done")
+    if isinstance(t, c.AfterEach) and len(t.subs) == 2:
+        ok, early = _early(t.subs[0])
+        late = _late(t.subs[1])
+        if ok and late is not None:
+            return Plan(early, True, late[0], late[1])
+    return None
+
+
+def _ceil(a: np.ndarray, period: int) -> np.ndarray:
+    return -((-a) // period) * period
+
+
+def _ord_of(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
+    """Ordinal of the first watermark change reaching each threshold (FINAL if none)."""
+    j = tl.first_reaching(thresholds)
+    n = len(tl.times)
+    return np.where(j < n, 2 * tl.times[np.minimum(j, max(n - 1, 0))] if n else 0, FINAL)
+
+
+def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
+        clauses: c.Clauses, timeline: Timeline, plan: Plan) -> GabwResult:
+    """Vectorised driver; same contract and output as ``group_also_by_window.general``."""
+    row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
+    n = len(row)
+    if plan.batch_only:
+        return _batch(clauses, row, start, end, ikey)
+    lateness = clauses.allowed_lateness.micros
+    tl = timeline
+    # windows: group instances by (key, start); non-merging so end follows start
+    o = np.lexsort((row, arr, start, ikey))
+    k_o, s_o, e_o, a_o = ikey[o], start[o], end[o], arr[o]
+    neww = np.ones(n, bool)
+    if n:
+        neww[1:] = (k_o[1:] != k_o[:-1]) | (s_o[1:] != s_o[:-1])
+    wid = np.cumsum(neww) - 1
+    wfirst = np.nonzero(neww)[0]
+    nw = len(wfirst)
+    w_end = e_o[wfirst]
+    w_exp = sat_add(w_end, lateness)
+    ord_on = _ord_of(tl, w_end)
+    ord_exp = _ord_of(tl, w_exp)
+    wm_prev = tl.before(a_o)
+    a2 = 2 * a_o
+    on_i, exp_i = ord_on[wid], ord_exp[wid]
+    expired = wm_prev >= w_exp[wid]
+    ok = ~expired
+    # first accepted arrival per window (instances are by arrival within a window)
+    big = np.iinfo(I64).max
+    a0 = np.full(nw, big, I64)
+    np.minimum.at(a0, wid[ok], a_o[ok])
+    has = a0 < big
+    created_late = has & (2 * a0 > ord_on)
+    a0_i, late_w = a0[wid], created_late[wid]
+    closed = np.zeros(n, bool)
+    if plan.late == "done":
+        close_ord = np.where(created_late, 2 * a0, ord_on)
+        closed = ok & (a2 > close_ord[wid])
+    acc = ok & ~closed
+    fire = np.full(n, FINAL, I64)
+    if not plan.eow:  # pure Repeat(AtPeriod p)
+        fire = np.minimum(2 * _ceil(a_o, plan.early), exp_i)  # type: ignore[arg-type]
+    else:
+        early_phase = ~late_w & (a2 <= on_i)
+        if plan.early is not None:
+            f = 2 * _ceil(a_o, plan.early)
+            ef = np.where(f < on_i, f, on_i)
+        else:
+            ef = on_i
+        if plan.late == "period":
+            lf = np.minimum(2 * _ceil(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
+        else:
+            lf = a2
+        fire = np.where(early_phase, ef, lf)
+        fire = np.where(late_w & (a_o == a0_i), a2, fire)
+    # end instant: last arrival, last watermark change, last timer that fired
+    cands = [NEG_INF]
+    if n:
+        cands.append(int(arr.max()))
+    if len(tl.times):
+        cands.append(int(tl.times[-1]))
+    normal = fire[acc][fire[acc] != FINAL]
+    if len(normal):
+        cands.append(int(normal.max()) // 2)
+    e_time = max(cands)
+    if n == 0:
+        return _empty(row, e_time)
+    fin = 2 * e_time + 1
+    fire = np.where(fire == FINAL, fin, fire)
+    ord_on = np.where(ord_on == FINAL, fin, ord_on)
+    ord_exp = np.where(ord_exp == FINAL, fin, ord_exp)
+    # panes: (window, ordinal) of accepted instances, plus on-time panes of old windows
+    ontime_w = np.nonzero(has & ~created_late)[0] if plan.eow else np.empty(0, I64)
+    acc_idx = np.nonzero(acc)[0]
+    cw = np.r_[wid[acc_idx], ontime_w].astype(I64)
+    cf = np.r_[fire[acc_idx], ord_on[ontime_w]].astype(I64)
+    co = np.lexsort((cf, cw))
+    cw_s, cf_s = cw[co], cf[co]
+    newp = np.ones(len(co), bool)
+    if len(co):
+        newp[1:] = (cw_s[1:] != cw_s[:-1]) | (cf_s[1:] != cf_s[:-1])
+    pid_s = np.cumsum(newp) - 1
+    cand_pid = np.empty(len(co), I64)
+    cand_pid[co] = pid_s
+    p_w, p_ord = cw_s[newp], cf_s[newp]
+    np_ = len(p_w)
+    p_first = np.ones(np_, bool)
+    if np_:
+        p_first[1:] = p_w[1:] != p_w[:-1]
+    p_start_pos = np.maximum.accumulate(np.where(p_first, np.arange(np_), 0))
+    p_index = np.arange(np_) - p_start_pos
+    p_on, p_exp = ord_on[p_w], ord_exp[p_w]
+    p_late_w = created_late[p_w]
+    after = p_ord >= p_on
+    first_after = after & ~np.r_[False, after[:-1] & (p_w[1:] == p_w[:-1])] if np_ else after
+    timing = np.where(~after, EARLY, np.where(first_after & ~p_late_w, ON_TIME, LATE))
+    is_last = p_ord >= p_exp
+    if plan.late == "done":
+        is_last |= p_ord == np.where(p_late_w, 2 * a0[p_w], p_on)
+    emit = p_ord // 2
+    # element instances back in input (row, window) order
+    first_pane = np.full(n, -1, I64)
+    first_pane[acc_idx] = cand_pid[: len(acc_idx)]
+    reason = np.where(expired, DROP_EXPIRED, np.where(closed, DROP_CLOSED, 0)).astype(np.int8)
+    dwm = np.where(expired | closed, wm_prev, NEG_INF)
+    inv = np.empty(n, I64)
+    inv[o] = np.arange(n)
+    fp_in, rs_in, dw_in = first_pane[inv], reason[inv], dwm[inv]
+    # retractions and cover
+    prev = np.arange(np_) - 1
+    has_prev = ~p_first
+    if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+        retr = Retractions(prev[has_prev].astype(I64), emit[has_prev].astype(I64))
+    else:
+        retr = Retractions(np.empty(0, I64), np.empty(0, I64))
+    if clauses.accumulation is c.Accumulation.DISCARDING:
+        cover = Cover(np.arange(np_, dtype=I64), np.arange(np_, dtype=I64))
+    else:
+        cnt = p_index + 1
+        cp = np.repeat(np.arange(np_, dtype=I64), cnt)
+        cd = np.repeat(p_start_pos, cnt) + (np.arange(int(cnt.sum())) - np.repeat(
+            np.cumsum(cnt) - cnt, cnt))
+        cover = Cover(cp, cd.astype(I64))
+    res = GabwResult(
+        Panes(np.arange(np_, dtype=I64), k_o[wfirst][p_w], s_o[wfirst][p_w], w_end[p_w],
+              p_index.astype(I64), timing.astype(np.int8), is_last, emit.astype(I64)),
+        retr, cover,
+        Instances(row, start, end, fp_in, rs_in, dw_in),
+        e_time,
+    )
+    return canonical(res)
+
+
+def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarray,
+           ikey: np.ndarray) -> GabwResult:
+    """Batch: one last, ON_TIME pane per (merged) window; emit_time NULL."""
+    n = len(row)
+    ms, me = merge_sessions(ikey, start, end)[1:] if clauses.window.merging else (start, end)
+    o = np.lexsort((ms, ikey))
+    k_o, s_o = ikey[o], ms[o]
+    newp = np.ones(n, bool)
+    if n:
+        newp[1:] = (k_o[1:] != k_o[:-1]) | (s_o[1:] != s_o[:-1])
+    pid = np.empty(n, I64)
+    pid[o] = np.cumsum(newp) - 1
+    np_ = int(newp.sum())
+    ar = np.arange(np_, dtype=I64)
+    res = GabwResult(
+        Panes(ar, k_o[newp], s_o[newp], me[o][newp], np.zeros(np_, I64),
+              np.full(np_, ON_TIME, np.int8), np.ones(np_, bool), np.full(np_, NULL_TIME, I64)),
+        Retractions(np.empty(0, I64), np.empty(0, I64)),
+        Cover(ar, ar.copy()),
+        Instances(row, start, end, pid, np.zeros(n, np.int8), np.full(n, NEG_INF, I64)),
+        NULL_TIME,
+    )
+    return canonical(res)
+
+
+def _empty(row: np.ndarray, end_time: int) -> GabwResult:
+    """The result of no input."""
+    z = np.empty(0, I64)
+    return GabwResult(Panes(z, z, z, z, z, z.astype(np.int8), z.astype(bool), z),
+                      Retractions(z, z), Cover(z, z),
+                      Instances(z, z, z, z, z.astype(np.int8), z), end_time)

@@ -240,8 +240,8 @@ class _KeyRun:
                 fired = True
             self._remove(w)
             return fired
-        t = w.trig.next_timer()
-        if t is not None and t > p:
+        t = w.trig.next_timer(p)
+        if t is not None:
             heapq.heappush(self.timers, (t, next(self.sh.seq), w))
         return fired
 
@@ -363,7 +363,8 @@ def canonical(res: GabwResult) -> GabwResult:
     cp, cd = new_id[c.pane_id], new_id[c.delta_id]
     co = np.lexsort((cd, cp))
     i = res.instances
-    fp = np.where(i.first_pane >= 0, new_id[np.maximum(i.first_pane, 0)], -1)
+    lookup = np.r_[new_id, -1]  # index -1 (dropped) maps to -1
+    fp = lookup[i.first_pane]
     io = np.lexsort((i.window_start, i.row))
     return GabwResult(
         panes,

@@ -11,7 +11,7 @@ Each node is an immutable value; the functions of the specification are methods:
 * ``further(other)``  the more advanced of two triggers; state of live leaves merges
                       (ElemCount counts add, first-arrival times take the minimum);
 * ``on_element(p)``   an element arrived at processing time p (only live nodes change);
-* ``next_timer()``    the earliest processing time at which a leaf may become ready.
+* ``next_timer(now)`` the earliest processing time after now at which a leaf turns ready.
 
 Each leaf keeps the summary of *its own* elements since it last fired, so the
 orFinally subtlety falls out: when ``main`` fires, ``final`` is only ``next_if_ready``-ed
@@ -73,7 +73,8 @@ class Node:
     def on_element(self, p: int) -> Node:
         raise NotImplementedError
 
-    def next_timer(self) -> int | None:
+    def next_timer(self, now: int) -> int | None:
+        """The earliest processing time after ``now`` at which a live leaf turns ready."""
         return None
 
 
@@ -194,8 +195,9 @@ class _FirstArrival(Leaf):
         d = self.deadline()
         return d is not None and ctx.now >= d
 
-    def next_timer(self) -> int | None:
-        return self.deadline()
+    def next_timer(self, now: int) -> int | None:
+        d = self.deadline()
+        return d if d is not None and d > now else None
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,8 @@ class Composite(Node):
     def on_element(self, p: int) -> Node:
         return self._with([s if s.is_done() else s.on_element(p) for s in self.subs])
 
-    def next_timer(self) -> int | None:
-        ts = [t for s in self.subs if not s.is_done() and (t := s.next_timer()) is not None]
+    def next_timer(self, now: int) -> int | None:
+        ts = [t for s in self.subs if not s.is_done() and (t := s.next_timer(now)) is not None]
         return min(ts) if ts else None
 
     def __str__(self) -> str:
@@ -334,10 +336,20 @@ class AfterEach(Composite):
         return all(s.is_done() for s in self.subs)
 
     def rewind(self) -> Node:
-        k = self.active()
-        return self._with(
-            [s.rewind() for s in self.subs[: k + 1]] + [s.restart() for s in self.subs[k + 1 :]]
-        )
+        """Rewind up to the first child that is live *after* rewinding, restart the rest.
+
+        dfsql decision: the specification takes k before rewinding; taking it after keeps
+        the sequence consistent (no done child after a live one) and makes rewind
+        idempotent, which merge associativity needs.
+        """
+        out: list[Node] = []
+        for i, s in enumerate(self.subs):
+            r = s.rewind()
+            out.append(r)
+            if not r.is_done():
+                out += [x.restart() for x in self.subs[i + 1 :]]
+                break
+        return self._with(out)
 
 
 @dataclass(frozen=True)
@@ -366,8 +378,8 @@ class Repeat(Node):
     def on_element(self, p: int) -> Node:
         return Repeat(self.sub.on_element(p))
 
-    def next_timer(self) -> int | None:
-        return self.sub.next_timer()
+    def next_timer(self, now: int) -> int | None:
+        return self.sub.next_timer(now)
 
     def __str__(self) -> str:
         return f"Repeat({self.sub})"
@@ -407,11 +419,11 @@ class OrFinally(Node):
             self.final if self.final.is_done() else self.final.on_element(p),
         )
 
-    def next_timer(self) -> int | None:
+    def next_timer(self, now: int) -> int | None:
         ts = [
             t
             for s in (self.main, self.final)
-            if not s.is_done() and (t := s.next_timer()) is not None
+            if not s.is_done() and (t := s.next_timer(now)) is not None
         ]
         return min(ts) if ts else None
 

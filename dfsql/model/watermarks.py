@@ -128,6 +128,8 @@ def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeli
     """PERFECT: at p, the smallest event time among rows not yet arrived."""
     a = np.asarray(arrival_time, I64)
     e = np.asarray(event_time, I64)
+    if len(a) == 0:
+        return Timeline.of([], [])
     o = np.lexsort((e, a))
     a, e = a[o], e[o]
     suffix_min = np.minimum.accumulate(e[::-1])[::-1]

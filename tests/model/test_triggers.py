@@ -69,16 +69,16 @@ def test_end_of_global_window_only_at_final_watermark() -> None:
 
 def test_since_earliest_elem() -> None:
     t = SinceEarliestElem(delay=10)
-    assert not t.ready(Ctx(1000, 0, END)) and t.next_timer() is None
+    assert not t.ready(Ctx(1000, 0, END)) and t.next_timer(0) is None
     t = feed(t, 5, 7)
-    assert t.next_timer() == 15
+    assert t.next_timer(0) == 15 and t.next_timer(15) is None
     assert not t.ready(Ctx(14, 0, END)) and t.ready(Ctx(15, 0, END))
     assert t.next(Ctx(15, 0, END)) == Done(SinceEarliestElem(delay=10))
 
 
 def test_at_period_aligned_and_boundary_inclusive() -> None:
     t = feed(AtPeriod(period=60), 65)
-    assert t.next_timer() == 120
+    assert t.next_timer(0) == 120
     assert not t.ready(Ctx(119, 0, END)) and t.ready(Ctx(120, 0, END))
     # an element arriving exactly on a boundary belongs to the pane fired at it
     t = feed(AtPeriod(period=60), 120)
@@ -186,8 +186,9 @@ def test_rewind() -> None:
     assert Done(ElemCount(2)).rewind() == Done(ElemCount(2))
     assert ElemCount(2, 1).rewind() == ElemCount(2, 1)
     t = AfterEach((Done(ElemCount(1)), Done(EndOfWindow()), feed(ElemCount(2), 1)))
-    # rewind children up to the first live one, restart the rest
-    assert t.rewind() == AfterEach((Done(ElemCount(1)), EndOfWindow(), ElemCount(2, 1)))
+    # rewind children up to the first live one (after rewinding), restart the rest
+    assert t.rewind() == AfterEach((Done(ElemCount(1)), EndOfWindow(), ElemCount(2)))
+    assert t.rewind().rewind() == t.rewind()  # idempotent
     u = AfterEach((feed(ElemCount(5), 1), Done(EndOfWindow()), feed(ElemCount(2), 1)))
     assert u.rewind() == AfterEach((ElemCount(5, 1), EndOfWindow(), ElemCount(2)))
     assert Repeat(AfterFirst((Done(EndOfWindow()), ElemCount(1)))).rewind() == Repeat(

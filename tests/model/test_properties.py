@@ -1,0 +1,205 @@
+"""Property tests of the driver on random inputs (small, so the suite stays fast)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dfsql.language import clauses as c
+from dfsql.model import aggregate, group_also_by_window, timeline_for
+from dfsql.model.fastpath import plan_for
+from dfsql.model.windows import merge_sessions
+
+S = 1_000_000
+D = c.Duration
+
+
+def _sec(n: int) -> c.Duration:
+    return D(n * S)
+
+
+WINDOWS = st.sampled_from([
+    c.GlobalWindows(), c.FixedWindows(size=_sec(60)), c.FixedWindows(size=_sec(60), offset=_sec(20)),
+    c.SlidingWindows(size=_sec(60), period=_sec(20)),
+    c.SlidingWindows(size=_sec(50), period=_sec(20), offset=_sec(5)),
+    c.SessionWindows(gap=_sec(30)),
+])
+EOW = c.EndOfWindow()
+P30, P45 = c.AtPeriod(period=_sec(30)), c.AtPeriod(period=_sec(45))
+FAST_TRIGGERS = [
+    c.Repeat(sub=EOW), EOW, c.AfterEach(subs=(EOW, c.Repeat(sub=EOW))),
+    c.OrFinally(main=c.Repeat(sub=P30), final=EOW),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=EOW))),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=P45))),
+    c.AfterEach(subs=(EOW, c.Repeat(sub=P45))), c.Repeat(sub=P30),
+]
+OTHER_TRIGGERS = [
+    c.Repeat(sub=c.ElemCount(count=2)), c.Never(),
+    c.OrFinally(main=c.Repeat(sub=c.SinceEarliestElem(delay=_sec(25))), final=EOW),
+    c.AfterEach(subs=(c.AfterAll(subs=(c.ElemCount(count=2), P30)), c.Repeat(sub=EOW))),
+    c.Repeat(sub=c.AfterFirst(subs=(c.ElemCount(count=3), EOW))),
+]
+ACC = st.sampled_from(list(c.Accumulation))
+# triggers never done, so nothing is closed
+OPEN_TRIGGERS = [FAST_TRIGGERS[i] for i in (0, 2, 4, 5, 6, 7)] + [OTHER_TRIGGERS[0]]
+
+
+@st.composite
+def inputs(draw, batch: bool = False):
+    n = draw(st.integers(0, 14))
+    et = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))
+    dl = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
+    ks = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    e = np.asarray(et, np.int64) * 10 * S
+    a = e + np.asarray(dl, np.int64) * 10 * S
+    k = np.asarray(ks, np.int64)
+    o = np.lexsort((a, k))
+    return k[o], e[o], (None if batch else a[o]), np.arange(1, n + 1)[o]
+
+
+def _wm(draw) -> tuple[c.Watermark, list | None]:
+    kind = draw(st.sampled_from(["delay", "from", "perfect", "pct"]))
+    if kind == "delay":
+        return c.WatermarkDelay(delay=_sec(draw(st.sampled_from([0, 30, 90])))), None
+    if kind == "perfect":
+        return c.WatermarkPerfect(), None
+    if kind == "pct":
+        return c.WatermarkPercentile(percentile=50.0, delay=_sec(10)), None
+    pts = draw(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 50)), max_size=5))
+    return c.WatermarkFrom(table="w"), [(p * 10 * S, w * 10 * S) for p, w in pts]
+
+
+def _clauses(window, trigger, acc, lateness, wm, batch) -> c.Clauses:
+    return c.Clauses(window=window, watermark=wm, trigger=trigger, accumulation=acc,
+                     allowed_lateness=_sec(lateness),
+                     processing_time=None if batch else c.Expr("arrival_time"))
+
+
+def _same(a, b) -> None:
+    for part in ("panes", "retractions", "cover", "instances"):
+        pa, pb = getattr(a, part), getattr(b, part)
+        for f in pa.__dataclass_fields__:
+            np.testing.assert_array_equal(getattr(pa, f), getattr(pb, f), err_msg=f"{part}.{f}")
+    assert a.end_time == b.end_time
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS.filter(lambda w: not w.merging), st.sampled_from(FAST_TRIGGERS), ACC,
+       st.sampled_from([0, 60, 100_000]), st.booleans())
+def test_fast_path_equals_state_machine(data, window, trigger, acc, lateness, batch) -> None:
+    k, e, a, _ = data.draw(inputs(batch))
+    wm, series = _wm(data.draw)
+    cl = _clauses(window, trigger, acc, lateness, wm, batch)
+    assert plan_for(cl) is not None
+    tl = timeline_for(cl.watermark, e, a, series)
+    _same(group_also_by_window(k, e, a, cl, tl, fast=True),
+          group_also_by_window(k, e, a, cl, tl, fast=False))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS), ACC)
+def test_batch_sessions_fast_equals_state_machine(data, trigger, acc) -> None:
+    k, e, a, _ = data.draw(inputs(True))
+    cl = _clauses(c.SessionWindows(gap=_sec(30)), trigger, acc, 0, c.WatermarkDelay(), True)
+    tl = timeline_for(cl.watermark, e, a)
+    _same(group_also_by_window(k, e, a, cl, tl, fast=True),
+          group_also_by_window(k, e, a, cl, tl, fast=False))
+
+
+def _run(data, window, trigger, acc, lateness):
+    k, e, a, v = data.draw(inputs())
+    wm, series = _wm(data.draw)
+    cl = _clauses(window, trigger, acc, lateness, wm, False)
+    return k, e, a, v, cl, group_also_by_window(k, e, a, cl, timeline_for(wm, e, a, series))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS),
+       st.sampled_from([0, 60]))
+def test_discarding_panes_partition_kept_elements(data, window, trigger, lateness) -> None:
+    k, e, a, v, cl, r = _run(data, window, trigger, c.Accumulation.DISCARDING, lateness)
+    inst = r.instances
+    kept = inst.first_pane >= 0
+    assert np.all((inst.drop_reason == 0) == kept)  # every kept element is emitted
+    np.testing.assert_array_equal(r.cover.pane_id, r.cover.delta_id)
+    assert aggregate(r, v, "sum").sum() == v[inst.row[kept]].sum()
+    assert aggregate(r, v, "count").sum() == kept.sum()
+
+
+def _batch_values(k, e, window, v) -> dict:
+    cl = _clauses(window, c.Repeat(sub=EOW), c.Accumulation.ACCUMULATING, 0,
+                  c.WatermarkDelay(), True)
+    r = group_also_by_window(k, e, None, cl, timeline_for(cl.watermark, e, None))
+    s = aggregate(r, v, "sum")
+    p = r.panes
+    return {(int(p.key[i]), int(p.window_start[i]), int(p.window_end[i])): int(s[i])
+            for i in range(len(s))}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(OPEN_TRIGGERS),
+       st.sampled_from([c.Accumulation.ACCUMULATING,
+                        c.Accumulation.ACCUMULATING_AND_RETRACTING]))
+def test_last_accumulating_pane_is_batch_value(data, window, trigger, acc) -> None:
+    k, e, a, v, cl, r = _run(data, window, trigger, acc, 10**6)  # nothing is dropped
+    assert np.all(r.instances.first_pane >= 0)
+    s = aggregate(r, v, "sum")
+    p = r.panes
+    last: dict = {}
+    for i in range(len(s)):  # panes are in emit order
+        last[(int(p.key[i]), int(p.window_start[i]), int(p.window_end[i]))] = int(s[i])
+    batch = _batch_values(k, e, window, v)
+    assert {w: last[w] for w in batch} == batch
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS),
+       st.sampled_from([0, 60, 10**6]))
+def test_retraction_invariant_after_every_pane(data, window, trigger, lateness) -> None:
+    k, e, a, v, cl, r = _run(data, window, trigger, c.Accumulation.ACCUMULATING_AND_RETRACTING,
+                             lateness)
+    s = aggregate(r, v, "sum")
+    p, rt = r.panes, r.retractions
+    rows = [(int(p.emit_time[i]), 1, i, 1) for i in range(len(s))]
+    rows += [(int(t), 0, int(i), -1) for i, t in zip(rt.retracted_pane_id, rt.emit_time,
+                                                     strict=True)]
+    rows.sort()
+    signed: dict = defaultdict(int)
+    current: dict = {}  # window -> value of its live row (None once retracted)
+    times = sorted({x[0] for x in rows})
+    j = 0
+    for t in times:
+        while j < len(rows) and rows[j][0] == t:
+            _, _, i, sign = rows[j]
+            w = (int(p.key[i]), int(p.window_start[i]), int(p.window_end[i]))
+            signed[w] += sign * int(s[i])
+            current[w] = int(s[i]) if sign > 0 else None
+            j += 1
+        for w, val in current.items():  # after every emission instant
+            assert signed[w] == (val or 0)
+    # each pane is retracted at most once, never before it was emitted
+    assert len(set(rt.retracted_pane_id.tolist())) == len(rt.retracted_pane_id)
+    assert np.all(rt.emit_time >= p.emit_time[rt.retracted_pane_id])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100), st.integers(1, 20)),
+                max_size=30), st.randoms())
+def test_session_merge_is_order_independent(ws, rnd) -> None:
+    k = np.asarray([w[0] for w in ws], np.int64)
+    s = np.asarray([w[1] for w in ws], np.int64)
+    e = s + np.asarray([w[2] for w in ws], np.int64)
+    _, ms, me = merge_sessions(k, s, e)
+    perm = list(range(len(ws)))
+    rnd.shuffle(perm)
+    _, ps, pe = merge_sessions(k[perm], s[perm], e[perm])
+    np.testing.assert_array_equal(ms[perm], ps)
+    np.testing.assert_array_equal(me[perm], pe)
+    # transitive and maximal: merged windows of a key are disjoint and cover their members
+    for key in set(k.tolist()):
+        b = sorted(set(zip(ms[k == key].tolist(), me[k == key].tolist(), strict=True)))
+        assert all(b[i][1] <= b[i + 1][0] for i in range(len(b) - 1))
+    assert np.all((ms <= s) & (e <= me))
