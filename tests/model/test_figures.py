@@ -42,3 +42,33 @@ def test_sessions_retracting_signed_values(events, marks) -> None:
     got = run(events, FIGURE_CLAUSES["fig14_sessions_retracting"], sum, marks)
     signed = [(-1 if r["is_retraction"] else 1) * r["value"] for r in got]
     assert signed == [5, 7, 10, -7, -10, 25, -5, -25, 39, 3, -3, 12]
+
+
+@pytest.mark.parametrize("name", sorted(FIGURE_CLAUSES))
+def test_figure_from_query_text(name: str, events, marks) -> None:
+    """run() also accepts the text from WINDOW to EMIT (parsed lazily)."""
+    try:
+        from dfsql.language import parse_clauses  # noqa: F401
+    except ImportError:  # pragma: no cover - the parser is written elsewhere
+        pytest.skip("parser not available")
+    q = FIGS[name]["query"]
+    assert run(events, q[q.index("WINDOW"):], sum, marks) == _expected(FIGS[name])
+
+
+def test_other_aggregates(events, marks) -> None:
+    got = run(events, FIGURE_CLAUSES["fig12_fixed_streaming"], len, marks)
+    assert [r["value"] for r in got] == [1, 4, 2, 1, 3]
+    got = run(events, FIGURE_CLAUSES["fig12_fixed_streaming"], lambda xs: sorted(xs), marks)
+    assert got[2]["value"] == [5, 9]
+    got = run(events, FIGURE_CLAUSES["fig10_fixed_batch"], max)
+    assert [r["value"] for r in got] == [9, 8, 3, 8]
+
+
+def test_epoch_seconds_input() -> None:
+    from tests.model.conftest import FIGURE_CLAUSES as F
+
+    els = [("a", 1, 0.0, 5.0), ("a", 2, 30.0, 6.0), ("b", 4, 150.0, 7.0)]
+    got = run(els, F["fig10_fixed_batch"])
+    assert [(r["key"], r["window_start"], r["window_end"], r["value"]) for r in got] == [
+        ("a", 0.0, 120.0, 3), ("b", 120.0, 240.0, 4)]
+    assert all(r["emit_time"] is None and r["is_last"] for r in got)
