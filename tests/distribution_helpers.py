@@ -281,17 +281,31 @@ class ClientRun:
 
 
 def run_client(env: dict[str, str], extra: dict[str, str], timeout: float = 120) -> ClientRun:
-    """Run this file as a script in a fresh interpreter with ``env`` + ``extra``."""
+    """Run this file as a script in a fresh interpreter with ``env`` + ``extra``.
+
+    The client is its own process group (with the driver JVM it may start), killed as a
+    whole if it overruns ``timeout``.
+    """
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve())],
-                          env={**env, **extra}, cwd=str(REPO), capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())],
+                            env={**env, **extra}, cwd=str(REPO), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid, proc)
+        stdout, stderr = proc.communicate()
+        raise RuntimeError(f"client did not finish within {timeout:.0f} s\nstdout:\n"
+                           f"{stdout[-3000:]}\nstderr:\n{stderr[-6000:]}") from None
+    finally:
+        _kill_group(proc.pid, proc)  # anything the client left in its group
     seconds = time.monotonic() - t0
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(MARKER)]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"client exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}"
-                           f"\nstderr:\n{proc.stderr[-6000:]}")
-    return ClientRun(json.loads(lines[-1][len(MARKER):]), seconds, proc.stderr)
+        raise RuntimeError(f"client exited {proc.returncode}\nstdout:\n{stdout[-3000:]}"
+                           f"\nstderr:\n{stderr[-6000:]}")
+    return ClientRun(json.loads(lines[-1][len(MARKER):]), seconds, stderr)
 
 
 # --------------------------------------------------------------------------- client side
