@@ -376,6 +376,8 @@ def queries() -> dict[str, str]:
         "fig06": _statement(PAPER / "fig06_batch_global.sql"),
         "fig10": _statement(PAPER / "fig10_fixed_batch.sql"),
         "sessions": SESSIONS_SQL,
+        # Replayed by the Dataflow model's driver in mapInArrow: Python on the executors.
+        "fig14_discarding": _statement(PAPER / "fig14_sessions_discarding.sql"),
         "bad_windowed": BAD_WINDOWED_SQL,
         "bad_plain": BAD_PLAIN_SQL,
     }

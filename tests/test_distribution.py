@@ -141,6 +141,16 @@ def test_query_rows(mode_run: ModeRun, local_results: dict[str, dict[str, Any]],
     assert mode_run.query(name)["columns"] == local_results[name]["columns"]
 
 
+def test_replayed_query_same_as_local(mode_run: ModeRun,
+                                      local_results: dict[str, dict[str, Any]]) -> None:
+    """Figure 14 (discarding) goes through the replay driver (mapInArrow, Python in the
+    executors): seven panes whose totals partition the ten values, as in local mode."""
+    rows = _ok(mode_run.query("fig14_discarding"))
+    assert rows == _ok(local_results["fig14_discarding"])
+    assert len(rows) == 7
+    assert sum(r["total"] or 0 for r in rows if not r["is_retraction"]) == 51
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_query_is_a_dfsql_error(mode_run: ModeRun,
                                     local_results: dict[str, dict[str, Any]],
