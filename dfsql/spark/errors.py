@@ -77,6 +77,8 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
             ln, pos = int(m.group(1)), int(m.group(2))
             lines = text.split("\n")
             start = sum(len(x) + 1 for x in lines[: ln - 1]) + pos
+    if (start is None or start < 0) and offset_of is not None:
+        start = 0  # no position from Spark: the start of the fragment it was given
     if start is not None and start >= 0 and src is not None:
         p = src.pos(offset_of(start) if offset_of else start)
         line, col = p.line, p.column

@@ -119,6 +119,10 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.input_df()
+    if EVENT_TIME not in inp.columns:
+        # GLOBAL without ON: event time plays no part in the window; the watermark still
+        # reaches +inf at the end of the bounded input.
+        inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
     timeline = watermark_timeline(plan, inp)
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
@@ -152,9 +156,11 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
         values = elements.groupBy(F.col("__pane").alias("__pid")).agg(*aggs) if aggs else \
             elements.select(F.col("__pane").alias("__pid")).distinct()
     else:
+        # Self-joins of one persisted frame: alias both sides so Spark can tell them apart.
         cover = emitted.where(F.col("__kind") == KIND_COVER).select(
-            F.col("__pane").alias("__pid"), F.col("__delta"))
-        joined = elements.join(cover, elements["__pane"] == cover["__delta"])
+            F.col("__pane").alias("__pid"), F.col("__delta").alias("__cover_delta"))
+        joined = elements.alias("__e").join(
+            cover.alias("__c"), F.col("__e.__pane") == F.col("__c.__cover_delta"))
         values = joined.groupBy("__pid").agg(*aggs) if aggs else \
             joined.select("__pid").distinct()
     agg_cols = [alias for _, alias in plan.stages.aggregates]
