@@ -309,8 +309,11 @@ def instances_of(clauses: Clauses, key: np.ndarray, event_time: np.ndarray,
 
 
 def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
-            clauses: Clauses, timeline: Timeline) -> GabwResult:
-    """The general trigger state machine, one key at a time (any trigger, any window)."""
+            clauses: Clauses, timeline: Timeline, *, end_floor: int = NEG_INF) -> GabwResult:
+    """The general trigger state machine, one key at a time (any trigger, any window).
+
+    ``end_floor``: the end instant is at least this (when other keys ran elsewhere and
+    must share this run's final round)."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     sh = _Shared(ikey, row, start, end, arr, clauses, timeline)
     bounds = _key_bounds(ikey)
@@ -323,7 +326,7 @@ def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | 
     else:
         for r in runs:
             r.run()
-        end_time = max([r.last_fire for r in runs] + [NEG_INF]
+        end_time = max([r.last_fire for r in runs] + [NEG_INF, end_floor]
                        + ([int(arrival_time.max())] if len(arrival_time) else [])
                        + ([int(timeline.times[-1])] if len(timeline.times) else []))
     for r in runs:
@@ -394,6 +397,13 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
         plan = fastpath.plan_for(clauses)
         if plan is not None:
             return fastpath.run(key, event_time, arrival_time, clauses, timeline, plan)
+        if arrival_time is not None:
+            from dfsql.model import sessions_fast
+
+            ok, period = sessions_fast.early_period(clauses)
+            if ok:
+                return sessions_fast.run(key, event_time, arrival_time, clauses, timeline,
+                                         period)
         if fast:
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
     return general(key, event_time, arrival_time, clauses, timeline)

@@ -109,6 +109,28 @@ def test_batch_sessions_fast_equals_state_machine(data, trigger, acc) -> None:
           group_also_by_window(k, e, a, cl, tl, fast=False))
 
 
+SESSION_FAST_TRIGGERS = [
+    c.Repeat(sub=EOW),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=EOW))),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=c.AtPeriod(period=_sec(70))), final=EOW),
+                      c.Repeat(sub=EOW))),
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), st.sampled_from(SESSION_FAST_TRIGGERS), ACC,
+       st.sampled_from([0, 60, 100_000]), st.sampled_from([15, 30, 80]))
+def test_replayed_sessions_fast_equals_state_machine(data, trigger, acc, lateness, gap) -> None:
+    """Replayed sessions: the chain fast path (with its hand-off of interleaving keys to
+    the state machine) gives exactly the state machine's panes."""
+    k, e, a, _ = data.draw(inputs())
+    wm, series = _wm(data.draw)
+    cl = _clauses(c.SessionWindows(gap=_sec(gap)), trigger, acc, lateness, wm, False)
+    tl = timeline_for(cl.watermark, e, a, series)
+    _same(group_also_by_window(k, e, a, cl, tl, fast=True),
+          group_also_by_window(k, e, a, cl, tl, fast=False))
+
+
 def _run(data, window, trigger, acc, lateness):
     k, e, a, v = data.draw(inputs())
     wm, series = _wm(data.draw)

@@ -1,0 +1,361 @@
+"""Vectorised GroupAlsoByWindow for replayed SESSIONS (identical to the state machine).
+
+Session windows merge as elements arrive, so in general their panes need the state
+machine. But in the common case they do not *interleave*: within each final session
+(the batch merge of every non-dropped element of a key) the live windows form one
+*chain* — every arrival overlaps the single live window of that session and grows it,
+or the live window has expired and the arrival starts a new chain. Then each window of
+a chain is a closed form of its bounds, its creation instant, the next arrival and the
+watermark timeline, and the trigger state a merge carries over is two numbers (phase
+reached, first unfired arrival). Steps run over the *k-th arrival of every session at
+once*, so the Python loop is as long as the longest session, not the input.
+
+Applies to the triggers whose late phase repeats at the watermark and never finishes:
+``Repeat(EndOfWindow)`` (the default) and
+``AfterEach(OrFinally(Repeat(AtPeriod p), EndOfWindow), Repeat(EndOfWindow))``
+(EVERY p UNTIL WATERMARK THEN REPEAT WATERMARK), in every accumulation mode.
+Keys where two live windows of one session would merge are handed to the general state
+machine; both parts share one end instant, so results equal :func:`general`'s.
+
+What the state machine does that the closed forms rely on (see ``triggers.py``): every
+merge makes a new window (pane_index from 0, not created late unless the watermark
+already passed its end, ontime not yet done) whose trigger is the furthest of the
+rewound inputs when its end is ahead of the watermark; ``AtPeriod`` keeps its first
+unfired arrival through rewinds and phase 2; every pane of a chain retracts the chain's
+previous pane; an accumulating pane covers every earlier pane of its chain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfsql.language import clauses as c
+from dfsql.model.group_also_by_window import (
+    Cover,
+    GabwResult,
+    Instances,
+    Panes,
+    Retractions,
+    canonical,
+    general,
+    instances_of,
+)
+from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.watermarks import Timeline
+from dfsql.model.windows import I64, NEG_INF, POS_INF, merge_sessions, sat_add
+
+FINAL = POS_INF - 1  # ordinal of the final (+inf watermark) round until its instant is known
+NO_FIRST = POS_INF  # AtPeriod without an unfired element
+
+
+def early_period(clauses: c.Clauses) -> tuple[bool, int | None]:
+    """(applies, early period) for replayed sessions with a supported trigger."""
+    if not isinstance(clauses.window, c.SessionWindows) or clauses.processing_time is None:
+        return False, None
+    t = clauses.trigger
+
+    def repeat_eow(x: c.Trigger) -> bool:
+        while isinstance(x, c.Repeat):
+            x = x.sub
+        return isinstance(x, c.EndOfWindow)
+
+    if isinstance(t, c.Repeat) and repeat_eow(t):
+        return True, None
+    if isinstance(t, c.AfterEach) and len(t.subs) == 2 and isinstance(t.subs[1], c.Repeat) \
+            and repeat_eow(t.subs[1]):
+        first = t.subs[0]
+        if isinstance(first, c.OrFinally) and isinstance(first.final, c.EndOfWindow) \
+                and isinstance(first.main, c.Repeat):
+            m = first.main
+            while isinstance(m, c.Repeat):
+                m = m.sub
+            if isinstance(m, c.AtPeriod):
+                return True, m.period.micros
+    return False, None
+
+
+def _ceil(a: np.ndarray, period: int) -> np.ndarray:
+    return -((-a) // period) * period
+
+
+def _ord_end(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
+    """Ordinal (2·instant) of the first watermark change reaching each threshold."""
+    j = tl.first_reaching(thresholds)
+    n = len(tl.times)
+    if n == 0:
+        return np.full(len(thresholds), FINAL, I64)
+    return np.where(j < n, 2 * tl.times[np.minimum(j, n - 1)], FINAL)
+
+
+def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
+        clauses: c.Clauses, timeline: Timeline, period: int | None) -> GabwResult:
+    """Same contract and output as ``group_also_by_window.general``."""
+    row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
+    n = len(row)
+    tl = timeline
+    lateness = clauses.allowed_lateness.micros
+    accumulation = clauses.accumulation
+
+    # 1. Dropped on arrival: the element's own window already expired (window-independent).
+    wm_prev = tl.before(arr).astype(I64)
+    dropped = wm_prev >= sat_add(end, lateness)
+    live = np.nonzero(~dropped)[0]
+
+    # 2. Final sessions of the live elements; elements of each in arrival (instance) order.
+    comp, _, _ = merge_sessions(ikey[live], start[live], end[live])
+    o = np.lexsort((live, comp))
+    el = live[o]  # instance indices, grouped by session, in arrival order
+    cmp_ = comp[o]
+    m = len(el)
+    bounds = np.r_[0, np.nonzero(cmp_[1:] != cmp_[:-1])[0] + 1, m].astype(I64) if m else \
+        np.zeros(1, I64)
+    n_comp = len(bounds) - 1
+    c_start, c_len = bounds[:-1], np.diff(bounds)
+    e_arr, e_s, e_e, e_wmp = arr[el], start[el], end[el], wm_prev[el]
+    e_key = ikey[el]
+    same_next = np.zeros(m, bool)  # the next element of the session arrives at the same instant
+    if m:
+        same_next[:-1] = (cmp_[1:] == cmp_[:-1]) & (e_arr[1:] == e_arr[:-1])
+    first_of_instant = np.ones(m, bool)
+    if m:
+        first_of_instant[1:] = ~same_next[:-1]
+    next_arr2 = np.full(m, POS_INF, I64)  # ordinal of the session's next (later) instant
+    if m:
+        nxt = np.full(m, POS_INF, I64)
+        later = np.zeros(m, bool)
+        later[:-1] = (cmp_[1:] == cmp_[:-1])
+        nxt[:-1] = np.where(later[:-1], 2 * e_arr[1:], POS_INF)
+        # for the last element of an instant group, the next instant is the next element's
+        next_arr2 = nxt
+
+    # Per-session state.
+    has_win = np.zeros(n_comp, bool)
+    lo = np.zeros(n_comp, I64)
+    hi = np.zeros(n_comp, I64)
+    chain = np.full(n_comp, -1, I64)
+    phase2 = np.zeros(n_comp, bool)
+    first = np.full(n_comp, NO_FIRST, I64)
+    complex_ = np.zeros(n_comp, bool)
+    next_chain = 0
+    elem_chain = np.empty(m, I64)
+    elem_window = np.empty(m, I64)  # window (instant group) id of each element
+    n_windows = 0
+
+    win_chain, win_seq = [], []
+    p_chain, p_ord, p_lo, p_hi, p_index, p_timing, p_last, p_win = ([] for _ in range(8))
+
+    max_len = int(c_len.max()) if n_comp else 0
+    for s in range(max_len):
+        A = np.nonzero(c_len > s)[0]
+        i = c_start[A] + s
+        a = e_arr[i]
+        # A new instant: is the session's live window still alive (not expired)?
+        fo = first_of_instant[i]
+        if fo.any():
+            Af, af = A[fo], a[fo]
+            alive = has_win[Af] & (e_wmp[i[fo]] < sat_add(hi[Af], lateness))
+            dead = Af[~alive]
+            if len(dead):
+                has_win[dead] = False
+                chain[dead] = np.arange(next_chain, next_chain + len(dead), dtype=I64)
+                next_chain += len(dead)
+                phase2[dead] = False
+                first[dead] = NO_FIRST
+            first[Af] = np.minimum(first[Af], af)  # on_element: the first unfired arrival
+        # Add the element: it must overlap the live window, else two windows would coexist.
+        hw = has_win[A]
+        ok = ~hw | ((e_s[i] < hi[A]) & (e_e[i] > lo[A]))
+        complex_[A[~ok]] = True
+        lo[A] = np.where(hw, np.minimum(lo[A], e_s[i]), e_s[i])
+        hi[A] = np.where(hw, np.maximum(hi[A], e_e[i]), e_e[i])
+        has_win[A] = True
+        elem_chain[i] = chain[A]
+        # Window ids: one per (session, instant group); assigned at the group's last element.
+        lst = ~same_next[i]
+        if not lst.any():
+            continue
+        Al, il = A[lst], i[lst]
+        k = len(Al)
+        wid = np.arange(n_windows, n_windows + k, dtype=I64)
+        n_windows += k
+        win_chain.append(chain[Al])
+        win_seq.append(wid)
+        # elements of this instant group get the window id (group = trailing run of same instant)
+        elem_window[il] = wid
+        al = e_arr[il]
+        wlo, whi = lo[Al], hi[Al]
+        cl = e_wmp[il] >= whi  # created late: the watermark already passed the merged end
+        ph2 = phase2[Al] & cl  # phase 2 survives a merge only when nothing is rewound
+        f = first[Al]
+        nb = next_arr2[il]
+        o_end = np.maximum(2 * al, _ord_end(tl, whi))
+        if period is None:
+            e_star = np.full(k, POS_INF, I64)
+        else:
+            d = np.where(f == NO_FIRST, POS_INF, _ceil(np.where(f == NO_FIRST, 0, f), period))
+            e_star = np.where(ph2 | (f == NO_FIRST), POS_INF, 2 * np.maximum(al, d))
+        t1 = np.minimum(e_star, o_end)
+        fire1 = t1 < nb
+        main1 = fire1 & (e_star <= t1)
+        final1 = fire1 & (o_end <= t1)
+        exp_thr = sat_add(whi, lateness)
+
+        def wm_at(ords: np.ndarray) -> np.ndarray:
+            return np.where(ords >= FINAL, POS_INF, tl.at(ords // 2))
+
+        wm1 = wm_at(t1)
+        timing1 = np.where(wm1 < whi, EARLY, np.where(cl, LATE, ON_TIME))
+        last1 = wm1 >= exp_thr
+        # second pane: the on-time pane after an early-only first pane
+        fire2 = fire1 & main1 & ~final1 & (o_end < nb)
+        wm2 = wm_at(o_end)
+        last2 = wm2 >= exp_thr
+        for sel, ords, idx, tim, lst_ in ((fire1, t1, 0, timing1, last1),
+                                          (fire2, o_end, 1, None, last2)):
+            if sel.any():
+                p_chain.append(chain[Al][sel])
+                p_ord.append(ords[sel])
+                p_lo.append(wlo[sel])
+                p_hi.append(whi[sel])
+                p_index.append(np.full(int(sel.sum()), idx, I64))
+                p_timing.append(tim[sel] if tim is not None
+                                else np.full(int(sel.sum()), ON_TIME, np.int8))
+                p_last.append(lst_[sel])
+                p_win.append(wid[sel])
+        # state carried to the next window of the chain
+        reached2 = ph2 | final1 | fire2
+        phase2[Al] = reached2
+        first[Al] = np.where(main1, NO_FIRST, f)
+
+    # Elements of a session with a window added before it in the same instant got the id at
+    # the group's last element: fill backwards within each instant group.
+    if m:
+        has = np.zeros(m, bool)
+        has[~same_next] = True
+        idx = np.where(has, np.arange(m), m)
+        idx = np.minimum.accumulate(idx[::-1])[::-1]
+        elem_window = elem_window[np.minimum(idx, m - 1)]
+
+    # 3. Sessions whose windows interleave go to the state machine (sessions never interact:
+    #    their elements' windows never overlap); the rest is assembled here.
+    complex_el = np.repeat(complex_, c_len) if m else np.zeros(0, bool)
+    win_chain_a = np.concatenate(win_chain) if win_chain else np.empty(0, I64)
+    pc_ = np.concatenate(p_chain) if p_chain else np.empty(0, I64)
+    pk = np.concatenate(p_ord) if p_ord else np.empty(0, I64)
+    plo = np.concatenate(p_lo) if p_lo else np.empty(0, I64)
+    phi = np.concatenate(p_hi) if p_hi else np.empty(0, I64)
+    pidx = np.concatenate(p_index) if p_index else np.empty(0, I64)
+    ptim = np.concatenate(p_timing).astype(np.int8) if p_timing else np.empty(0, np.int8)
+    plast = np.concatenate(p_last).astype(bool) if p_last else np.empty(0, bool)
+    pwin = np.concatenate(p_win) if p_win else np.empty(0, I64)
+
+    chain_key = np.full(next_chain, -1, I64)
+    fast_chain = np.ones(next_chain, bool)
+    if m:
+        chain_key[elem_chain] = e_key
+        fast_chain[elem_chain[complex_el]] = False
+    keep = fast_chain[pc_] if len(pc_) else np.empty(0, bool)
+    pc_, pk, plo, phi, pidx, ptim, plast, pwin = (x[keep] for x in (
+        pc_, pk, plo, phi, pidx, ptim, plast, pwin))
+
+    arr_max = int(arrival_time.max()) if len(arrival_time) else NEG_INF
+    normal = pk[pk < FINAL]
+    last_fire = int(normal.max()) // 2 if len(normal) else NEG_INF
+    floor = max(last_fire, arr_max)
+
+    gen = None
+    if complex_el.any():
+        sub = np.sort(row[el[complex_el]])  # element rows, still in (key, arrival) order
+        gen = general(key[sub], event_time[sub], arrival_time[sub], clauses, tl,
+                      end_floor=floor)
+        gen.instances.row = sub[gen.instances.row]
+        end_time = gen.end_time
+    else:
+        end_time = max([floor] + ([int(tl.times[-1])] if len(tl.times) else []))
+
+    # Panes in (chain, ordinal, index) order: ids increase along each chain.
+    po = np.lexsort((pidx, pk, pc_))
+    pc_, pk, plo, phi, pidx, ptim, plast, pwin = (x[po] for x in (
+        pc_, pk, plo, phi, pidx, ptim, plast, pwin))
+    npanes = len(pc_)
+    emit = np.where(pk >= FINAL, end_time, pk // 2).astype(I64)
+    pid = np.arange(npanes, dtype=I64)
+    prev_same = np.zeros(npanes, bool)
+    if npanes:
+        prev_same[1:] = pc_[1:] == pc_[:-1]
+
+    # Element -> first pane: its window's first pane, else the next window's in its chain.
+    first_pane_of_window = np.full(n_windows, -1, I64)
+    if npanes:
+        p1 = pidx == 0
+        first_pane_of_window[pwin[p1]] = pid[p1]
+    wseq = np.concatenate(win_seq) if win_seq else np.empty(0, I64)
+    wo = np.lexsort((wseq, win_chain_a))  # windows along each chain, in creation order
+    big = npanes + 1
+    val = np.where(first_pane_of_window[wseq[wo]] >= 0, first_pane_of_window[wseq[wo]],
+                   npanes)
+    lifted = win_chain_a[wo] * big + val
+    nextp = np.minimum.accumulate(lifted[::-1])[::-1] - win_chain_a[wo] * big
+    nextp = np.where(nextp >= npanes, -1, nextp)
+    window_next_pane = np.full(n_windows, -1, I64)
+    window_next_pane[wseq[wo]] = nextp
+
+    first_pane = np.full(n, -1, I64)
+    drop_reason = np.zeros(n, np.int8)
+    drop_wm = np.full(n, NEG_INF, I64)
+    drop_reason[dropped] = DROP_EXPIRED
+    drop_wm[dropped] = wm_prev[dropped]
+    if m:
+        first_pane[el] = window_next_pane[elem_window]
+    fast_inst = np.ones(n, bool)
+    fast_inst[el[complex_el]] = False
+
+    # Retractions: every pane of a chain retracts the chain's previous pane.
+    if accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+        retr = Retractions(pid[prev_same] - 1, emit[prev_same])
+    else:
+        retr = Retractions(np.empty(0, I64), np.empty(0, I64))
+    # Cover: discarding panes cover themselves; accumulating ones their chain so far.
+    if accumulation is c.Accumulation.DISCARDING or not npanes:
+        cover = Cover(pid.copy(), pid.copy())
+    else:
+        chain_first = np.where(prev_same, 0, pid)
+        chain_first = np.maximum.accumulate(chain_first)  # first pane id of the chain
+        counts = pid - chain_first + 1
+        cp = np.repeat(pid, counts)
+        offs = np.arange(len(cp), dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
+        cover = Cover(cp, np.repeat(chain_first, counts) + offs)
+
+    panes_key = chain_key[pc_] if npanes else np.empty(0, I64)
+    res = GabwResult(
+        Panes(pid, panes_key, plo, phi, pidx, ptim, plast, emit),
+        retr, cover,
+        Instances(row[fast_inst], start[fast_inst], end[fast_inst], first_pane[fast_inst],
+                  drop_reason[fast_inst], drop_wm[fast_inst]),
+        end_time)
+    if gen is not None:
+        res = _concat(res, gen)
+    return canonical(res)
+
+
+def _concat(a: GabwResult, b: GabwResult) -> GabwResult:
+    """Both results in one, b's pane ids shifted past a's."""
+    off = len(a.panes.pane_id)
+    pa, pb = a.panes, b.panes
+    cat = np.concatenate
+    ia, ib = a.instances, b.instances
+    fb = np.where(ib.first_pane >= 0, ib.first_pane + off, -1)
+    return GabwResult(
+        Panes(cat([pa.pane_id, pb.pane_id + off]), cat([pa.key, pb.key]),
+              cat([pa.window_start, pb.window_start]), cat([pa.window_end, pb.window_end]),
+              cat([pa.pane_index, pb.pane_index]), cat([pa.timing, pb.timing]),
+              cat([pa.is_last, pb.is_last]), cat([pa.emit_time, pb.emit_time])),
+        Retractions(cat([a.retractions.retracted_pane_id, b.retractions.retracted_pane_id + off]),
+                    cat([a.retractions.emit_time, b.retractions.emit_time])),
+        Cover(cat([a.cover.pane_id, b.cover.pane_id + off]),
+              cat([a.cover.delta_id, b.cover.delta_id + off])),
+        Instances(cat([ia.row, ib.row]), cat([ia.window_start, ib.window_start]),
+                  cat([ia.window_end, ib.window_end]), cat([ia.first_pane, fb]),
+                  cat([ia.drop_reason, ib.drop_reason]),
+                  cat([ia.watermark_at_arrival, ib.watermark_at_arrival])),
+        max(a.end_time, b.end_time))
