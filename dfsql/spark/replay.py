@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 
     from dfsql.spark.planner import BlockPlan
 
-KIND_ELEMENT, KIND_PANE, KIND_COVER, KIND_RETRACTION, KIND_DROPPED = 0, 1, 2, 3, 4
+KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40
+# Rows gathered before one driver call (Arrow batches hold 10k rows by default).
+_MIN_ROWS_PER_RUN = 200_000
 
 
 def _us(arr) -> np.ndarray:
@@ -55,23 +57,25 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     wm = cl.watermark
     from pyspark.sql import functions as F  # noqa: N812
 
+    if isinstance(wm, c.WatermarkDelay):
+        # Only running-max records can move the watermark, and every global record is a
+        # record of its own partition: collect those, not one row per instant.
+        with spark_errors(None):
+            rec = (inp.select(PROCESSING_TIME, EVENT_TIME)
+                   .mapInArrow(_running_max_records, f"{PROCESSING_TIME} TIMESTAMP, "
+                               f"{EVENT_TIME} TIMESTAMP").toArrow())
+        _check_processing_time(cl, rec.column(PROCESSING_TIME).null_count)
+        return wmod.delay_timeline(_us(rec.column(EVENT_TIME)), _us(rec.column(PROCESSING_TIME)),
+                                   wm.delay.micros)
     with spark_errors(None):
         per_instant = (inp.groupBy(PROCESSING_TIME)
-                       .agg(F.max(EVENT_TIME).alias("__max"), F.min(EVENT_TIME).alias("__min"))
+                       .agg(F.min(EVENT_TIME).alias("__min"))
                        .toArrow())
     p = per_instant.column(PROCESSING_TIME)
-    if p.null_count:
-        pt = cl.processing_time
-        raise DataError(
-            f"the PROCESSING TIME column {pt} has NULL values ({p.null_count} instant(s))",
-            pt.pos.line if pt else None, pt.pos.column if pt else None,
-            "filter them out in WHERE, or COALESCE them to an arrival time")
+    _check_processing_time(cl, p.null_count)
     order = np.argsort(_us(p), kind="stable")
     instants = _us(p)[order]
-    max_et = _us(per_instant.column("__max"))[order]
     min_et = _us(per_instant.column("__min"))[order]
-    if isinstance(wm, c.WatermarkDelay):
-        return wmod.delay_timeline(max_et, instants, wm.delay.micros)
     if isinstance(wm, c.WatermarkPerfect):
         return wmod.perfect_timeline(min_et, instants)
     if isinstance(wm, c.WatermarkPercentile):
@@ -86,6 +90,42 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
         timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
         return wmod.writers_timeline(*writers, timeout)
     raise TypeError(f"unknown watermark {wm!r}")
+
+
+def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
+    if nulls:
+        pt = cl.processing_time
+        raise DataError(
+            f"the PROCESSING TIME column {pt} has NULL values ({nulls} instant(s))",
+            pt.pos.line if pt else None, pt.pos.column if pt else None,
+            "filter them out in WHERE, or COALESCE them to an arrival time")
+
+
+def _running_max_records(batches):
+    """Per partition: the (processing time, event time) rows that raise the running max
+    of event time in processing-time order (a NULL processing time is passed through)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    t = pa.concat_tables(tables)
+    nulls = t.filter(pc.is_null(t.column(0)))
+    if nulls.num_rows:
+        yield from nulls.slice(0, 1).rename_columns([PROCESSING_TIME, EVENT_TIME]).to_batches()
+    t = t.filter(pc.and_(pc.is_valid(t.column(0)), pc.is_valid(t.column(1))))
+    if not t.num_rows:
+        return
+    p, e = _us(t.column(0)), _us(t.column(1))
+    o = np.lexsort((e, p))
+    p, e = p[o], e[o]
+    run = np.maximum.accumulate(e)
+    keep = np.r_[True, run[1:] > run[:-1]]
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(p[keep]).cast(pa.timestamp("us", tz="UTC")),
+         pa.array(e[keep]).cast(pa.timestamp("us", tz="UTC"))],
+        names=[PROCESSING_TIME, EVENT_TIME])
 
 
 def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
@@ -129,12 +169,14 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     schema = inp.schema
     clauses = plan.clauses
 
-    # The union schema of what the driver emits.
-    fields = ["__kind TINYINT", "__pane BIGINT", "__delta BIGINT"]
+    # The union schema of what the driver emits: pane members (one row per element a pane
+    # aggregates), one marker row per pane with its metadata, and dropped elements.
+    fields = ["__kind TINYINT", "__gid BIGINT", "__gids ARRAY<BIGINT>"]
     fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "pane_index BIGINT",
                "pane_timing STRING", "is_last BOOLEAN", "emit_time TIMESTAMP",
+               "__retract_time TIMESTAMP",
                f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
                "watermark TIMESTAMP"]
     out_schema = ", ".join(fields)
@@ -144,48 +186,45 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     ordered = (inp.repartition(max(1, _partitions(plan)), *keys) if keys
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
-    emitted = ordered.mapInArrow(driver, out_schema).persist()
+    emitted = ordered.mapInArrow(driver, out_schema)
+    if clauses.late_rows_into:
+        emitted = emitted.persist()  # read twice: the panes and the late rows' view
     plan.emitted = emitted
 
-    elements = emitted.where(F.col("__kind") == KIND_ELEMENT)
-    panes = emitted.where(F.col("__kind") == KIND_PANE).select(
-        F.col("__pane").alias("__pid"), *keys, "window_start", "window_end", "pane_index",
-        "pane_timing", "is_last", "emit_time")
-    aggs = [F.expr(sql).alias(alias) for sql, alias in plan.stages.aggregates]
-    if clauses.accumulation is c.Accumulation.DISCARDING:
-        values = elements.groupBy(F.col("__pane").alias("__pid")).agg(*aggs) if aggs else \
-            elements.select(F.col("__pane").alias("__pid")).distinct()
-    else:
-        # Self-joins of one persisted frame: alias both sides so Spark can tell them apart.
-        cover = emitted.where(F.col("__kind") == KIND_COVER).select(
-            F.col("__pane").alias("__pid"), F.col("__delta").alias("__cover_delta"))
-        joined = elements.alias("__e").join(
-            cover.alias("__c"), F.col("__e.__pane") == F.col("__c.__cover_delta"))
-        values = joined.groupBy("__pid").agg(*aggs) if aggs else \
-            joined.select("__pid").distinct()
+    # One aggregation: a pane's members and its marker share __gid. Aggregates see only
+    # the members (FILTER), so a pane without new elements gets the empty-set value.
+    members_only = "__kind = 0"
+    aggs = [F.expr(_filtered(sql, members_only)).alias(alias)
+            for sql, alias in plan.stages.aggregates]
+    meta = [*keys, "window_start", "window_end", "pane_index", "pane_timing", "is_last",
+            "emit_time", "__retract_time"]
+    # Metadata rides in one struct, NULL on member rows: one cheap first() per pane.
+    # An element row lists the panes that aggregate it; exploding it in the JVM is far
+    # cheaper than shipping one Arrow row per (pane, element).
+    marked = emitted.where(F.col("__kind") <= KIND_MARKER).select(
+        F.explode(F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids"))
+                  .otherwise(F.array(F.col("__gid")))).alias("__gid"), "__kind", *payload,
+        F.when(F.col("__kind") == KIND_MARKER, F.struct(*[F.col(m) for m in meta]))
+        .alias("__meta"))
+    panes = (marked.groupBy("__gid")
+             .agg(*aggs, F.first("__meta", ignorenulls=True).alias("__meta"))
+             .select(*[F.col(a) for _, a in plan.stages.aggregates],
+                     *[F.col(f"__meta.`{m}`").alias(m) for m in meta]))
     agg_cols = [alias for _, alias in plan.stages.aggregates]
-    inserted = panes.join(values.withColumn("__has", F.lit(True)), "__pid", "left")
-    if agg_cols:
-        # A pane may hold no new element (an on-time pane in DISCARDING mode): its
-        # aggregates are those of the empty set (COUNT 0, SUM NULL), computed by Spark.
-        empty = inp.where(F.lit(False)).agg(*aggs).select(
-            *[F.col(a).alias(f"__empty{a}") for a in agg_cols])
-        inserted = inserted.crossJoin(F.broadcast(empty)).select(
-            "__pid", *keys, "window_start", "window_end", "pane_index", "pane_timing",
-            "is_last", "emit_time",
-            *[F.when(F.col("__has"), F.col(a)).otherwise(F.col(f"__empty{a}")).alias(a)
-              for a in agg_cols])
-    result = inserted.select(*keys, *agg_cols, "window_start", "window_end", "pane_index",
-                             "pane_timing", "is_last", "emit_time",
-                             F.lit(False).alias("is_retraction"))
+    cols = [*keys, *agg_cols, "window_start", "window_end", "pane_index", "pane_timing",
+            "is_last"]
     if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
-        retr = emitted.where(F.col("__kind") == KIND_RETRACTION).select(
-            F.col("__pane").alias("__pid"), F.col("emit_time").alias("__retract_time"))
-        retracted = inserted.join(retr, "__pid").select(
-            *keys, *agg_cols, "window_start", "window_end", "pane_index", "pane_timing",
-            "is_last", F.col("__retract_time").alias("emit_time"),
-            F.lit(True).alias("is_retraction"))
-        result = result.unionByName(retracted)
+        # A pane is retracted at most once (by the next pane of its window or of the
+        # window it merged into): one row as emitted, one more as retracted.
+        both = F.explode(F.array(
+            F.struct(F.col("emit_time").alias("t"), F.lit(False).alias("r")),
+            F.struct(F.col("__retract_time").alias("t"), F.lit(True).alias("r"))))
+        result = (panes.select(*cols, both.alias("__row"))
+                  .where(F.col("__row.t").isNotNull() | ~F.col("__row.r"))
+                  .select(*cols, F.col("__row.t").alias("emit_time"),
+                          F.col("__row.r").alias("is_retraction")))
+    else:
+        result = panes.select(*cols, "emit_time", F.lit(False).alias("is_retraction"))
     if clauses.late_rows_into:
         dropped = emitted.where(F.col("__kind") == KIND_DROPPED).select(
             *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
@@ -193,6 +232,21 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
     return result
+
+
+def _filtered(agg_sql: str, cond: str) -> str:
+    """``agg FILTER (WHERE cond)``, AND-ed with the aggregate's own FILTER if it has one."""
+    import sqlglot
+    from sqlglot import exp
+
+    node = sqlglot.parse_one(agg_sql, read="spark")
+    extra = sqlglot.parse_one(cond, read="spark")
+    if isinstance(node, exp.Filter):
+        where = node.expression
+        where.set("this", exp.and_(exp.paren(where.this), extra))
+    else:
+        node = exp.Filter(this=node, expression=exp.Where(this=extra))
+    return node.sql("spark")
 
 
 def _key_names(plan: BlockPlan) -> list[str]:
@@ -242,6 +296,9 @@ class _PartitionDriver:
             table = pa.Table.from_batches([batch])
             if pending is not None:
                 table = pa.concat_tables([pending, table])
+            if table.num_rows < _MIN_ROWS_PER_RUN:
+                pending = table  # the driver's per-call cost is amortised over many keys
+                continue
             key_ids, n_keys = self._key_ids(table)
             # Keep the last key back: more of its rows may come in the next batch.
             last_start = int(np.searchsorted(key_ids, key_ids[-1], side="left"))
@@ -293,49 +350,50 @@ class _PartitionDriver:
             return pa.array(values, type=pa.int64(), mask=mask).cast(
                 pa.timestamp("us", tz="UTC"))
 
-        # element rows
-        inst_rows = r.element_row
-        emitted = r.element_first_pane >= 0
-        rows = inst_rows[emitted]
-        m = len(rows)
+        # elements: one row each, listing the panes that aggregate it (cover pairs by delta)
+        ok = r.element_first_pane >= 0
+        m = int(ok.sum())
         if m:
-            cols = {"__kind": pa.array(np.full(m, KIND_ELEMENT, np.int8)),
-                    "__pane": pa.array(r.element_first_pane[emitted] + id_base)}
-            taken = table.take(pa.array(rows))
+            fp = r.element_first_pane[ok]
+            co = np.argsort(r.cover_delta, kind="stable")
+            c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
+            per_delta = np.bincount(c_delta, minlength=n_panes)
+            c_start = np.cumsum(per_delta) - per_delta
+            lens = per_delta[fp]
+            offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
+            total = int(offsets[-1])
+            within = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64),
+                                                                   lens)
+            gids = c_pane[np.repeat(c_start[fp], lens) + within] + id_base
+            taken = table.select(self.payload).take(pa.array(r.element_row[ok])) \
+                if self.payload else None
+            cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
+                    "__gids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(gids))}
             for n in self.payload:
                 cols[n] = taken.column(n)
             parts.append(cols)
-        # pane rows
+        # pane markers: the pane's metadata (and when it is retracted)
         if n_panes:
-            first_row = r.pane_first_row if hasattr(r, "pane_first_row") else None
-            key_rows = first_row if first_row is not None else _first_row_of_key(key_ids,
-                                                                                   r.pane_key)
-            taken = table.take(pa.array(key_rows))
+            first_row = _first_row_of_key(key_ids, r.pane_key)
+            taken = table.select(self.keys).take(pa.array(first_row)) if self.keys else None
             wstart, wend = r.pane_window_start, r.pane_window_end
             finite = (wstart != np.iinfo(np.int64).min) & (wend != np.iinfo(np.int64).max)
-            cols = {"__kind": pa.array(np.full(n_panes, KIND_PANE, np.int8)),
-                    "__pane": pa.array(np.arange(n_panes, dtype=np.int64) + id_base),
+            retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
+            if len(r.retraction_pane):
+                retract[r.retraction_pane] = r.retraction_emit_time
+            cols = {"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
+                    "__gid": pa.array(np.arange(n_panes, dtype=np.int64) + id_base),
                     "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
                     "pane_index": pa.array(r.pane_index.astype(np.int64)),
                     "pane_timing": pa.array(TIMING[r.pane_timing.astype(np.int64)],
                                             type=pa.string()),
                     "is_last": pa.array(r.pane_is_last.astype(bool)),
-                    "emit_time": ts(r.pane_emit_time)}
+                    "emit_time": ts(r.pane_emit_time,
+                                    r.pane_emit_time != np.iinfo(np.int64).min),
+                    "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)}
             for k in self.keys:
                 cols[k] = taken.column(k)
             parts.append(cols)
-        # cover pairs
-        if len(r.cover_pane):
-            k = len(r.cover_pane)
-            parts.append({"__kind": pa.array(np.full(k, KIND_COVER, np.int8)),
-                          "__pane": pa.array(r.cover_pane + id_base),
-                          "__delta": pa.array(r.cover_delta + id_base)})
-        # retractions
-        if len(r.retraction_pane):
-            k = len(r.retraction_pane)
-            parts.append({"__kind": pa.array(np.full(k, KIND_RETRACTION, np.int8)),
-                          "__pane": pa.array(r.retraction_pane + id_base),
-                          "emit_time": ts(r.retraction_emit_time)})
         # dropped elements
         if len(r.dropped_row):
             k = len(r.dropped_row)
@@ -363,11 +421,13 @@ def _union(parts: list[dict], names: list[str], in_schema):
     """Stack column dicts into one table of the union schema (missing columns null)."""
     import pyarrow as pa
 
+    ts = pa.timestamp("us", tz="UTC")
     types = {}
     for n in names:
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
-    types.update({"__kind": pa.int8(), "__pane": pa.int64(), "__delta": pa.int64(),
+    types.update({"__kind": pa.int8(), "__gid": pa.int64(), "__retract_time": ts,
+                  "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"), "pane_index": pa.int64(),
                   "pane_timing": pa.string(), "is_last": pa.bool_(),
