@@ -27,9 +27,23 @@ def register_paper_tables(spark) -> None:
 
 
 def _statements(path: Path) -> list[str]:
+    """The file's statements, split at semicolons outside strings and comments."""
+    from dfsql.errors import DfsqlError
+    from dfsql.language.scan import Source, scan
+
     text = path.read_text()
-    return [s for s in (p.strip() for p in text.split(";")) if s and not all(
-        line.strip().startswith("--") or not line.strip() for line in s.splitlines())]
+    try:
+        tokens, _ = scan(Source(text))
+    except DfsqlError:
+        return [text]  # dfsql.sql reports the mistake with its position
+    cuts = [t.start for t in tokens if t.text == ";"]
+    parts, start = [], 0
+    for cut in [*cuts, len(text)]:
+        piece = [t for t in tokens if start <= t.start < cut]
+        if piece:
+            parts.append(text[start:cut].strip())
+        start = cut + 1
+    return parts
 
 
 def _run_text(text: str, spark, show: bool = True) -> None:
