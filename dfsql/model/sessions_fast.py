@@ -42,7 +42,14 @@ from dfsql.model.group_also_by_window import (
 )
 from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, merge_sessions, sat_add
+from dfsql.model.windows import (
+    I64,
+    NEG_INF,
+    POS_INF,
+    merge_sessions,
+    sat_add,
+    segmented_cummax,
+)
 
 FINAL = POS_INF - 1  # ordinal of the final (+inf watermark) round until its instant is known
 NO_FIRST = POS_INF  # AtPeriod without an unfired element
@@ -144,10 +151,70 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     win_chain, win_seq = [], []
     p_chain, p_ord, p_lo, p_hi, p_index, p_timing, p_last, p_win = ([] for _ in range(8))
 
-    max_len = int(c_len.max()) if n_comp else 0
+    # Prefix: the leading windows of a session that are not created late and that the
+    # watermark does not reach before the next arrival stay in phase 1 (every merge
+    # rewinds), so with an early period the last window before each period boundary fires
+    # there, and nothing else fires: closed form, no steps. (Hot keys' long sessions.)
+    c_off = np.zeros(n_comp, I64)
+    if m:
+        seg = np.repeat(np.arange(n_comp, dtype=I64), c_len)
+        pos = np.arange(m, dtype=I64) - np.repeat(c_start, c_len)
+        run_hi = segmented_cummax(e_e, seg)
+        run_lo = -segmented_cummax(-e_s, seg)
+        prev_hi = np.r_[NEG_INF, run_hi[:-1]]
+        prev_lo = np.r_[POS_INF, run_lo[:-1]]
+        ok = (pos == 0) | ((e_s < prev_hi) & (e_e > prev_lo))
+        wrow = ~same_next
+        o_end_all = np.maximum(2 * e_arr, _ord_end(tl, run_hi))
+        good = ok & (~wrow | ((e_wmp < run_hi) & (o_end_all >= next_arr2)))
+        first_bad = np.full(n_comp, POS_INF, I64)
+        np.minimum.at(first_bad, seg[~good], pos[~good])
+        last_good_w = np.full(n_comp, -1, I64)
+        cand = wrow & (pos < first_bad[seg])
+        np.maximum.at(last_good_w, seg[cand], pos[cand])
+        c_off = last_good_w + 1
+        pre = pos < c_off[seg]  # elements in a prefix
+        pc = np.nonzero(c_off > 0)[0]
+        if len(pc):
+            chain[pc] = np.arange(len(pc), dtype=I64)
+            next_chain = len(pc)
+            has_win[pc] = True
+            last_i = c_start[pc] + c_off[pc] - 1
+            lo[pc], hi[pc] = run_lo[last_i], run_hi[last_i]
+            elem_chain[pre] = chain[seg[pre]]
+            prow = np.nonzero(pre & wrow)[0]
+            wid = np.arange(len(prow), dtype=I64)
+            n_windows = len(prow)
+            elem_window[prow] = wid
+            win_chain.append(chain[seg[prow]])
+            win_seq.append(wid)
+            if period is None:
+                first[pc] = e_arr[c_start[pc]]
+            else:
+                bnd = _ceil(e_arr, period)
+                fires = next_arr2[prow] > 2 * bnd[prow]
+                if fires.any():
+                    fr = prow[fires]
+                    k = len(fr)
+                    p_chain.append(chain[seg[fr]])
+                    p_ord.append(2 * bnd[fr])
+                    p_lo.append(run_lo[fr])
+                    p_hi.append(run_hi[fr])
+                    p_index.append(np.zeros(k, I64))
+                    p_timing.append(np.full(k, EARLY, np.int8))
+                    p_last.append(np.zeros(k, bool))
+                    p_win.append(wid[fires])
+                # the first unfired arrival after the prefix: its boundary group's first
+                gstart = (pos == 0) | np.r_[True, bnd[1:] != bnd[:-1]]
+                gfirst = np.maximum.accumulate(np.where(gstart, np.arange(m), 0))
+                fired_last = next_arr2[last_i] > 2 * bnd[last_i]
+                first[pc] = np.where(fired_last, NO_FIRST, e_arr[gfirst[last_i]])
+
+    c_rem = c_len - c_off
+    max_len = int(c_rem.max()) if n_comp else 0
     for s in range(max_len):
-        A = np.nonzero(c_len > s)[0]
-        i = c_start[A] + s
+        A = np.nonzero(c_rem > s)[0]
+        i = c_start[A] + c_off[A] + s
         a = e_arr[i]
         # A new instant: is the session's live window still alive (not expired)?
         fo = first_of_instant[i]
