@@ -123,7 +123,8 @@ def _ord_of(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
-        clauses: c.Clauses, timeline: Timeline, plan: Plan) -> GabwResult:
+        clauses: c.Clauses, timeline: Timeline, plan: Plan,
+        end_floor: int = NEG_INF) -> GabwResult:
     """Vectorised driver; same contract and output as ``group_also_by_window.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
@@ -178,7 +179,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
         fire = np.where(early_phase, ef, lf)
         fire = np.where(late_w & (a_o == a0_i), a2, fire)
     # end instant: last arrival, last watermark change, last timer that fired
-    cands = [NEG_INF]
+    cands = [NEG_INF, end_floor]
     if n:
         cands.append(int(arr.max()))
     if len(tl.times):

@@ -10,9 +10,13 @@ numpy arrays only. Any aggregate is then ``elements → first_pane → cover →
 Order at one processing instant p: the elements arriving at p are added, then the
 watermark moves to its value at p, then triggers are evaluated. An element is late when
 its window's end is at or before the watermark in effect when it arrives (before p's
-move). After the last arrival and the last watermark change, processing time keeps
-advancing through pending timers; at the last instant processed (``end_time``) the
-watermark becomes +inf and triggers are evaluated once more (closing panes fire then).
+move). After the last arrival A, processing time advances to the end of every trigger
+period in progress (the next multiple of each AtPeriod period at or after A, and A plus
+each SinceEarliestElem delay: the latest instant a pending timer can fire) and past the
+last watermark change; at that instant (``end_time``) the watermark becomes +inf and
+triggers are evaluated once more (closing panes fire then). The end instant depends on
+the input's last arrival only, not on which keys have timers pending, so an executor that
+runs keys in slices gives every slice the same end (``end_floor``).
 A batch input arrives at one instant, the watermark jumps straight to +inf, and
 ``emit_time`` is NULL (``NEG_INF``).
 
@@ -382,31 +386,61 @@ def canonical(res: GabwResult) -> GabwResult:
 # --------------------------------------------------------------------------- entry point
 
 
+def end_floor_of(trigger, last_arrival: int) -> int:
+    """The end instant of a replay whose last arrival is ``last_arrival`` (before the
+    watermark's own last change is taken into account): processing time runs on to the
+    end of every trigger period or delay that may be in progress."""
+    from dfsql.language import clauses as c
+
+    out = last_arrival
+    stack = [trigger]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, c.AtPeriod):
+            out = max(out, tr.ceil_to(last_arrival, t.period.micros))
+        elif isinstance(t, c.SinceEarliestElem):
+            out = max(out, last_arrival + t.delay.micros)
+        for attr in ("subs", "sub", "main", "final"):
+            v = getattr(t, attr, None)
+            if isinstance(v, tuple):
+                stack.extend(v)
+            elif v is not None:
+                stack.append(v)
+    return out
+
+
 def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
                          arrival_time: np.ndarray | None, clauses: Clauses,
-                         timeline: Timeline, *, fast: bool | None = None) -> GabwResult:
+                         timeline: Timeline, *, fast: bool | None = None,
+                         end_floor: int = NEG_INF) -> GabwResult:
     """Run the windowing driver; ``fast=None`` picks the fast path when it applies,
-    ``True`` requires it (ValueError otherwise), ``False`` forces the state machine."""
+    ``True`` requires it (ValueError otherwise), ``False`` forces the state machine.
+
+    ``end_floor``: an executor running keys in slices passes
+    ``end_floor_of(trigger, last arrival of the whole input)``."""
     key = np.asarray(key, I64)
     event_time = np.asarray(event_time, I64)
     if arrival_time is not None:
         arrival_time = np.asarray(arrival_time, I64)
+        if len(arrival_time):
+            end_floor = max(end_floor, end_floor_of(clauses.trigger, int(arrival_time.max())))
     if fast is not False:
         from dfsql.model import fastpath
 
         plan = fastpath.plan_for(clauses)
         if plan is not None:
-            return fastpath.run(key, event_time, arrival_time, clauses, timeline, plan)
+            return fastpath.run(key, event_time, arrival_time, clauses, timeline, plan,
+                                end_floor)
         if arrival_time is not None:
             from dfsql.model import sessions_fast
 
             ok, period = sessions_fast.early_period(clauses)
             if ok:
                 return sessions_fast.run(key, event_time, arrival_time, clauses, timeline,
-                                         period)
+                                         period, end_floor)
         if fast:
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
-    return general(key, event_time, arrival_time, clauses, timeline)
+    return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -514,7 +548,8 @@ def flatten(res: GabwResult) -> FlatResult:
 
 
 def drive(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
-          clauses: Clauses, timeline: Timeline, *, fast: bool | None = None) -> FlatResult:
+          clauses: Clauses, timeline: Timeline, *, fast: bool | None = None,
+          end_floor: int = NEG_INF) -> FlatResult:
     """:func:`group_also_by_window`, flattened (see :class:`FlatResult`)."""
     return flatten(group_also_by_window(key, event_time, arrival_time, clauses, timeline,
-                                        fast=fast))
+                                        fast=fast, end_floor=end_floor))

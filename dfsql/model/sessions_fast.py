@@ -95,7 +95,8 @@ def _ord_end(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
-        clauses: c.Clauses, timeline: Timeline, period: int | None) -> GabwResult:
+        clauses: c.Clauses, timeline: Timeline, period: int | None,
+        end_floor: int = NEG_INF) -> GabwResult:
     """Same contract and output as ``group_also_by_window.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
@@ -328,7 +329,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     arr_max = int(arrival_time.max()) if len(arrival_time) else NEG_INF
     normal = pk[pk < FINAL]
     last_fire = int(normal.max()) // 2 if len(normal) else NEG_INF
-    floor = max(last_fire, arr_max)
+    floor = max(last_fire, arr_max, end_floor)
 
     gen = None
     if complex_el.any():

@@ -49,7 +49,8 @@ def _us(arr) -> np.ndarray:
 
 
 def watermark_timeline(plan: BlockPlan, inp: DataFrame):
-    """The global watermark as a monotone step function over processing time."""
+    """The global watermark as a monotone step function over processing time, and the
+    last arrival of the whole input (None when it is empty)."""
     from dfsql.model import watermarks as wmod
     from dfsql.spark.errors import spark_errors
 
@@ -65,8 +66,11 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
                    .mapInArrow(_running_max_records, f"{PROCESSING_TIME} TIMESTAMP, "
                                f"{EVENT_TIME} TIMESTAMP").toArrow())
         _check_processing_time(cl, rec.column(PROCESSING_TIME).null_count)
-        return wmod.delay_timeline(_us(rec.column(EVENT_TIME)), _us(rec.column(PROCESSING_TIME)),
-                                   wm.delay.micros)
+        p_all, e_all = _us(rec.column(PROCESSING_TIME)), rec.column(EVENT_TIME)
+        has_e = e_all.is_valid().to_numpy(zero_copy_only=False)
+        last = int(p_all.max()) if len(p_all) else None
+        return wmod.delay_timeline(_us(e_all.fill_null(0))[has_e], p_all[has_e],
+                                   wm.delay.micros), last
     with spark_errors(None):
         per_instant = (inp.groupBy(PROCESSING_TIME)
                        .agg(F.min(EVENT_TIME).alias("__min"))
@@ -75,20 +79,21 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     _check_processing_time(cl, p.null_count)
     order = np.argsort(_us(p), kind="stable")
     instants = _us(p)[order]
+    last = int(instants[-1]) if len(instants) else None
     min_et = _us(per_instant.column("__min"))[order]
     if isinstance(wm, c.WatermarkPerfect):
-        return wmod.perfect_timeline(min_et, instants)
+        return wmod.perfect_timeline(min_et, instants), last
     if isinstance(wm, c.WatermarkPercentile):
         with spark_errors(None):
             t = inp.select(PROCESSING_TIME, EVENT_TIME).toArrow()
         return wmod.percentile_timeline(_us(t.column(EVENT_TIME)), _us(t.column(PROCESSING_TIME)),
-                                        wm.percentile, wm.delay.micros)
+                                        wm.percentile, wm.delay.micros), last
     if isinstance(wm, c.WatermarkFrom):
         series, writers = _read_watermark_table(plan, wm)
         if writers is None:
-            return wmod.series_timeline(*series)
+            return wmod.series_timeline(*series), last
         timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
-        return wmod.writers_timeline(*writers, timeout)
+        return wmod.writers_timeline(*writers, timeout), last
     raise TypeError(f"unknown watermark {wm!r}")
 
 
@@ -114,7 +119,15 @@ def _running_max_records(batches):
     nulls = t.filter(pc.is_null(t.column(0)))
     if nulls.num_rows:
         yield from nulls.slice(0, 1).rename_columns([PROCESSING_TIME, EVENT_TIME]).to_batches()
-    t = t.filter(pc.and_(pc.is_valid(t.column(0)), pc.is_valid(t.column(1))))
+    t = t.filter(pc.is_valid(t.column(0)))
+    if not t.num_rows:
+        return
+    # the partition's last arrival (event time NULL): where the input ends
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([pc.max(t.column(0)).cast(pa.int64()).as_py()], pa.int64())
+         .cast(pa.timestamp("us", tz="UTC")), pa.nulls(1, pa.timestamp("us", tz="UTC"))],
+        names=[PROCESSING_TIME, EVENT_TIME])
+    t = t.filter(pc.is_valid(t.column(1)))
     if not t.num_rows:
         return
     p, e = _us(t.column(0)), _us(t.column(1))
@@ -163,7 +176,13 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
         # GLOBAL without ON: event time plays no part in the window; the watermark still
         # reaches +inf at the end of the bounded input.
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
-    timeline = watermark_timeline(plan, inp)
+    timeline, last_arrival = watermark_timeline(plan, inp)
+    from dfsql.model.group_also_by_window import end_floor_of
+    from dfsql.model.windows import NEG_INF
+
+    # Every slice of keys ends where the whole input ends (not at its own last arrival).
+    end_floor = NEG_INF if last_arrival is None else end_floor_of(plan.clauses.trigger,
+                                                                  last_arrival)
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     schema = inp.schema
@@ -182,7 +201,7 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
-    driver = _PartitionDriver(clauses, timeline, keys, payload, out_names)
+    driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor)
     ordered = (inp.repartition(max(1, _partitions(plan)), *keys) if keys
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
@@ -270,7 +289,8 @@ class _PartitionDriver:
     a key's rows are held back until the key is complete.
     """
 
-    def __init__(self, clauses, timeline, keys, payload, out_names) -> None:
+    def __init__(self, clauses, timeline, keys, payload, out_names, end_floor) -> None:
+        self.end_floor = end_floor
         self.clauses = clauses
         self.timeline = timeline
         self.keys = keys
@@ -340,7 +360,7 @@ class _PartitionDriver:
 
         et = _us(table.column(EVENT_TIME))
         pt = _us(table.column(PROCESSING_TIME))
-        r = drive(key_ids, et, pt, self.clauses, self.timeline)
+        r = drive(key_ids, et, pt, self.clauses, self.timeline, end_floor=self.end_floor)
         n_panes = len(r.pane_key)
         cols: dict[str, pa.Array] = {}
         parts = []

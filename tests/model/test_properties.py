@@ -225,3 +225,37 @@ def test_session_merge_is_order_independent(ws, rnd) -> None:
         b = sorted(set(zip(ms[k == key].tolist(), me[k == key].tolist(), strict=True)))
         assert all(b[i][1] <= b[i + 1][0] for i in range(len(b) - 1))
     assert np.all((ms <= s) & (e <= me))
+
+
+def _pane_rows(res) -> list[tuple]:
+    p = res.panes
+    rows = sorted(zip(p.key.tolist(), p.window_start.tolist(), p.window_end.tolist(),
+                      p.pane_index.tolist(), p.timing.tolist(), p.is_last.tolist(),
+                      p.emit_time.tolist(), strict=True))
+    retr = sorted(zip((p.key[res.retractions.retracted_pane_id]).tolist(),
+                      (p.window_start[res.retractions.retracted_pane_id]).tolist(),
+                      res.retractions.emit_time.tolist(), strict=True))
+    return rows + [("retraction", *r) for r in retr]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS), ACC,
+       st.sampled_from([0, 60, 100_000]))
+def test_key_slices_share_the_end(data, window, trigger, acc, lateness) -> None:
+    """Running keys in slices (as Spark does) with the whole input's end floor gives the
+    panes of one run over every key: nothing a slice decides depends on the others."""
+    from dfsql.model.group_also_by_window import end_floor_of
+
+    k, e, a, _ = data.draw(inputs())
+    if len(k) == 0:
+        return
+    wm, series = _wm(data.draw)
+    cl = _clauses(window, trigger, acc, lateness, wm, False)
+    tl = timeline_for(cl.watermark, e, a, series)
+    whole = _pane_rows(group_also_by_window(k, e, a, cl, tl))
+    floor = end_floor_of(cl.trigger, int(a.max()))
+    parts = []
+    for key in np.unique(k):
+        m = k == key
+        parts += _pane_rows(group_also_by_window(k[m], e[m], a[m], cl, tl, end_floor=floor))
+    assert sorted(parts, key=repr) == sorted(whole, key=repr)
