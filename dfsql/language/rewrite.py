@@ -179,8 +179,10 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         for node in e.walk():
             if _is_aggregate(node) and not isinstance(node.parent, exp.Window):
                 target = node.parent if isinstance(node.parent, exp.Filter) else node
+                # identity, not equality, for nesting: SUM(x) FILTER (...) is not inside
+                # a separate SUM(x) of the same SELECT
                 if not any(target == a for a in aggs) and not any(
-                        node in a.walk() for a in aggs if a is not target):
+                        any(node is d for d in a.walk()) for a in aggs if a is not target):
                     aggs.append(target)
 
     for i in items:
@@ -188,7 +190,8 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     collect(having)
     collect(order)
     # drop aggregates nested in another aggregate's arguments (Spark rejects those anyway)
-    aggs = [a for a in aggs if not any(a is not b and a in list(b.walk())[1:] for b in aggs)]
+    aggs = [a for a in aggs if not any(
+        a is not b and any(a is d for d in list(b.walk())[1:]) for b in aggs)]
 
     if not aggs and not group_exprs:
         raise WindowedQueryError(

@@ -119,3 +119,14 @@ def test_explain_plain_sql() -> None:
 def test_rewrite_is_cached_and_stable() -> None:
     stmt = parse_statement("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL")
     assert rewrite(stmt.blocks[0], stmt.source) is rewrite(stmt.blocks[0], stmt.source)
+
+
+def test_filtered_aggregate_beside_the_same_plain_aggregate() -> None:
+    """SUM(x) FILTER (...) is its own aggregate even when SUM(x) is also selected."""
+    st = stages("SELECT k, SUM(x) AS total, SUM(x) FILTER (WHERE x > 3) AS big FROM t "
+                "GROUP BY k HAVING SUM(x) > 1 WINDOW SESSIONS(GAP 1 MINUTE) ON et")
+    assert st.aggregates == (("SUM(__c0)", "__a0"),
+                             ("SUM(__c0) FILTER(WHERE __c0 > 3)", "__a1"))
+    assert st.output_sql.startswith(
+        f"SELECT __k0 AS `k`, __a0 AS `total`, __a1 AS `big`, window_start, {PANES}\n"
+        "FROM __dfsql_panes\nWHERE __a0 > 1\n")
