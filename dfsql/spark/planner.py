@@ -182,6 +182,11 @@ class BlockPlan:
         """A batch input: every key and window gets one ON_TIME, last pane — natively."""
         inp = self.name("__dfsql_in")
         self.input_df().createOrReplaceTempView(inp)
+        with spark_errors(None):
+            return self.spark.sql(self.batch_panes_sql(inp))
+
+    def batch_panes_sql(self, inp: str) -> str:
+        """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``."""
         keys = list(self.stages.key_columns)
         w = self.clauses.window
         if isinstance(w, c.GlobalWindows):
@@ -210,26 +215,61 @@ class BlockPlan:
         where = f" WHERE {EVENT_TIME} IS NOT NULL" if win_expr else ""
         group_sql = f" GROUP BY {', '.join(group)}" if group else ""
         sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
-        with spark_errors(None):
-            return self.spark.sql(sql)
+        if isinstance(w, c.SessionWindows):
+            # The output stage's ORDER BY (LANGUAGE.md §7) is a range exchange, whose
+            # sampling job recomputes the stage below it: here the sort, MergingSessions and
+            # aggregate over every element, which would then run twice. Shuffling the (much
+            # smaller) panes first makes the sampler read that shuffle instead. (FIXED and
+            # SLIDING: the stage is a final hash aggregate, cheaper to recompute than another
+            # shuffle.) Hash on more than exactly the keys, or Spark drops the repartition
+            # as already satisfied by the aggregate's own partitioning.
+            # It also keeps Spark's RemoveRedundantAggregates away from the session
+            # aggregate: under an aggregate on its grouping columns only (SELECT DISTINCT
+            # key ...), Spark 4 drops it and returns one "session" per element.
+            sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
+                   f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
+        return sql
 
-    def result(self) -> DataFrame:
-        self.check_clauses()
-        names = self.analyse_original()
-        panes = self.panes()
+    def _output_df(self, panes_sql: str | None = None) -> DataFrame:
+        """The output stage over the panes: the temp view, or else the given subquery."""
         view = self.name(PANES_TABLE)
-        panes.createOrReplaceTempView(view)
         out_sql = self.stages.output_sql.replace(PANES_TABLE, view)
+        if panes_sql is not None:
+            out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
         try:
-            df = self.spark.sql(out_sql)
+            return self.spark.sql(out_sql)
         except Exception as exc:  # noqa: BLE001
             mapped = self._map_fragment(exc)
             if mapped is None:
                 raise
             raise mapped from None
+
+    def _batch_result(self) -> DataFrame:
+        """A batch block as one statement: input, panes and output stages as subqueries.
+
+        The same SQL as the step-by-step path, without analysing each stage again for a
+        temp view (planning time is a fair share of a small batch query's). Any failure
+        is reported by the step-by-step path, so errors stay exactly what they were."""
+        self.input_df()  # checks the ON / PROCESSING TIME types
+        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+        try:
+            return self._output_df(self.batch_panes_sql(inp))
+        except Exception:  # noqa: BLE001 - report it as the step-by-step path does
+            self.batch_panes().createOrReplaceTempView(self.name(PANES_TABLE))
+            return self._output_df()
+
+    def result(self) -> DataFrame:
+        self.check_clauses()
+        names = self.analyse_original()
+        if self.clauses.processing_time is None:
+            df = self._batch_result()
+        else:
+            self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
+            df = self._output_df()
         if names is not None:
             wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
-            if len(wanted) == len(df.columns):
+            columns = df.columns
+            if len(wanted) == len(columns) and wanted != columns:
                 df = df.toDF(*wanted)
         return df
 

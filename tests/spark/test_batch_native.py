@@ -70,3 +70,15 @@ def test_batch_rows_are_ordered(spark, events):
                      "WINDOW FIXED(10 MINUTES) ON event_time", spark).collect()
     order = [(r.key, r.window_start) for r in rows]
     assert order == sorted(order)
+
+
+def test_distinct_keys_over_sessions_keeps_the_sessions(spark, events):
+    """SELECT DISTINCT of the keys over a sessions block: one row per session, as Spark's
+    own session_window count says (Spark 4's RemoveRedundantAggregates would otherwise
+    drop the session aggregate under the DISTINCT and give one row per element)."""
+    got = dfsql.sql(f"SELECT DISTINCT key FROM {events} GROUP BY key "
+                    "WINDOW SESSIONS(GAP 30 SECONDS) ON event_time", spark).count()
+    sessions = spark.sql(f"SELECT COUNT(*) FROM (SELECT key FROM {events} GROUP BY key, "
+                         "session_window(event_time, '30 seconds'))").collect()[0][0]
+    elements = spark.table(events).count()
+    assert got == sessions < elements
