@@ -36,8 +36,9 @@ from dfsql.model.group_also_by_window import (
     instances_of,
 )
 from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, merge_sessions, sat_add
+from dfsql.model.windows import I64, NEG_INF, POS_INF, concat_ranges, merge_sessions, sat_add
 
 FINAL = POS_INF  # placeholder ordinal of the final round until E is known
 
@@ -111,15 +112,11 @@ def plan_for(clauses: c.Clauses) -> Plan | None:
     return None
 
 
-def _ceil(a: np.ndarray, period: int) -> np.ndarray:
-    return -((-a) // period) * period
-
-
-def _ord_of(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
-    """Ordinal of the first watermark change reaching each threshold (FINAL if none)."""
+def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL) -> np.ndarray:
+    """Ordinal of the first watermark change reaching each threshold (``final`` if none)."""
     j = tl.first_reaching(thresholds)
     n = len(tl.times)
-    return np.where(j < n, 2 * tl.times[np.minimum(j, max(n - 1, 0))] if n else 0, FINAL)
+    return np.where(j < n, 2 * tl.times[np.minimum(j, max(n - 1, 0))] if n else 0, final)
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
@@ -164,16 +161,16 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     acc = ok & ~closed
     fire = np.full(n, FINAL, I64)
     if not plan.eow:  # pure Repeat(AtPeriod p)
-        fire = np.minimum(2 * _ceil(a_o, plan.early), exp_i)  # type: ignore[arg-type]
+        fire = np.minimum(2 * ceil_to(a_o, plan.early), exp_i)  # type: ignore[arg-type]
     else:
         early_phase = ~late_w & (a2 <= on_i)
         if plan.early is not None:
-            f = 2 * _ceil(a_o, plan.early)
+            f = 2 * ceil_to(a_o, plan.early)
             ef = np.where(f < on_i, f, on_i)
         else:
             ef = on_i
         if plan.late == "period":
-            lf = np.minimum(2 * _ceil(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
+            lf = np.minimum(2 * ceil_to(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
         else:
             lf = a2
         fire = np.where(early_phase, ef, lf)
@@ -243,9 +240,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     else:
         cnt = p_index + 1
         cp = np.repeat(np.arange(np_, dtype=I64), cnt)
-        cd = np.repeat(p_start_pos, cnt) + (np.arange(int(cnt.sum())) - np.repeat(
-            np.cumsum(cnt) - cnt, cnt))
-        cover = Cover(cp, cd.astype(I64))
+        cover = Cover(cp, concat_ranges(p_start_pos, cnt))
     res = GabwResult(
         Panes(np.arange(np_, dtype=I64), k_o[wfirst][p_w], s_o[wfirst][p_w], w_end[p_w],
               p_index.astype(I64), timing.astype(np.int8), is_last, emit.astype(I64)),

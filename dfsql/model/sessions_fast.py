@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from dfsql.language import clauses as c
+from dfsql.model.fastpath import _ord_of
 from dfsql.model.group_also_by_window import (
     Cover,
     GabwResult,
@@ -41,11 +42,13 @@ from dfsql.model.group_also_by_window import (
     instances_of,
 )
 from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import (
     I64,
     NEG_INF,
     POS_INF,
+    concat_ranges,
     merge_sessions,
     sat_add,
     segmented_cummax,
@@ -81,17 +84,9 @@ def early_period(clauses: c.Clauses) -> tuple[bool, int | None]:
     return False, None
 
 
-def _ceil(a: np.ndarray, period: int) -> np.ndarray:
-    return -((-a) // period) * period
-
-
 def _ord_end(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
     """Ordinal (2·instant) of the first watermark change reaching each threshold."""
-    j = tl.first_reaching(thresholds)
-    n = len(tl.times)
-    if n == 0:
-        return np.full(len(thresholds), FINAL, I64)
-    return np.where(j < n, 2 * tl.times[np.minimum(j, n - 1)], FINAL)
+    return _ord_of(tl, thresholds, FINAL)
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
@@ -122,19 +117,15 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     e_arr, e_s, e_e, e_wmp = arr[el], start[el], end[el], wm_prev[el]
     e_key = ikey[el]
     same_next = np.zeros(m, bool)  # the next element of the session arrives at the same instant
-    if m:
-        same_next[:-1] = (cmp_[1:] == cmp_[:-1]) & (e_arr[1:] == e_arr[:-1])
     first_of_instant = np.ones(m, bool)
+    # ordinal of the next element's instant in the session (for the last element of an
+    # instant group: the session's next, later instant)
+    next_arr2 = np.full(m, POS_INF, I64)
     if m:
+        same_comp = cmp_[1:] == cmp_[:-1]
+        same_next[:-1] = same_comp & (e_arr[1:] == e_arr[:-1])
         first_of_instant[1:] = ~same_next[:-1]
-    next_arr2 = np.full(m, POS_INF, I64)  # ordinal of the session's next (later) instant
-    if m:
-        nxt = np.full(m, POS_INF, I64)
-        later = np.zeros(m, bool)
-        later[:-1] = (cmp_[1:] == cmp_[:-1])
-        nxt[:-1] = np.where(later[:-1], 2 * e_arr[1:], POS_INF)
-        # for the last element of an instant group, the next instant is the next element's
-        next_arr2 = nxt
+        next_arr2[:-1] = np.where(same_comp, 2 * e_arr[1:], POS_INF)
 
     # Per-session state.
     has_win = np.zeros(n_comp, bool)
@@ -192,7 +183,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
             if period is None:
                 first[pc] = e_arr[c_start[pc]]
             else:
-                bnd = _ceil(e_arr, period)
+                bnd = ceil_to(e_arr, period)
                 fires = next_arr2[prow] > 2 * bnd[prow]
                 if fires.any():
                     fr = prow[fires]
@@ -260,7 +251,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         if period is None:
             e_star = np.full(k, POS_INF, I64)
         else:
-            d = np.where(f == NO_FIRST, POS_INF, _ceil(np.where(f == NO_FIRST, 0, f), period))
+            d = np.where(f == NO_FIRST, POS_INF, ceil_to(np.where(f == NO_FIRST, 0, f), period))
             e_star = np.where(ph2 | (f == NO_FIRST), POS_INF, 2 * np.maximum(al, d))
         t1 = np.minimum(e_star, o_end)
         fire1 = t1 < nb
@@ -390,9 +381,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         chain_first = np.where(prev_same, 0, pid)
         chain_first = np.maximum.accumulate(chain_first)  # first pane id of the chain
         counts = pid - chain_first + 1
-        cp = np.repeat(pid, counts)
-        offs = np.arange(len(cp), dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
-        cover = Cover(cp, np.repeat(chain_first, counts) + offs)
+        cover = Cover(np.repeat(pid, counts), concat_ranges(chain_first, counts))
 
     panes_key = chain_key[pc_] if npanes else np.empty(0, I64)
     res = GabwResult(

@@ -41,8 +41,9 @@ class Ctx:
     window_end: int
 
 
-def ceil_to(p: int, period: int) -> int:
-    """The first multiple of ``period`` at or after ``p`` (epoch aligned)."""
+def ceil_to(p, period: int):
+    """The first multiple of ``period`` at or after ``p`` (epoch aligned; an int, or
+    elementwise on a numpy array)."""
     return -((-p) // period) * period
 
 

@@ -115,3 +115,13 @@ def segmented_cummax(e: np.ndarray, k: np.ndarray) -> np.ndarray:
     by_rank = np.sort(e)
     rm = np.maximum.accumulate(lifted)
     return by_rank[rm - seg * len(e)]
+
+
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])``, vectorised
+    (cover pairs and pane members are expanded this way)."""
+    lengths = np.asarray(lengths, I64)
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return (np.repeat(np.asarray(starts, I64), lengths)
+            + np.arange(total, dtype=I64) - np.repeat(ends - lengths, lengths))

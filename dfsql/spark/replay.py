@@ -357,6 +357,7 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
+        from dfsql.model.windows import concat_ranges
 
         et = _us(table.column(EVENT_TIME))
         pt = _us(table.column(PROCESSING_TIME))
@@ -381,10 +382,7 @@ class _PartitionDriver:
             c_start = np.cumsum(per_delta) - per_delta
             lens = per_delta[fp]
             offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
-            total = int(offsets[-1])
-            within = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64),
-                                                                   lens)
-            gids = c_pane[np.repeat(c_start[fp], lens) + within] + id_base
+            gids = c_pane[concat_ranges(c_start[fp], lens)] + id_base
             taken = table.select(self.payload).take(pa.array(r.element_row[ok])) \
                 if self.payload else None
             cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
