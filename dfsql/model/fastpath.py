@@ -121,12 +121,12 @@ def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL) -> np.ndar
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
         clauses: c.Clauses, timeline: Timeline, plan: Plan,
-        end_floor: int = NEG_INF) -> GabwResult:
+        end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
     """Vectorised driver; same contract and output as ``group_also_by_window.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
     if plan.batch_only:
-        return _batch(clauses, row, start, end, ikey)
+        return _batch(clauses, row, start, end, ikey, ordered)
     lateness = clauses.allowed_lateness.micros
     tl = timeline
     # windows: group instances by (key, start); non-merging so end follows start
@@ -248,11 +248,11 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
         Instances(row, start, end, fp_in, rs_in, dw_in),
         e_time,
     )
-    return canonical(res)
+    return canonical(res) if ordered else res
 
 
 def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarray,
-           ikey: np.ndarray) -> GabwResult:
+           ikey: np.ndarray, ordered: bool = True) -> GabwResult:
     """Batch: one last, ON_TIME pane per (merged) window; emit_time NULL."""
     n = len(row)
     ms, me = merge_sessions(ikey, start, end)[1:] if clauses.window.merging else (start, end)
@@ -273,7 +273,7 @@ def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarr
         Instances(row, start, end, pid, np.zeros(n, np.int8), np.full(n, NEG_INF, I64)),
         NULL_TIME,
     )
-    return canonical(res)
+    return canonical(res) if ordered else res
 
 
 def _empty(row: np.ndarray, end_time: int) -> GabwResult:

@@ -313,7 +313,8 @@ def instances_of(clauses: Clauses, key: np.ndarray, event_time: np.ndarray,
 
 
 def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
-            clauses: Clauses, timeline: Timeline, *, end_floor: int = NEG_INF) -> GabwResult:
+            clauses: Clauses, timeline: Timeline, *, end_floor: int = NEG_INF,
+            ordered: bool = True) -> GabwResult:
     """The general trigger state machine, one key at a time (any trigger, any window).
 
     ``end_floor``: the end instant is at least this (when other keys ran elsewhere and
@@ -347,7 +348,7 @@ def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | 
         Instances(row, start, end, sh.first_pane, sh.drop_reason, drop_wm),
         end_time,
     )
-    return canonical(res)
+    return canonical(res) if ordered else res
 
 
 # --------------------------------------------------------------------------- canonical form
@@ -412,9 +413,13 @@ def end_floor_of(trigger, last_arrival: int) -> int:
 def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
                          arrival_time: np.ndarray | None, clauses: Clauses,
                          timeline: Timeline, *, fast: bool | None = None,
-                         end_floor: int = NEG_INF) -> GabwResult:
+                         end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
     """Run the windowing driver; ``fast=None`` picks the fast path when it applies,
     ``True`` requires it (ValueError otherwise), ``False`` forces the state machine.
+
+    ``ordered=False`` skips the canonical numbering (:func:`canonical`): pane ids are
+    then positions in the arrays in no particular order — the same panes, cheaper, for
+    a caller that only joins by id.
 
     ``end_floor``: an executor running keys in slices passes
     ``end_floor_of(trigger, last arrival of the whole input)``."""
@@ -430,17 +435,18 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
         plan = fastpath.plan_for(clauses)
         if plan is not None:
             return fastpath.run(key, event_time, arrival_time, clauses, timeline, plan,
-                                end_floor)
+                                end_floor, ordered)
         if arrival_time is not None:
             from dfsql.model import sessions_fast
 
             ok, period = sessions_fast.early_period(clauses)
             if ok:
                 return sessions_fast.run(key, event_time, arrival_time, clauses, timeline,
-                                         period, end_floor)
+                                         period, end_floor, ordered)
         if fast:
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
-    return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor)
+    return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor,
+                   ordered=ordered)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -549,7 +555,7 @@ def flatten(res: GabwResult) -> FlatResult:
 
 def drive(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
           clauses: Clauses, timeline: Timeline, *, fast: bool | None = None,
-          end_floor: int = NEG_INF) -> FlatResult:
+          end_floor: int = NEG_INF, ordered: bool = True) -> FlatResult:
     """:func:`group_also_by_window`, flattened (see :class:`FlatResult`)."""
     return flatten(group_also_by_window(key, event_time, arrival_time, clauses, timeline,
-                                        fast=fast, end_floor=end_floor))
+                                        fast=fast, end_floor=end_floor, ordered=ordered))

@@ -91,7 +91,7 @@ def _ord_end(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         clauses: c.Clauses, timeline: Timeline, period: int | None,
-        end_floor: int = NEG_INF) -> GabwResult:
+        end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
     """Same contract and output as ``group_also_by_window.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
@@ -392,7 +392,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         end_time)
     if gen is not None:
         res = _concat(res, gen)
-    return canonical(res)
+    return canonical(res) if ordered else res
 
 
 def _concat(a: GabwResult, b: GabwResult) -> GabwResult:

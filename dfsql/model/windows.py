@@ -107,6 +107,12 @@ def segmented_cummax(e: np.ndarray, k: np.ndarray) -> np.ndarray:
     if len(e) == 0:
         return e
     seg = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1
+    lo, hi = int(e.min()), int(e.max())
+    span = hi - lo + 1
+    if span * (int(seg[-1]) + 1) < 2**62:
+        # Lift each key above the last by the value range: no sort needed.
+        lift = seg.astype(I64) * span
+        return np.maximum.accumulate((e - lo) + lift) - lift + lo
     # Rank-transform to keep everything small and exact, then lift each key above the last.
     ranks = np.empty(len(e), I64)
     ranks[np.argsort(e, kind="stable")] = np.arange(len(e), dtype=I64)

@@ -131,8 +131,11 @@ def _running_max_records(batches):
     if not t.num_rows:
         return
     p, e = _us(t.column(0)), _us(t.column(1))
-    o = np.lexsort((e, p))
-    p, e = p[o], e[o]
+    if len(p) > 1 and not bool((p[1:] >= p[:-1]).all()):
+        # Ties in processing time may come in any order: only the largest event time at
+        # an instant counts (Timeline.of keeps the last, largest record per instant).
+        o = np.argsort(p)
+        p, e = p[o], e[o]
     run = np.maximum.accumulate(e)
     keep = np.r_[True, run[1:] > run[:-1]]
     yield pa.RecordBatch.from_arrays(
@@ -194,10 +197,12 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "pane_index BIGINT",
-               "pane_timing STRING", "is_last BOOLEAN", "emit_time TIMESTAMP",
-               "__retract_time TIMESTAMP",
-               f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
-               "watermark TIMESTAMP"]
+               "pane_timing TINYINT", "is_last BOOLEAN", "emit_time TIMESTAMP",
+               "__retract_time TIMESTAMP"]
+    if clauses.late_rows_into:
+        # what a dropped element's row says (else a dropped row is only counted)
+        fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
+                   "watermark TIMESTAMP"]
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
@@ -210,25 +215,16 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
         emitted = emitted.persist()  # read twice: the panes and the late rows' view
     plan.emitted = emitted
 
-    # One aggregation: a pane's members and its marker share __gid. Aggregates see only
-    # the members (FILTER), so a pane without new elements gets the empty-set value.
-    members_only = "__kind = 0"
-    aggs = [F.expr(_filtered(sql, members_only)).alias(alias)
-            for sql, alias in plan.stages.aggregates]
-    meta = [*keys, "window_start", "window_end", "pane_index", "pane_timing", "is_last",
+    meta = ["window_start", "window_end", "pane_index", "pane_timing", "is_last",
             "emit_time", "__retract_time"]
-    # Metadata rides in one struct, NULL on member rows: one cheap first() per pane.
-    # An element row lists the panes that aggregate it; exploding it in the JVM is far
-    # cheaper than shipping one Arrow row per (pane, element).
-    marked = emitted.where(F.col("__kind") <= KIND_MARKER).select(
-        F.explode(F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids"))
-                  .otherwise(F.array(F.col("__gid")))).alias("__gid"), "__kind", *payload,
-        F.when(F.col("__kind") == KIND_MARKER, F.struct(*[F.col(m) for m in meta]))
-        .alias("__meta"))
-    panes = (marked.groupBy("__gid")
-             .agg(*aggs, F.first("__meta", ignorenulls=True).alias("__meta"))
-             .select(*[F.col(a) for _, a in plan.stages.aggregates],
-                     *[F.col(f"__meta.`{m}`").alias(m) for m in meta]))
+    merges = _two_level(plan, inp)
+    if merges is not None:
+        panes = _panes_two_level(emitted, keys, payload, meta, merges)
+    else:
+        panes = _panes_exploded(plan, emitted, keys, payload, meta)
+    timing = F.element_at(F.array(*[F.lit(str(t)) for t in TIMING]),
+                          F.col("pane_timing").cast("int") + 1)
+    panes = panes.withColumn("pane_timing", timing)
     agg_cols = [alias for _, alias in plan.stages.aggregates]
     cols = [*keys, *agg_cols, "window_start", "window_end", "pane_index", "pane_timing",
             "is_last"]
@@ -251,6 +247,83 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
     return result
+
+
+def _panes_exploded(plan: BlockPlan, emitted: DataFrame, keys, payload, meta) -> DataFrame:
+    """Any aggregate: one aggregation over every (pane, element) pair.
+
+    A pane's members and its marker share __gid. Aggregates see only the members
+    (FILTER), so a pane without new elements gets the empty-set value. An element row
+    lists the panes that aggregate it; exploding it in the JVM is far cheaper than
+    shipping one Arrow row per (pane, element). Element rows carry their keys and the
+    pane metadata is fixed-width (NULL on element rows, so max() is the marker's value):
+    no aggregation buffer holds a string, so Spark can hash-aggregate rather than sort
+    every (pane, element) row."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    aggs = [F.expr(_filtered(sql, "__kind = 0")).alias(alias)
+            for sql, alias in plan.stages.aggregates]
+    marked = emitted.where(F.col("__kind") <= KIND_MARKER).select(
+        F.explode(F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids"))
+                  .otherwise(F.array(F.col("__gid")))).alias("__gid"), "__kind", *keys,
+        *payload, *meta)
+    return marked.groupBy("__gid", *keys).agg(*aggs, *[F.max(m).alias(m) for m in meta])
+
+
+def _panes_two_level(emitted: DataFrame, keys, payload, meta, merges) -> DataFrame:
+    """Decomposable aggregates (SUM, COUNT, MIN, MAX): Spark aggregates each *delta* —
+    the elements first emitted by the same pane, which share one list of covering panes
+    — then merges the deltas' values into every pane that covers them. In accumulating
+    modes a window's k panes cover its elements about k times over; this way only the
+    (pane, delta) pairs are repeated, not the (pane, element) pairs.
+
+    Both levels read the driver's output once: a marker is a group of its own in the
+    first level (its pane id, negated, as a one-element list), so the driver runs once."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    group = F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids")) \
+        .otherwise(F.array(-1 - F.col("__gid")))
+    first = (emitted.where(F.col("__kind") <= KIND_MARKER)
+             .groupBy(group.alias("__group"), *keys)
+             .agg(*[F.expr(_filtered(sql, "__kind = 0")).alias(part)
+                    for sql, part, _, _, _ in merges],
+                  *[F.max(m).alias(m) for m in meta]))
+    head = F.col("__group")[0]
+    covered = first.select(
+        F.explode(F.when(head >= 0, F.col("__group")).otherwise(F.array(-1 - head)))
+        .alias("__gid"), *keys, *[part for _, part, _, _, _ in merges], *meta)
+    return covered.groupBy("__gid", *keys).agg(
+        *[F.expr(second).cast(dtype).alias(alias) for _, _, second, alias, dtype in merges],
+        *[F.max(m).alias(m) for m in meta])
+
+def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
+    """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
+    aggregate, or None unless every one is SUM, COUNT, MIN or MAX without DISTINCT (an
+    aggregate's own FILTER applies to the elements, in the first level)."""
+    import sqlglot
+    from pyspark.sql import functions as F  # noqa: N812
+    from sqlglot import exp
+
+    aggs = plan.stages.aggregates
+    if not aggs:
+        return None
+    out = []
+    for sql, alias in aggs:
+        node = sqlglot.parse_one(sql, read="spark")
+        inner = node.this if isinstance(node, exp.Filter) else node
+        if type(inner) not in (exp.Sum, exp.Count, exp.Min, exp.Max) or \
+                inner.find(exp.Distinct) is not None or \
+                any(a is not inner for a in inner.find_all(exp.AggFunc)):
+            return None
+        part = f"__p_{alias}"
+        second = {exp.Sum: f"SUM({part})", exp.Count: f"COALESCE(SUM({part}), 0)",
+                  exp.Min: f"MIN({part})", exp.Max: f"MAX({part})"}[type(inner)]
+        out.append((sql, part, second, alias))
+    try:  # the types a one-level aggregate would have (analysis only, nothing runs)
+        types = inp.groupBy().agg(*[F.expr(sql) for sql, _ in aggs]).schema
+    except Exception:  # noqa: BLE001 - let the one-level path report it
+        return None
+    return [(*m, f.dataType.simpleString()) for m, f in zip(out, types.fields, strict=True)]
 
 
 def _filtered(agg_sql: str, cond: str) -> str:
@@ -361,7 +434,8 @@ class _PartitionDriver:
 
         et = _us(table.column(EVENT_TIME))
         pt = _us(table.column(PROCESSING_TIME))
-        r = drive(key_ids, et, pt, self.clauses, self.timeline, end_floor=self.end_floor)
+        r = drive(key_ids, et, pt, self.clauses, self.timeline, end_floor=self.end_floor,
+                  ordered=False)
         n_panes = len(r.pane_key)
         cols: dict[str, pa.Array] = {}
         parts = []
@@ -383,11 +457,11 @@ class _PartitionDriver:
             lens = per_delta[fp]
             offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
             gids = c_pane[concat_ranges(c_start[fp], lens)] + id_base
-            taken = table.select(self.payload).take(pa.array(r.element_row[ok])) \
-                if self.payload else None
+            taken = table.select([*self.keys, *self.payload]).take(
+                pa.array(r.element_row[ok]))
             cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
                     "__gids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(gids))}
-            for n in self.payload:
+            for n in [*self.keys, *self.payload]:
                 cols[n] = taken.column(n)
             parts.append(cols)
         # pane markers: the pane's metadata (and when it is retracted)
@@ -403,8 +477,7 @@ class _PartitionDriver:
                     "__gid": pa.array(np.arange(n_panes, dtype=np.int64) + id_base),
                     "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
                     "pane_index": pa.array(r.pane_index.astype(np.int64)),
-                    "pane_timing": pa.array(TIMING[r.pane_timing.astype(np.int64)],
-                                            type=pa.string()),
+                    "pane_timing": pa.array(r.pane_timing.astype(np.int8)),
                     "is_last": pa.array(r.pane_is_last.astype(bool)),
                     "emit_time": ts(r.pane_emit_time,
                                     r.pane_emit_time != np.iinfo(np.int64).min),
@@ -448,7 +521,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"), "pane_index": pa.int64(),
-                  "pane_timing": pa.string(), "is_last": pa.bool_(),
+                  "pane_timing": pa.int8(), "is_last": pa.bool_(),
                   "emit_time": pa.timestamp("us", tz="UTC"), "reason": pa.string(),
                   "watermark": pa.timestamp("us", tz="UTC")})
     tables = []

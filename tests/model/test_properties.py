@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dfsql.language import clauses as c
 from dfsql.model import aggregate, group_also_by_window, timeline_for
 from dfsql.model.fastpath import plan_for
+from dfsql.model.group_also_by_window import canonical
 from dfsql.model.windows import merge_sessions
 
 S = 1_000_000
@@ -129,6 +130,21 @@ def test_replayed_sessions_fast_equals_state_machine(data, trigger, acc, latenes
     tl = timeline_for(cl.watermark, e, a, series)
     _same(group_also_by_window(k, e, a, cl, tl, fast=True),
           group_also_by_window(k, e, a, cl, tl, fast=False))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS), ACC,
+       st.sampled_from([0, 60]), st.booleans(), st.sampled_from([None, False]))
+def test_unordered_result_is_the_same_panes(data, window, trigger, acc, lateness, batch,
+                                            fast) -> None:
+    """``ordered=False`` (the Spark executor's choice) numbers panes by position only:
+    put in canonical order, it is exactly the ordered result, on every path."""
+    k, e, a, _ = data.draw(inputs(batch))
+    wm, series = _wm(data.draw)
+    cl = _clauses(window, trigger, acc, lateness, wm, batch)
+    tl = timeline_for(cl.watermark, e, a, series)
+    _same(canonical(group_also_by_window(k, e, a, cl, tl, fast=fast, ordered=False)),
+          group_also_by_window(k, e, a, cl, tl, fast=fast))
 
 
 def _run(data, window, trigger, acc, lateness):
@@ -259,3 +275,23 @@ def test_key_slices_share_the_end(data, window, trigger, acc, lateness) -> None:
         m = k == key
         parts += _pane_rows(group_also_by_window(k[m], e[m], a[m], cl, tl, end_floor=floor))
     assert sorted(parts, key=repr) == sorted(whole, key=repr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([
+    0, 1, -5, 10**6, -(2**62), 2**62, 2**63 - 1, -(2**63)])), max_size=30),
+       st.integers(0, 40))
+def test_segmented_cummax_is_running_max_per_key(pairs, extra) -> None:
+    """Both branches (value range small enough to lift keys apart, or not) equal a plain
+    per-key running max."""
+    from dfsql.model.windows import segmented_cummax
+
+    pairs = sorted(pairs, key=lambda p: p[0]) + [(9, v) for v in range(extra)]
+    k = np.array([p[0] for p in pairs], np.int64)
+    e = np.array([p[1] for p in pairs], np.int64)
+    want, run, prev = [], None, None
+    for kk, v in zip(k.tolist(), e.tolist(), strict=True):
+        run = v if kk != prev else max(run, v)
+        prev = kk
+        want.append(run)
+    np.testing.assert_array_equal(segmented_cummax(e, k), np.array(want, np.int64))
