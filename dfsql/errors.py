@@ -91,3 +91,9 @@ class NotSupportedError(DfsqlError):
     """A well-formed query that this version of dfsql cannot execute yet."""
 
     sqlstate = "0A000"
+
+
+class ClusterUnreachableError(DfsqlError):
+    """The Spark cluster or Spark Connect server named in the configuration does not answer."""
+
+    sqlstate = "08001"

@@ -84,6 +84,36 @@ def _target(master: str | None) -> tuple[str, str]:
     return "master", os.environ.get("DFSQL_SPARK_MASTER") or DEFAULT_MASTER
 
 
+#: Seconds to wait for a cluster's or Connect server's port before giving up.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(kind: str, url: str) -> None:
+    """Fail fast, and say why, when a ``spark://`` master or ``sc://`` server does not
+    answer: otherwise Spark retries for a minute or more and ends in a stack trace."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from dfsql.errors import ClusterUnreachableError
+
+    if not url.startswith(("sc://", "spark://")):
+        return
+    default_port = 15002 if url.startswith("sc://") else 7077
+    for one in url.split("://", 1)[1].split(";")[0].split("/")[0].split(","):
+        parts = urlsplit(f"//{one}")
+        host, port = parts.hostname or "localhost", parts.port or default_port
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                return  # one live master of a list is enough
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+    what = "Spark Connect server" if kind == "remote" else "Spark master"
+    var = "DFSQL_SPARK_REMOTE" if kind == "remote" else "DFSQL_SPARK_MASTER"
+    raise ClusterUnreachableError(
+        f"the {what} at {url} does not answer ({reason})", None, None,
+        f"start it, or fix the URL (argument or {var}); unset {var} to run on local Spark")
+
+
 def session(master: str | None = None) -> SparkSession:
     """The active SparkSession, or a new one with dfsql's defaults (see module doc)."""
     from pyspark.sql import SparkSession
@@ -93,6 +123,7 @@ def session(master: str | None = None) -> SparkSession:
         return active
     _python_for_workers()
     kind, url = _target(master)
+    _check_reachable(kind, url)
     builder = SparkSession.builder.appName(APP_NAME)
     if kind == "remote":
         # Over Spark Connect only SQL settings can be set; the server owns the rest.
