@@ -325,8 +325,9 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     gen = None
     if complex_el.any():
         sub = np.sort(row[el[complex_el]])  # element rows, still in (key, arrival) order
+        # unordered: _concat joins by id, and the caller orders the whole result
         gen = general(key[sub], event_time[sub], arrival_time[sub], clauses, tl,
-                      end_floor=floor)
+                      end_floor=floor, ordered=False)
         gen.instances.row = sub[gen.instances.row]
         end_time = gen.end_time
     else:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from dfsql.spark.planner import BlockPlan
 
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
+#: Aggregates see only the elements, not the pane markers beside them.
+_MEMBERS_ONLY = f"__kind = {KIND_MEMBER}"
 TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40
@@ -219,7 +221,7 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
             "emit_time", "__retract_time"]
     merges = _two_level(plan, inp)
     if merges is not None:
-        panes = _panes_two_level(emitted, keys, payload, meta, merges)
+        panes = _panes_two_level(emitted, keys, meta, merges)
     else:
         panes = _panes_exploded(plan, emitted, keys, payload, meta)
     timing = F.element_at(F.array(*[F.lit(str(t)) for t in TIMING]),
@@ -261,7 +263,7 @@ def _panes_exploded(plan: BlockPlan, emitted: DataFrame, keys, payload, meta) ->
     every (pane, element) row."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    aggs = [F.expr(_filtered(sql, "__kind = 0")).alias(alias)
+    aggs = [F.expr(_filtered(sql, _MEMBERS_ONLY)).alias(alias)
             for sql, alias in plan.stages.aggregates]
     marked = emitted.where(F.col("__kind") <= KIND_MARKER).select(
         F.explode(F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids"))
@@ -270,7 +272,7 @@ def _panes_exploded(plan: BlockPlan, emitted: DataFrame, keys, payload, meta) ->
     return marked.groupBy("__gid", *keys).agg(*aggs, *[F.max(m).alias(m) for m in meta])
 
 
-def _panes_two_level(emitted: DataFrame, keys, payload, meta, merges) -> DataFrame:
+def _panes_two_level(emitted: DataFrame, keys, meta, merges) -> DataFrame:
     """Decomposable aggregates (SUM, COUNT, MIN, MAX): Spark aggregates each *delta* —
     the elements first emitted by the same pane, which share one list of covering panes
     — then merges the deltas' values into every pane that covers them. In accumulating
@@ -285,7 +287,7 @@ def _panes_two_level(emitted: DataFrame, keys, payload, meta, merges) -> DataFra
         .otherwise(F.array(-1 - F.col("__gid")))
     first = (emitted.where(F.col("__kind") <= KIND_MARKER)
              .groupBy(group.alias("__group"), *keys)
-             .agg(*[F.expr(_filtered(sql, "__kind = 0")).alias(part)
+             .agg(*[F.expr(_filtered(sql, _MEMBERS_ONLY)).alias(part)
                     for sql, part, _, _, _ in merges],
                   *[F.max(m).alias(m) for m in meta]))
     head = F.col("__group")[0]
@@ -295,6 +297,7 @@ def _panes_two_level(emitted: DataFrame, keys, payload, meta, merges) -> DataFra
     return covered.groupBy("__gid", *keys).agg(
         *[F.expr(second).cast(dtype).alias(alias) for _, _, second, alias, dtype in merges],
         *[F.max(m).alias(m) for m in meta])
+
 
 def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
     """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
