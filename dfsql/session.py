@@ -25,6 +25,12 @@ Why each setting (for sessions dfsql creates):
   UTC, so results (and the paper's figures) do not depend on the machine's zone.
 * ``spark.sql.execution.arrow.pyspark.enabled=true`` — ``toPandas``/``createDataFrame``
   from pandas go through Arrow, which the streaming executor relies on for speed.
+* ``spark.sql.execution.arrow.maxBytesPerBatch=2147483647`` — at Spark's 64 MB default
+  the Arrow writer that feeds ``mapInArrow`` measures its batch's size after *every row*
+  (``ArrowWriter.sizeInBytes``, which walks the vectors); ``Int.MaxValue`` is the value
+  Spark treats as "no byte limit" and skips that call. Batches are still cut at
+  ``maxRecordsPerBatch`` (10,000) rows. Measured on 4M rows into the replay driver: about
+  0.75 µs of JVM CPU per row less (3 s of the 4M replay benchmark's CPU).
 * ``spark.log.level=WARN`` — Spark's INFO chatter on stderr hides dfsql's own messages;
   as a config (rather than ``setLogLevel`` afterwards) it applies from JVM start.
 * ``spark.driver.memory=4g`` — the driver is also the executor in local mode; 4 GB is
@@ -58,6 +64,7 @@ SQL_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
 #: Settings that only mean something when this process starts the driver JVM.
