@@ -60,6 +60,11 @@ class Stages:
     output_names: tuple[str, ...]
     has_processing_time: bool
     default_order: bool
+    #: LANGUAGE.md §7's default order (ORDER BY items) and the output stage without it,
+    #: when that stage is a row-by-row projection and filter (no DISTINCT, LIMIT or window
+    #: function), so the executor may order the panes itself. Else None.
+    default_order_by: tuple[str, ...] | None = None
+    output_sql_unordered: str | None = None
 
     def explain(self) -> str:
         aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)
@@ -251,6 +256,8 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         _check_grouped(cond, block, src, key_cols)
         parts.append(f"WHERE {cond.sql('spark')}")
     default_order = order is None
+    default_order_by: tuple[str, ...] | None = None
+    output_sql_unordered: str | None = None
     if order is not None:
         # ORDER BY may name output aliases; keep names that are outputs as they are.
         ords = []
@@ -260,8 +267,12 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     else:
         keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
                       if any(i.unalias() == k for k in keys)]
-        parts.append("ORDER BY " + ", ".join(
-            ["emit_time", "is_retraction DESC", *keys_order, "window_start"]))
+        order_by = ("emit_time", "is_retraction DESC", *keys_order, "window_start")
+        row_by_row = limit is None and not select.args.get("distinct") and not any(
+            e.find(exp.Window) for e in [*items, *([having] if having is not None else [])])
+        if row_by_row:
+            default_order_by, output_sql_unordered = order_by, "\n".join(parts)
+        parts.append("ORDER BY " + ", ".join(order_by))
     if limit is not None:
         parts.append(limit.sql("spark").strip())
     output_sql = "\n".join(parts)
@@ -287,6 +298,8 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         output_names=tuple(out_names),
         has_processing_time=cl.processing_time is not None,
         default_order=default_order,
+        default_order_by=default_order_by,
+        output_sql_unordered=output_sql_unordered,
     )
 
 

@@ -55,6 +55,8 @@ class BlockPlan:
         self.registry = registry
         self.stages: Stages = rewrite(block, self.src)
         self.emitted: DataFrame | None = None  # the replay driver's output, cached
+        #: where a replay's emit times lie (first arrival, end of input), microseconds
+        self.emit_range: tuple[int, int] | None = None
 
     def name(self, base: str) -> str:
         return f"{base}_{self.uid}"
@@ -230,10 +232,13 @@ class BlockPlan:
                    f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
         return sql
 
-    def _output_df(self, panes_sql: str | None = None) -> DataFrame:
-        """The output stage over the panes: the temp view, or else the given subquery."""
+    def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
+        """The output stage over the panes: the temp view, or else the given subquery;
+        without its default ORDER BY when not ``ordered`` (the stage must have one)."""
         view = self.name(PANES_TABLE)
-        out_sql = self.stages.output_sql.replace(PANES_TABLE, view)
+        stage_sql = self.stages.output_sql if ordered else self.stages.output_sql_unordered
+        assert stage_sql is not None
+        out_sql = stage_sql.replace(PANES_TABLE, view)
         if panes_sql is not None:
             out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
         try:
@@ -265,7 +270,16 @@ class BlockPlan:
             df = self._batch_result()
         else:
             self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
-            df = self._output_df()
+            order_by = self.stages.default_order_by
+            if order_by is not None and self.emit_range is not None:
+                # §7's order, partitioned by slices of the known emit-time range instead
+                # of a sampled range exchange (see dfsql.spark.ordering)
+                from dfsql.spark.ordering import in_emit_order, shuffle_partitions
+
+                df = in_emit_order(self._output_df(ordered=False), order_by,
+                                   *self.emit_range, shuffle_partitions(self.spark))
+            else:
+                df = self._output_df()
         if names is not None:
             wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
             columns = df.columns

@@ -23,6 +23,7 @@ import numpy as np
 from dfsql.errors import DataError, SourceError
 from dfsql.language import clauses as c
 from dfsql.language.rewrite import EVENT_TIME, PROCESSING_TIME
+from dfsql.spark.ordering import shuffle_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,7 +53,7 @@ def _us(arr) -> np.ndarray:
 
 def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     """The global watermark as a monotone step function over processing time, and the
-    last arrival of the whole input (None when it is empty)."""
+    first and last arrivals of the whole input (None when it is empty)."""
     from dfsql.model import watermarks as wmod
     from dfsql.spark.errors import spark_errors
 
@@ -70,9 +71,9 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
         _check_processing_time(cl, rec.column(PROCESSING_TIME).null_count)
         p_all, e_all = _us(rec.column(PROCESSING_TIME)), rec.column(EVENT_TIME)
         has_e = e_all.is_valid().to_numpy(zero_copy_only=False)
-        last = int(p_all.max()) if len(p_all) else None
+        first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
         return wmod.delay_timeline(_us(e_all.fill_null(0))[has_e], p_all[has_e],
-                                   wm.delay.micros), last
+                                   wm.delay.micros), first, last
     with spark_errors(None):
         per_instant = (inp.groupBy(PROCESSING_TIME)
                        .agg(F.min(EVENT_TIME).alias("__min"))
@@ -81,21 +82,21 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     _check_processing_time(cl, p.null_count)
     order = np.argsort(_us(p), kind="stable")
     instants = _us(p)[order]
-    last = int(instants[-1]) if len(instants) else None
+    first, last = (int(instants[0]), int(instants[-1])) if len(instants) else (None, None)
     min_et = _us(per_instant.column("__min"))[order]
     if isinstance(wm, c.WatermarkPerfect):
-        return wmod.perfect_timeline(min_et, instants), last
+        return wmod.perfect_timeline(min_et, instants), first, last
     if isinstance(wm, c.WatermarkPercentile):
         with spark_errors(None):
             t = inp.select(PROCESSING_TIME, EVENT_TIME).toArrow()
         return wmod.percentile_timeline(_us(t.column(EVENT_TIME)), _us(t.column(PROCESSING_TIME)),
-                                        wm.percentile, wm.delay.micros), last
+                                        wm.percentile, wm.delay.micros), first, last
     if isinstance(wm, c.WatermarkFrom):
         series, writers = _read_watermark_table(plan, wm)
         if writers is None:
-            return wmod.series_timeline(*series), last
+            return wmod.series_timeline(*series), first, last
         timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
-        return wmod.writers_timeline(*writers, timeout), last
+        return wmod.writers_timeline(*writers, timeout), first, last
     raise TypeError(f"unknown watermark {wm!r}")
 
 
@@ -181,13 +182,15 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
         # GLOBAL without ON: event time plays no part in the window; the watermark still
         # reaches +inf at the end of the bounded input.
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
-    timeline, last_arrival = watermark_timeline(plan, inp)
+    timeline, first_arrival, last_arrival = watermark_timeline(plan, inp)
     from dfsql.model.group_also_by_window import end_floor_of
     from dfsql.model.windows import NEG_INF
 
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = NEG_INF if last_arrival is None else end_floor_of(plan.clauses.trigger,
                                                                   last_arrival)
+    if first_arrival is not None:
+        plan.emit_range = (first_arrival, max(end_floor, last_arrival))
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     schema = inp.schema
@@ -209,7 +212,7 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor)
-    ordered = (inp.repartition(max(1, _partitions(plan)), *keys) if keys
+    ordered = (inp.repartition(shuffle_partitions(plan.spark), *keys) if keys
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
@@ -349,13 +352,6 @@ def _key_names(plan: BlockPlan) -> list[str]:
     for i, _k in enumerate(plan.stages.key_columns):
         names.append(f"key_{i}")
     return names
-
-
-def _partitions(plan: BlockPlan) -> int:
-    try:
-        return int(plan.spark.conf.get("spark.sql.shuffle.partitions"))
-    except Exception:  # noqa: BLE001
-        return 4
 
 
 class _PartitionDriver:
