@@ -222,29 +222,31 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
 
     meta = ["window_start", "window_end", "pane_index", "pane_timing", "is_last",
             "emit_time", "__retract_time"]
+    # The stages after the driver as one statement: analysed once, not once per step.
+    view = plan.name("__dfsql_emitted")
+    emitted.createOrReplaceTempView(view)
     merges = _two_level(plan, inp)
     if merges is not None:
-        panes = _panes_two_level(emitted, keys, meta, merges)
+        panes_sql = _panes_two_level(view, keys, meta, merges)
     else:
-        panes = _panes_exploded(plan, emitted, keys, payload, meta)
-    timing = F.element_at(F.array(*[F.lit(str(t)) for t in TIMING]),
-                          F.col("pane_timing").cast("int") + 1)
-    panes = panes.withColumn("pane_timing", timing)
-    agg_cols = [alias for _, alias in plan.stages.aggregates]
-    cols = [*keys, *agg_cols, "window_start", "window_end", "pane_index", "pane_timing",
-            "is_last"]
+        panes_sql = _panes_exploded(plan, view, keys, payload, meta)
+    timing = "element_at(array({}), CAST(pane_timing AS INT) + 1)".format(
+        ", ".join(f"'{t}'" for t in TIMING))
+    cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
+                      "window_start", "window_end", "pane_index", f"{timing} AS pane_timing",
+                      "is_last"])
     if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
         # A pane is retracted at most once (by the next pane of its window or of the
         # window it merged into): one row as emitted, one more as retracted.
-        both = F.explode(F.array(
-            F.struct(F.col("emit_time").alias("t"), F.lit(False).alias("r")),
-            F.struct(F.col("__retract_time").alias("t"), F.lit(True).alias("r"))))
-        result = (panes.select(*cols, both.alias("__row"))
-                  .where(F.col("__row.t").isNotNull() | ~F.col("__row.r"))
-                  .select(*cols, F.col("__row.t").alias("emit_time"),
-                          F.col("__row.r").alias("is_retraction")))
+        result_sql = (
+            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction FROM ("
+            "SELECT *, explode(array(named_struct('t', emit_time, 'r', false), "
+            "named_struct('t', __retract_time, 'r', true))) AS __row "
+            f"FROM ({panes_sql}) AS __panes) AS __rows "
+            "WHERE __row.t IS NOT NULL OR NOT __row.r")
     else:
-        result = panes.select(*cols, "emit_time", F.lit(False).alias("is_retraction"))
+        result_sql = f"SELECT {cols}, emit_time, false AS is_retraction FROM ({panes_sql}) AS __p"
+    result = plan.spark.sql(result_sql)
     if clauses.late_rows_into:
         dropped = emitted.where(F.col("__kind") == KIND_DROPPED).select(
             *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
@@ -254,8 +256,12 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     return result
 
 
-def _panes_exploded(plan: BlockPlan, emitted: DataFrame, keys, payload, meta) -> DataFrame:
-    """Any aggregate: one aggregation over every (pane, element) pair.
+def _q(names) -> list[str]:
+    return [f"`{n}`" for n in names]
+
+
+def _panes_exploded(plan: BlockPlan, view: str, keys, payload, meta) -> str:
+    """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
 
     A pane's members and its marker share __gid. Aggregates see only the members
     (FILTER), so a pane without new elements gets the empty-set value. An element row
@@ -264,42 +270,41 @@ def _panes_exploded(plan: BlockPlan, emitted: DataFrame, keys, payload, meta) ->
     pane metadata is fixed-width (NULL on element rows, so max() is the marker's value):
     no aggregation buffer holds a string, so Spark can hash-aggregate rather than sort
     every (pane, element) row."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    aggs = [F.expr(_filtered(sql, _MEMBERS_ONLY)).alias(alias)
+    aggs = [f"{_filtered(sql, _MEMBERS_ONLY)} AS `{alias}`"
             for sql, alias in plan.stages.aggregates]
-    marked = emitted.where(F.col("__kind") <= KIND_MARKER).select(
-        F.explode(F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids"))
-                  .otherwise(F.array(F.col("__gid")))).alias("__gid"), "__kind", *keys,
-        *payload, *meta)
-    return marked.groupBy("__gid", *keys).agg(*aggs, *[F.max(m).alias(m) for m in meta])
+    pane = f"CASE WHEN __kind = {KIND_MEMBER} THEN __gids ELSE array(__gid) END"
+    marked = (f"SELECT explode({pane}) AS __pane, "
+              + ", ".join(["__kind", *_q(keys), *_q(payload), *meta])
+              + f" FROM {view} WHERE __kind <= {KIND_MARKER}")
+    return ("SELECT " + ", ".join([*_q(keys), *aggs, *[f"max({m}) AS {m}" for m in meta]])
+            + f" FROM ({marked}) AS __marked GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
-def _panes_two_level(emitted: DataFrame, keys, meta, merges) -> DataFrame:
+def _panes_two_level(view: str, keys, meta, merges) -> str:
     """Decomposable aggregates (SUM, COUNT, MIN, MAX): Spark aggregates each *delta* —
     the elements first emitted by the same pane, which share one list of covering panes
     — then merges the deltas' values into every pane that covers them. In accumulating
     modes a window's k panes cover its elements about k times over; this way only the
-    (pane, delta) pairs are repeated, not the (pane, element) pairs.
+    (pane, delta) pairs are repeated, not the (pane, element) pairs. (SQL over ``view``.)
 
     Both levels read the driver's output once: a marker is a group of its own in the
     first level (its pane id, negated, as a one-element list), so the driver runs once."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    group = F.when(F.col("__kind") == KIND_MEMBER, F.col("__gids")) \
-        .otherwise(F.array(-1 - F.col("__gid")))
-    first = (emitted.where(F.col("__kind") <= KIND_MARKER)
-             .groupBy(group.alias("__group"), *keys)
-             .agg(*[F.expr(_filtered(sql, _MEMBERS_ONLY)).alias(part)
-                    for sql, part, _, _, _ in merges],
-                  *[F.max(m).alias(m) for m in meta]))
-    head = F.col("__group")[0]
-    covered = first.select(
-        F.explode(F.when(head >= 0, F.col("__group")).otherwise(F.array(-1 - head)))
-        .alias("__gid"), *keys, *[part for _, part, _, _, _ in merges], *meta)
-    return covered.groupBy("__gid", *keys).agg(
-        *[F.expr(second).cast(dtype).alias(alias) for _, _, second, alias, dtype in merges],
-        *[F.max(m).alias(m) for m in meta])
+    group = f"CASE WHEN __kind = {KIND_MEMBER} THEN __gids ELSE array(-1 - __gid) END"
+    maxes = [f"max({m}) AS {m}" for m in meta]
+    first = ("SELECT " + ", ".join(
+        [f"{group} AS __group", *_q(keys),
+         *[f"{_filtered(sql, _MEMBERS_ONLY)} AS `{part}`" for sql, part, _, _, _ in merges],
+         *maxes])
+        + f" FROM {view} WHERE __kind <= {KIND_MARKER} GROUP BY "
+        + ", ".join([group, *_q(keys)]))
+    pane = "CASE WHEN __group[0] >= 0 THEN __group ELSE array(-1 - __group[0]) END"
+    covered = ("SELECT " + ", ".join(
+        [f"explode({pane}) AS __pane", *_q(keys), *_q(part for _, part, _, _, _ in merges),
+         *meta]) + f" FROM ({first}) AS __deltas")
+    return ("SELECT " + ", ".join(
+        [*_q(keys), *[f"CAST({second} AS {dtype}) AS `{alias}`"
+                      for _, _, second, alias, dtype in merges], *maxes])
+        + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
 def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
@@ -322,8 +327,8 @@ def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
                 any(a is not inner for a in inner.find_all(exp.AggFunc)):
             return None
         part = f"__p_{alias}"
-        second = {exp.Sum: f"SUM({part})", exp.Count: f"COALESCE(SUM({part}), 0)",
-                  exp.Min: f"MIN({part})", exp.Max: f"MAX({part})"}[type(inner)]
+        second = {exp.Sum: f"SUM(`{part}`)", exp.Count: f"COALESCE(SUM(`{part}`), 0)",
+                  exp.Min: f"MIN(`{part}`)", exp.Max: f"MAX(`{part}`)"}[type(inner)]
         out.append((sql, part, second, alias))
     try:  # the types a one-level aggregate would have (analysis only, nothing runs)
         types = inp.groupBy().agg(*[F.expr(sql) for sql, _ in aggs]).schema
