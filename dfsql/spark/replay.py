@@ -198,12 +198,11 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
 
     # The union schema of what the driver emits: pane members (one row per element a pane
     # aggregates), one marker row per pane with its metadata, and dropped elements.
-    fields = ["__kind TINYINT", "__gid BIGINT", "__gids ARRAY<BIGINT>"]
+    fields = ["__kind TINYINT", "__gids ARRAY<BIGINT>"]
     fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
-    fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "pane_index BIGINT",
-               "pane_timing TINYINT", "is_last BOOLEAN", "emit_time TIMESTAMP",
-               "__retract_time TIMESTAMP"]
+    fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
+               "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
     if clauses.late_rows_into:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
@@ -211,7 +210,9 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
-    driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor)
+    merges = _two_level(plan, inp)
+    driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor,
+                              negate_marker_group=merges is not None)
     ordered = (inp.repartition(shuffle_partitions(plan.spark), *keys) if keys
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
@@ -220,21 +221,19 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
         emitted = emitted.persist()  # read twice: the panes and the late rows' view
     plan.emitted = emitted
 
-    meta = ["window_start", "window_end", "pane_index", "pane_timing", "is_last",
-            "emit_time", "__retract_time"]
+    meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     emitted.createOrReplaceTempView(view)
-    merges = _two_level(plan, inp)
     if merges is not None:
         panes_sql = _panes_two_level(view, keys, meta, merges)
     else:
         panes_sql = _panes_exploded(plan, view, keys, payload, meta)
-    timing = "element_at(array({}), CAST(pane_timing AS INT) + 1)".format(
+    timing = "element_at(array({}), CAST(shiftright(__pane_info, 1) & 3 AS INT) + 1)".format(
         ", ".join(f"'{t}'" for t in TIMING))
     cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
-                      "window_start", "window_end", "pane_index", f"{timing} AS pane_timing",
-                      "is_last"])
+                      "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
+                      f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
     if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
         # A pane is retracted at most once (by the next pane of its window or of the
         # window it merged into): one row as emitted, one more as retracted.
@@ -263,7 +262,7 @@ def _q(names) -> list[str]:
 def _panes_exploded(plan: BlockPlan, view: str, keys, payload, meta) -> str:
     """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
 
-    A pane's members and its marker share __gid. Aggregates see only the members
+    A marker's list holds just its own pane. Aggregates see only the members
     (FILTER), so a pane without new elements gets the empty-set value. An element row
     lists the panes that aggregate it; exploding it in the JVM is far cheaper than
     shipping one Arrow row per (pane, element). Element rows carry their keys and the
@@ -272,8 +271,7 @@ def _panes_exploded(plan: BlockPlan, view: str, keys, payload, meta) -> str:
     every (pane, element) row."""
     aggs = [f"{_filtered(sql, _MEMBERS_ONLY)} AS `{alias}`"
             for sql, alias in plan.stages.aggregates]
-    pane = f"CASE WHEN __kind = {KIND_MEMBER} THEN __gids ELSE array(__gid) END"
-    marked = (f"SELECT explode({pane}) AS __pane, "
+    marked = ("SELECT explode(__gids) AS __pane, "
               + ", ".join(["__kind", *_q(keys), *_q(payload), *meta])
               + f" FROM {view} WHERE __kind <= {KIND_MARKER}")
     return ("SELECT " + ", ".join([*_q(keys), *aggs, *[f"max({m}) AS {m}" for m in meta]])
@@ -289,7 +287,7 @@ def _panes_two_level(view: str, keys, meta, merges) -> str:
 
     Both levels read the driver's output once: a marker is a group of its own in the
     first level (its pane id, negated, as a one-element list), so the driver runs once."""
-    group = f"CASE WHEN __kind = {KIND_MEMBER} THEN __gids ELSE array(-1 - __gid) END"
+    group = "__gids"  # a marker's list is [-1 - its pane id]: a group of its own
     maxes = [f"max({m}) AS {m}" for m in meta]
     first = ("SELECT " + ", ".join(
         [f"{group} AS __group", *_q(keys),
@@ -366,7 +364,11 @@ class _PartitionDriver:
     a key's rows are held back until the key is complete.
     """
 
-    def __init__(self, clauses, timeline, keys, payload, out_names, end_floor) -> None:
+    def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
+                 negate_marker_group: bool = False) -> None:
+        #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
+        #: it must not share a group with the elements its own pane first emitted)
+        self.negate_marker_group = negate_marker_group
         self.end_floor = end_floor
         self.clauses = clauses
         self.timeline = timeline
@@ -477,12 +479,16 @@ class _PartitionDriver:
             retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
             if len(r.retraction_pane):
                 retract[r.retraction_pane] = r.retraction_emit_time
+            ids = np.arange(n_panes, dtype=np.int64) + id_base
+            if self.negate_marker_group:
+                ids = -1 - ids
+            info = (r.pane_index.astype(np.int64) << 3) | \
+                (r.pane_timing.astype(np.int64) << 1) | r.pane_is_last.astype(np.int64)
             cols = {"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
-                    "__gid": pa.array(np.arange(n_panes, dtype=np.int64) + id_base),
+                    "__gids": pa.ListArray.from_arrays(
+                        pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
                     "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
-                    "pane_index": pa.array(r.pane_index.astype(np.int64)),
-                    "pane_timing": pa.array(r.pane_timing.astype(np.int8)),
-                    "is_last": pa.array(r.pane_is_last.astype(bool)),
+                    "__pane_info": pa.array(info),
                     "emit_time": ts(r.pane_emit_time,
                                     r.pane_emit_time != np.iinfo(np.int64).min),
                     "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)}
@@ -521,11 +527,10 @@ def _union(parts: list[dict], names: list[str], in_schema):
     for n in names:
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
-    types.update({"__kind": pa.int8(), "__gid": pa.int64(), "__retract_time": ts,
+    types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
-                  "window_end": pa.timestamp("us", tz="UTC"), "pane_index": pa.int64(),
-                  "pane_timing": pa.int8(), "is_last": pa.bool_(),
+                  "window_end": pa.timestamp("us", tz="UTC"),
                   "emit_time": pa.timestamp("us", tz="UTC"), "reason": pa.string(),
                   "watermark": pa.timestamp("us", tz="UTC")})
     tables = []
