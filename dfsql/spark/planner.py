@@ -263,7 +263,9 @@ class BlockPlan:
             self.batch_panes().createOrReplaceTempView(self.name(PANES_TABLE))
             return self._output_df()
 
-    def result(self) -> DataFrame:
+    def result(self, ordered: bool = True) -> DataFrame:
+        """The block's result; without §7's default order when not ``ordered`` (a result
+        that only feeds another windowed query's aggregation, where order is lost)."""
         self.check_clauses()
         names = self.analyse_original()
         if self.clauses.processing_time is None:
@@ -271,7 +273,9 @@ class BlockPlan:
         else:
             self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
             order_by = self.stages.default_order_by
-            if order_by is not None and self.emit_range is not None:
+            if order_by is not None and not ordered:
+                df = self._output_df(ordered=False)
+            elif order_by is not None and self.emit_range is not None:
                 # §7's order, partitioned by slices of the known emit-time range instead
                 # of a sampled range exchange (see dfsql.spark.ordering)
                 from dfsql.spark.ordering import in_emit_order, shuffle_partitions
@@ -322,7 +326,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
-        df = plan.result()
+        df = plan.result(ordered=block is top or block.index not in fed_to_window)
         plans.append(plan)
         if block is top:
             result = df
