@@ -280,8 +280,12 @@ class BlockPlan:
                 # of a sampled range exchange (see dfsql.spark.ordering)
                 from dfsql.spark.ordering import in_emit_order, shuffle_partitions
 
-                df = in_emit_order(self._output_df(ordered=False), order_by,
-                                   *self.emit_range, shuffle_partitions(self.spark))
+                df = self._output_df(ordered=False)
+                if _is_timestamp(df, "emit_time"):
+                    df = in_emit_order(df, order_by, *self.emit_range,
+                                       shuffle_partitions(self.spark))
+                else:  # the SELECT list named another column emit_time
+                    df = self._output_df()
             else:
                 df = self._output_df()
         if names is not None:
@@ -298,6 +302,13 @@ class BlockPlan:
         from dfsql.spark.replay import KIND_DROPPED
 
         return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
+
+def _is_timestamp(df: DataFrame, name: str) -> bool:
+    from pyspark.sql.types import TimestampType
+
+    fields = [f for f in df.schema.fields if f.name.lower() == name]
+    return len(fields) == 1 and isinstance(fields[0].dataType, TimestampType)
 
 
 def net_changelog(df: DataFrame) -> DataFrame:

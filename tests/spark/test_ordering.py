@@ -132,3 +132,13 @@ def test_a_result_feeding_a_window_is_not_ordered(spark, ordered_events):
     assert live > 20 and (row.n, row.grand) == (live, grand)
     # the same block at the top is ordered by the emit-time slices
     assert "hashpartitioning(element_at" in _plan(dfsql.sql(inner, spark))
+
+
+def test_a_select_column_named_emit_time_keeps_sql_order(spark, ordered_events):
+    """A SELECT item named emit_time replaces the pane column (§7), and the default order
+    then sorts by it, as Spark's ORDER BY would."""
+    df = dfsql.sql("SELECT key, COUNT(*) AS emit_time FROM ord_events GROUP BY key "
+                   f"{REPLAY}", spark)
+    got = df.collect()
+    assert dict(df.dtypes)["emit_time"] == "bigint" and len(got) > 100
+    assert [r.emit_time for r in got] == sorted(r.emit_time for r in got)
