@@ -12,6 +12,7 @@ on its own. Partitions are read in order, so the rows come out globally ordered.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def murmur3_long(value: int, seed: int = 42) -> int:
     return h1 - (1 << 32) if h1 & 0x80000000 else h1
 
 
-def partition_stand_ins(partitions: int) -> list[int]:
+@lru_cache(maxsize=32)
+def partition_stand_ins(partitions: int) -> tuple[int, ...]:
     """For each partition j, the smallest BIGINT v >= 0 that a hash exchange into
     ``partitions`` partitions sends to partition j (``pmod(hash(v), partitions) == j``)."""
     found: dict[int, int] = {}
@@ -56,7 +58,7 @@ def partition_stand_ins(partitions: int) -> list[int]:
     while len(found) < partitions:
         found.setdefault(murmur3_long(v) % partitions, v)  # Python's % is pmod
         v += 1
-    return [found[j] for j in range(partitions)]
+    return tuple(found[j] for j in range(partitions))
 
 
 def shuffle_partitions(spark) -> int:

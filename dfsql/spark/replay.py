@@ -3,15 +3,17 @@
 The Dataflow model's driver decides windows and panes; Spark does everything else:
 
 1. the **watermark timeline** is global across keys, so it is computed once: Spark
-   reduces the input to one row per processing instant (max / min event time), the
-   driver turns that into the monotone step function (or reads WATERMARK FROM's table);
+   reduces the input to the rows that can move the watermark (per-partition running
+   maxima of event time, or one row per processing instant), the driver turns that into
+   the monotone step function (or reads WATERMARK FROM's table);
 2. the input is repartitioned by the group keys and sorted by key and processing time;
    ``mapInArrow`` runs the model's driver over whole Arrow batches holding many keys —
    no Python call per key, no Python object per row — and emits one union-typed stream:
-   element rows (which pane first emitted them), pane rows, cover pairs, retractions and
-   dropped elements;
-3. Spark aggregates elements per pane (DISCARDING) or per covering pane (ACCUMULATING),
-   joins the pane metadata and the retractions, and the output stage does the rest.
+   element rows (with the list of panes that aggregate them), one marker row per pane
+   (its metadata and when it is retracted) and dropped elements;
+3. one Spark SQL statement aggregates the elements into the panes that cover them (in
+   two levels for SUM / COUNT / MIN / MAX), adds the retraction rows, and the output
+   stage does the rest (§7's order: :mod:`dfsql.spark.ordering`).
 """
 
 from __future__ import annotations
