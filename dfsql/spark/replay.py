@@ -289,14 +289,14 @@ def _panes_two_level(view: str, keys, meta, merges) -> str:
 
     Both levels read the driver's output once: a marker is a group of its own in the
     first level (its pane id, negated, as a one-element list), so the driver runs once."""
-    group = "__gids"  # a marker's list is [-1 - its pane id]: a group of its own
     maxes = [f"max({m}) AS {m}" for m in meta]
+    # a marker's list is [-1 - its pane id]: a group of its own
     first = ("SELECT " + ", ".join(
-        [f"{group} AS __group", *_q(keys),
+        ["__gids AS __group", *_q(keys),
          *[f"{_filtered(sql, _MEMBERS_ONLY)} AS `{part}`" for sql, part, _, _, _ in merges],
          *maxes])
         + f" FROM {view} WHERE __kind <= {KIND_MARKER} GROUP BY "
-        + ", ".join([group, *_q(keys)]))
+        + ", ".join(["__gids", *_q(keys)]))
     pane = "CASE WHEN __group[0] >= 0 THEN __group ELSE array(-1 - __group[0]) END"
     covered = ("SELECT " + ", ".join(
         [f"explode({pane}) AS __pane", *_q(keys), *_q(part for _, part, _, _, _ in merges),
