@@ -33,6 +33,7 @@ from dfsql.model.group_also_by_window import (
     Panes,
     Retractions,
     canonical,
+    end_floor_of,
     instances_of,
 )
 from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
@@ -112,11 +113,12 @@ def plan_for(clauses: c.Clauses) -> Plan | None:
     return None
 
 
-def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL) -> np.ndarray:
-    """Ordinal of the first watermark change reaching each threshold (``final`` if none)."""
-    j = tl.first_reaching(thresholds)
-    n = len(tl.times)
-    return np.where(j < n, 2 * tl.times[np.minimum(j, max(n - 1, 0))] if n else 0, final)
+def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL,
+            end: int = POS_INF) -> np.ndarray:
+    """Ordinal of the first instant the watermark reaches each threshold, at or before the
+    end instant ``end``; ``final`` if none (then the final +inf round reaches it)."""
+    p = tl.reach(thresholds)
+    return np.where(p <= end, 2 * np.minimum(p, end), final)
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
@@ -129,6 +131,10 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
         return _batch(clauses, row, start, end, ikey, ordered)
     lateness = clauses.allowed_lateness.micros
     tl = timeline
+    # The end instant: the last arrival carried over trigger periods in progress
+    # (end_floor), and the watermark's last change; nothing fires after it but the
+    # final +inf round.
+    e_time = max(end_floor, end_floor_of(clauses.trigger, int(arr.max()) if n else NEG_INF, tl))
     # windows: group instances by (key, start); non-merging so end follows start
     o = np.lexsort((row, arr, start, ikey))
     k_o, s_o, e_o, a_o = ikey[o], start[o], end[o], arr[o]
@@ -140,8 +146,8 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     nw = len(wfirst)
     w_end = e_o[wfirst]
     w_exp = sat_add(w_end, lateness)
-    ord_on = _ord_of(tl, w_end)
-    ord_exp = _ord_of(tl, w_exp)
+    ord_on = _ord_of(tl, w_end, end=e_time)
+    ord_exp = _ord_of(tl, w_exp, end=e_time)
     wm_prev = tl.before(a_o)
     a2 = 2 * a_o
     on_i, exp_i = ord_on[wid], ord_exp[wid]
@@ -175,16 +181,6 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
             lf = a2
         fire = np.where(early_phase, ef, lf)
         fire = np.where(late_w & (a_o == a0_i), a2, fire)
-    # end instant: last arrival, last watermark change, last timer that fired
-    cands = [NEG_INF, end_floor]
-    if n:
-        cands.append(int(arr.max()))
-    if len(tl.times):
-        cands.append(int(tl.times[-1]))
-    normal = fire[acc][fire[acc] != FINAL]
-    if len(normal):
-        cands.append(int(normal.max()) // 2)
-    e_time = max(cands)
     if n == 0:
         return _empty(row, e_time)
     fin = 2 * e_time + 1

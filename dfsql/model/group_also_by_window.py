@@ -39,12 +39,14 @@ from dfsql.model import triggers as tr
 from dfsql.model.panes import (
     DROP_CLOSED,
     DROP_EXPIRED,
+    DROP_NULL_TIME,
     PaneLog,
     WindowState,
     absorb,
 )
+from dfsql.model.panes import DROP_TEXT as _DROP_TEXT
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, assign, sat_add
+from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF, assign, sat_add
 
 NULL_TIME = NEG_INF  # emit_time of a batch input
 
@@ -144,6 +146,46 @@ class _Shared:
         self.seq = itertools.count()
 
 
+class _Closed:
+    """A key's windows whose trigger is done, kept until they expire: an element for one
+    is dropped (LANGUAGE.md §5). Forgotten once the watermark passes their expiry, so a
+    key costs what its kept windows cost, not what it ever had. Closed session windows
+    never overlap (an element overlapping one is dropped, so no live window grows over
+    it), so one bisect by start finds the only candidate; other windows match exactly."""
+
+    def __init__(self, merging: bool) -> None:
+        self.merging = merging
+        self.starts: list[int] = []  # sessions, sorted
+        self.bounds: dict[int, tuple[int, int]] = {}  # session start -> (end, expiry)
+        self.exact: dict[tuple[int, int], int] = {}  # other windows -> expiry
+        self.expiries: list[tuple[int, int, int]] = []  # heap of (expiry, start, end)
+
+    def add(self, start: int, end: int, expiry: int) -> None:
+        if self.merging:
+            bisect.insort(self.starts, start)
+            self.bounds[start] = (end, expiry)
+        else:
+            self.exact[(start, end)] = expiry
+        heapq.heappush(self.expiries, (expiry, start, end))
+
+    def forget_expired(self, watermark: int) -> None:
+        while self.expiries and self.expiries[0][0] <= watermark:
+            x, s, e = heapq.heappop(self.expiries)
+            if self.merging:
+                if self.bounds.get(s) == (e, x):
+                    del self.bounds[s]
+                    del self.starts[bisect.bisect_left(self.starts, s)]
+            elif self.exact.get((s, e)) == x:
+                del self.exact[(s, e)]
+
+    def holds(self, start: int, end: int) -> bool:
+        """Whether an element's window [start, end) falls to a closed window."""
+        if not self.merging:
+            return (start, end) in self.exact
+        j = bisect.bisect_left(self.starts, end) - 1
+        return j >= 0 and self.bounds[self.starts[j]][0] > start
+
+
 class _KeyRun:
     """The general state machine for one key: windows, timers and watermark holds."""
 
@@ -154,10 +196,9 @@ class _KeyRun:
         self.windows: dict[tuple[int, int], WindowState] = {}
         self.starts: list[int] = []  # sessions: live windows sorted by start
         self.by_start: dict[int, WindowState] = {}
-        self.closed: dict[tuple[int, int], int] = {}  # closed window -> expiry
+        self.closed = _Closed(sh.merging)
         self.timers: list[tuple[int, int, WindowState]] = []
         self.holds: list[tuple[int, int, WindowState]] = []  # watermark thresholds
-        self.last_fire = NEG_INF
 
     # ---- windows
     def _live(self) -> list[WindowState]:
@@ -184,10 +225,11 @@ class _KeyRun:
         if wm_prev >= sat_add(e, sh.lateness):
             sh.drop_reason[i], sh.drop_wm[i] = DROP_EXPIRED, wm_prev
             return
+        self.closed.forget_expired(wm_prev)
+        if self.closed.holds(s, e):
+            sh.drop_reason[i], sh.drop_wm[i] = DROP_CLOSED, wm_prev
+            return
         if sh.merging:
-            if any(cs < e and s < ce and wm_prev < x for (cs, ce), x in self.closed.items()):
-                sh.drop_reason[i], sh.drop_wm[i] = DROP_CLOSED, wm_prev
-                return
             j = max(bisect.bisect_right(self.starts, s) - 1, 0)
             over = []
             while j < len(self.starts) and self.starts[j] < e:
@@ -195,27 +237,33 @@ class _KeyRun:
                 if w.end > s:
                     over.append(w)
                 j += 1
-            trig = sh.proto.on_element(p)
-            if not over:
-                w = self._new_window(s, e, trig, wm_prev)
+            if len(over) == 1 and over[0].start <= s and e <= over[0].end:
+                # Merge identity: the element's window lies inside a live session, so
+                # the merge creates no window; it keeps its trigger, panes and timing.
+                w = over[0]
             else:
-                ms, me = min([s] + [o.start for o in over]), max([e] + [o.end for o in over])
-                merged = tr.merge_triggers([o.trig for o in over] + [trig], wm_prev, me)
-                for o in over:
-                    self._remove(o)
-                    touched.pop(id(o), None)
-                w = self._new_window(ms, me, merged, wm_prev)
-                w.pending, w.history, w.retract = absorb(over, sh.accumulation)
-            self.by_start[w.start] = w
-            bisect.insort(self.starts, w.start)
+                if not over:
+                    w = self._new_window(s, e, sh.proto, wm_prev)
+                else:
+                    ms = min([s] + [o.start for o in over])
+                    me = max([e] + [o.end for o in over])
+                    # the element's proto-window (fresh trigger) is one of those merged
+                    merged = tr.merge_triggers([o.trig for o in over] + [sh.proto],
+                                               [o.end for o in over] + [e], wm_prev)
+                    for o in over:
+                        self._remove(o)
+                        touched.pop(id(o), None)
+                    w = self._new_window(ms, me, merged, wm_prev)
+                    w.pending, w.history, w.retract = absorb(over, sh.accumulation)
+                self.by_start[w.start] = w
+                bisect.insort(self.starts, w.start)
         else:
-            if (s, e) in self.closed:
-                sh.drop_reason[i], sh.drop_wm[i] = DROP_CLOSED, wm_prev
-                return
             w = self.windows.get((s, e))
             if w is None:
                 w = self.windows[(s, e)] = self._new_window(s, e, sh.proto, wm_prev)
-            w.trig = w.trig.on_element(p)
+        # As in Beam, the element reaches the trigger of the window it ends up in (after
+        # any merge), so a rewind of that merge cannot lose it.
+        w.trig = w.trig.on_element(p)
         w.pending.append(i)
         touched[id(w)] = w
 
@@ -236,7 +284,7 @@ class _KeyRun:
             if done:
                 self._remove(w)
                 if not expired:
-                    self.closed[(w.start, w.end)] = w.expiry
+                    self.closed.add(w.start, w.end, w.expiry)
                 return True
         if expired:
             if w.pending:  # the closing pane
@@ -249,8 +297,8 @@ class _KeyRun:
             heapq.heappush(self.timers, (t, next(self.sh.seq), w))
         return fired
 
-    def run(self) -> None:
-        """Process every instant up to the end of this key's input and timers."""
+    def run(self, end_time: int) -> None:
+        """Process every instant of this key up to the end instant (inclusive)."""
         sh, tl = self.sh, self.sh.timeline
         ptr = self.lo
         while True:
@@ -260,12 +308,9 @@ class _KeyRun:
                 heapq.heappop(self.holds)
             t_arr = int(sh.inst_arr[ptr]) if ptr < self.hi else POS_INF
             t_tim = self.timers[0][0] if self.timers else POS_INF
-            t_wm = POS_INF
-            if self.holds:
-                j = int(tl.first_reaching(np.int64(self.holds[0][0])))
-                t_wm = int(tl.times[j]) if j < len(tl.times) else POS_INF
+            t_wm = int(tl.reach(self.holds[0][0])) if self.holds else POS_INF
             p = min(t_arr, t_tim, t_wm)
-            if p == POS_INF:
+            if p > end_time:  # a rising watermark reaches ends after the replay's end too
                 return
             wm_prev = int(tl.before(p))
             touched: dict[int, WindowState] = {}
@@ -279,11 +324,8 @@ class _KeyRun:
             while self.holds and self.holds[0][0] <= wm:
                 w = heapq.heappop(self.holds)[2]
                 touched[id(w)] = w
-            fired = False
             for w in sorted(touched.values(), key=lambda w: (w.start, w.end)):
-                fired |= self._evaluate(w, p, p, wm)
-            if fired:
-                self.last_fire = max(self.last_fire, p)
+                self._evaluate(w, p, p, wm)
 
     def add_batch(self) -> None:
         """Batch input: every element arrives at one instant, watermark still -inf."""
@@ -329,11 +371,10 @@ def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | 
             r.add_batch()
         end_time = NULL_TIME
     else:
+        last = int(arrival_time.max()) if len(arrival_time) else NEG_INF
+        end_time = max(end_floor, end_floor_of(clauses.trigger, last, timeline))
         for r in runs:
-            r.run()
-        end_time = max([r.last_fire for r in runs] + [NEG_INF, end_floor]
-                       + ([int(arrival_time.max())] if len(arrival_time) else [])
-                       + ([int(timeline.times[-1])] if len(timeline.times) else []))
+            r.run(end_time)
     for r in runs:
         r.finish(end_time, end_time)
     lg = sh.log
@@ -387,19 +428,25 @@ def canonical(res: GabwResult) -> GabwResult:
 # --------------------------------------------------------------------------- entry point
 
 
-def end_floor_of(trigger, last_arrival: int) -> int:
-    """The end instant of a replay whose last arrival is ``last_arrival`` (before the
-    watermark's own last change is taken into account): processing time runs on to the
-    end of every trigger period or delay that may be in progress."""
+def end_floor_of(trigger, last_arrival: int, timeline: Timeline | None = None) -> int:
+    """The end instant of a replay (LANGUAGE.md §4): the latest instant of its input —
+    the last arrival and the last row of a WATERMARK FROM series — carried forward to
+    the end of any trigger period or processing-time delay then in progress (data
+    independent: every slice of keys gets the same end), and at least the watermark's
+    last change."""
     from dfsql.language import clauses as c
 
-    out = last_arrival
+    latest = last_arrival if timeline is None else max(last_arrival, timeline.end)
+    last_change = NEG_INF if timeline is None else timeline.last_change
+    if latest == NEG_INF:
+        return last_change
+    out = latest
     stack = [trigger]
     while stack:
         t = stack.pop()
         if isinstance(t, c.AtPeriod):
-            out = max(out, tr.ceil_to(last_arrival, t.period.micros))
-        elif isinstance(t, c.SinceEarliestElem):
+            out = max(out, tr.ceil_to(latest, t.period.micros))
+        elif isinstance(t, c.SinceEarliestElem) and last_arrival > NEG_INF:
             out = max(out, last_arrival + t.delay.micros)
         for attr in ("subs", "sub", "main", "final"):
             v = getattr(t, attr, None)
@@ -407,7 +454,7 @@ def end_floor_of(trigger, last_arrival: int) -> int:
                 stack.extend(v)
             elif v is not None:
                 stack.append(v)
-    return out
+    return max(out, last_change)
 
 
 def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
@@ -427,8 +474,12 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
     event_time = np.asarray(event_time, I64)
     if arrival_time is not None:
         arrival_time = np.asarray(arrival_time, I64)
-        if len(arrival_time):
-            end_floor = max(end_floor, end_floor_of(clauses.trigger, int(arrival_time.max())))
+        last = int(arrival_time.max()) if len(arrival_time) else NEG_INF
+        end_floor = max(end_floor, end_floor_of(clauses.trigger, last, timeline))
+    null = event_time == NULL_EVENT_TIME
+    if null.any():
+        return _without_null_times(null, key, event_time, arrival_time, clauses, timeline,
+                                   fast=fast, end_floor=end_floor, ordered=ordered)
     if fast is not False:
         from dfsql.model import fastpath
 
@@ -447,6 +498,36 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
     return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor,
                    ordered=ordered)
+
+
+def _without_null_times(null: np.ndarray, key: np.ndarray, event_time: np.ndarray,
+                        arrival_time: np.ndarray | None, clauses: Clauses, timeline: Timeline,
+                        **kw) -> GabwResult:
+    """Elements whose event time is NULL belong to no window (LANGUAGE.md §3): run the
+    driver without them, then add them as dropped instances (reason: null event time,
+    with the watermark in effect when they arrived). One rule for every path."""
+    ok = np.nonzero(~null)[0]
+    res = group_also_by_window(key[ok], event_time[ok],
+                               None if arrival_time is None else arrival_time[ok],
+                               clauses, timeline, **kw)
+    i = res.instances
+    nulls = np.nonzero(null)[0]
+    k = len(nulls)
+    wm = (np.full(k, NEG_INF, I64) if arrival_time is None
+          else np.asarray(timeline.before(arrival_time[nulls]), I64))
+    none = np.full(k, NULL_EVENT_TIME, I64)
+    rows = np.concatenate([ok[i.row], nulls])
+    inst = Instances(rows, np.concatenate([i.window_start, none]),
+                     np.concatenate([i.window_end, none]),
+                     np.concatenate([i.first_pane, np.full(k, -1, I64)]),
+                     np.concatenate([i.drop_reason, np.full(k, DROP_NULL_TIME, np.int8)]),
+                     np.concatenate([i.watermark_at_arrival, wm]))
+    if kw.get("ordered", True):  # canonical instance order: by row, then window start
+        o = np.lexsort((inst.window_start, inst.row))
+        inst = Instances(*(a[o] for a in (inst.row, inst.window_start, inst.window_end,
+                                          inst.first_pane, inst.drop_reason,
+                                          inst.watermark_at_arrival)))
+    return GabwResult(res.panes, res.retractions, res.cover, inst, res.end_time)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -512,7 +593,7 @@ def is_accumulating(clauses: Clauses) -> bool:
 # --------------------------------------------------------------------------- flat view
 
 
-DROP_TEXT = np.array(["", "expired", "closed"], dtype=object)
+DROP_TEXT = np.array(_DROP_TEXT, dtype=object)
 
 
 @dataclass

@@ -24,9 +24,11 @@ EARLY, ON_TIME, LATE = 0, 1, 2
 TIMING_NAMES = ("EARLY", "ON_TIME", "LATE")
 
 # Reasons an element instance was dropped (0: it was not).
-DROP_NONE, DROP_EXPIRED, DROP_CLOSED = 0, 1, 2
+DROP_NONE, DROP_EXPIRED, DROP_CLOSED, DROP_NULL_TIME = 0, 1, 2, 3
 DROP_REASONS = ("", "window expired (watermark past window end + allowed lateness)",
-                "window closed (its trigger is done)")
+                "window closed (its trigger is done)", "null event time")
+#: The short reason a dropped row carries (LATE ROWS INTO's ``reason`` column).
+DROP_TEXT = ("", "expired", "closed", "null event time")
 
 
 def timing_of(watermark: int, end: int, created_late: bool, ontime_done: bool) -> int:

@@ -21,7 +21,7 @@ from dfsql.model.group_also_by_window import (
 from dfsql.model.group_also_by_window import aggregate as aggregate_panes
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.watermarks import timeline_for
-from dfsql.model.windows import I64, NEG_INF, POS_INF
+from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
 
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -75,7 +75,8 @@ def run(
     as_dt = any(isinstance(e[2], dt.datetime) for e in els)
     keys_in = [e[0] for e in els]
     batch = clauses.processing_time is None
-    et = np.asarray([to_micros(e[2]) for e in els], I64)
+    # a NULL event time (None) belongs to no window: the driver drops it
+    et = np.asarray([NULL_EVENT_TIME if e[2] is None else to_micros(e[2]) for e in els], I64)
     at = None if batch else np.asarray([to_micros(e[3]) for e in els], I64)
     # dense key ids in first-seen order; rows sorted by key then arrival
     ids: dict[Any, int] = {}

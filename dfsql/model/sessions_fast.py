@@ -38,6 +38,7 @@ from dfsql.model.group_also_by_window import (
     Panes,
     Retractions,
     canonical,
+    end_floor_of,
     general,
     instances_of,
 )
@@ -84,9 +85,10 @@ def early_period(clauses: c.Clauses) -> tuple[bool, int | None]:
     return False, None
 
 
-def _ord_end(tl: Timeline, thresholds: np.ndarray) -> np.ndarray:
-    """Ordinal (2·instant) of the first watermark change reaching each threshold."""
-    return _ord_of(tl, thresholds, FINAL)
+def _ord_end(tl: Timeline, thresholds: np.ndarray, end: int) -> np.ndarray:
+    """Ordinal (2·instant) of the first instant, up to the end instant, at which the
+    watermark reaches each threshold (FINAL: only the final round does)."""
+    return _ord_of(tl, thresholds, FINAL, end)
 
 
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
@@ -98,6 +100,8 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     tl = timeline
     lateness = clauses.allowed_lateness.micros
     accumulation = clauses.accumulation
+    last_arrival = int(arrival_time.max()) if len(arrival_time) else NEG_INF
+    end_time = max(end_floor, end_floor_of(clauses.trigger, last_arrival, tl))
 
     # 1. Dropped on arrival: the element's own window already expired (window-independent).
     wm_prev = tl.before(arr).astype(I64)
@@ -133,6 +137,12 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     hi = np.zeros(n_comp, I64)
     chain = np.full(n_comp, -1, I64)
     phase2 = np.zeros(n_comp, bool)
+    # the live window's own timing history: created late, on-time pane fired (a window
+    # that absorbs an element without growing stays the same window: merge identity)
+    late_born = np.zeros(n_comp, bool)
+    ontime_done = np.zeros(n_comp, bool)
+    glo = np.zeros(n_comp, I64)  # the live window's bounds before the current instant
+    ghi = np.zeros(n_comp, I64)
     first = np.full(n_comp, NO_FIRST, I64)
     complex_ = np.zeros(n_comp, bool)
     next_chain = 0
@@ -140,7 +150,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     elem_window = np.empty(m, I64)  # window (instant group) id of each element
     n_windows = 0
 
-    win_chain, win_seq = [], []
+    win_chain, win_seq, win_grew = [], [], []
     p_chain, p_ord, p_lo, p_hi, p_index, p_timing, p_last, p_win = ([] for _ in range(8))
 
     # Prefix: the leading windows of a session that are not created late and that the
@@ -157,7 +167,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         prev_lo = np.r_[POS_INF, run_lo[:-1]]
         ok = (pos == 0) | ((e_s < prev_hi) & (e_e > prev_lo))
         wrow = ~same_next
-        o_end_all = np.maximum(2 * e_arr, _ord_end(tl, run_hi))
+        o_end_all = np.maximum(2 * e_arr, _ord_end(tl, run_hi, end_time))
         good = ok & (~wrow | ((e_wmp < run_hi) & (o_end_all >= next_arr2)))
         first_bad = np.full(n_comp, POS_INF, I64)
         np.minimum.at(first_bad, seg[~good], pos[~good])
@@ -180,6 +190,9 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
             elem_window[prow] = wid
             win_chain.append(chain[seg[prow]])
             win_seq.append(wid)
+            g0 = np.maximum.accumulate(np.where(first_of_instant, np.arange(m), 0))[prow]
+            win_grew.append((pos[g0] == 0) | (run_hi[prow] > prev_hi[g0])
+                            | (run_lo[prow] < prev_lo[g0]))
             if period is None:
                 first[pc] = e_arr[c_start[pc]]
             else:
@@ -221,6 +234,8 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
                 phase2[dead] = False
                 first[dead] = NO_FIRST
             first[Af] = np.minimum(first[Af], af)  # on_element: the first unfired arrival
+            glo[Af] = np.where(has_win[Af], lo[Af], POS_INF)
+            ghi[Af] = np.where(has_win[Af], hi[Af], NEG_INF)
         # Add the element: it must overlap the live window, else two windows would coexist.
         hw = has_win[A]
         ok = ~hw | ((e_s[i] < hi[A]) & (e_e[i] > lo[A]))
@@ -243,11 +258,20 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         elem_window[il] = wid
         al = e_arr[il]
         wlo, whi = lo[Al], hi[Al]
-        cl = e_wmp[il] >= whi  # created late: the watermark already passed the merged end
-        ph2 = phase2[Al] & cl  # phase 2 survives a merge only when nothing is rewound
+        # A new window only if the instant's elements grew the session; else it is the
+        # same window (merge identity), with its trigger phase and timing history.
+        grew = (wlo < glo[Al]) | (whi > ghi[Al])
+        win_grew.append(grew)
+        cl = e_wmp[il] >= whi  # the watermark already passed the (merged) end
+        late_born[Al] = np.where(grew, cl, late_born[Al])
+        ontime_done[Al] &= ~grew
+        # phase 2 survives a merge only when nothing is rewound (every merged window
+        # passed its end); the same window keeps it
+        ph2 = phase2[Al] & (cl | ~grew)
+        lb, od = late_born[Al], ontime_done[Al]
         f = first[Al]
         nb = next_arr2[il]
-        o_end = np.maximum(2 * al, _ord_end(tl, whi))
+        o_end = np.maximum(2 * al, _ord_end(tl, whi, end_time))
         if period is None:
             e_star = np.full(k, POS_INF, I64)
         else:
@@ -263,7 +287,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
             return np.where(ords >= FINAL, POS_INF, tl.at(ords // 2))
 
         wm1 = wm_at(t1)
-        timing1 = np.where(wm1 < whi, EARLY, np.where(cl, LATE, ON_TIME))
+        timing1 = np.where(wm1 < whi, EARLY, np.where(lb | od, LATE, ON_TIME))
         last1 = wm1 >= exp_thr
         # second pane: the on-time pane after an early-only first pane
         fire2 = fire1 & main1 & ~final1 & (o_end < nb)
@@ -282,6 +306,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
                 p_last.append(lst_[sel])
                 p_win.append(wid[sel])
         # state carried to the next window of the chain
+        ontime_done[Al] = od | (fire1 & (timing1 == ON_TIME)) | fire2
         reached2 = ph2 | final1 | fire2
         phase2[Al] = reached2
         first[Al] = np.where(main1, NO_FIRST, f)
@@ -317,21 +342,13 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     pc_, pk, plo, phi, pidx, ptim, plast, pwin = (x[keep] for x in (
         pc_, pk, plo, phi, pidx, ptim, plast, pwin))
 
-    arr_max = int(arrival_time.max()) if len(arrival_time) else NEG_INF
-    normal = pk[pk < FINAL]
-    last_fire = int(normal.max()) // 2 if len(normal) else NEG_INF
-    floor = max(last_fire, arr_max, end_floor)
-
     gen = None
     if complex_el.any():
         sub = np.sort(row[el[complex_el]])  # element rows, still in (key, arrival) order
         # unordered: _concat joins by id, and the caller orders the whole result
         gen = general(key[sub], event_time[sub], arrival_time[sub], clauses, tl,
-                      end_floor=floor, ordered=False)
+                      end_floor=end_time, ordered=False)
         gen.instances.row = sub[gen.instances.row]
-        end_time = gen.end_time
-    else:
-        end_time = max([floor] + ([int(tl.times[-1])] if len(tl.times) else []))
 
     # Panes in (chain, ordinal, index) order: ids increase along each chain.
     po = np.lexsort((pidx, pk, pc_))
@@ -343,14 +360,24 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     prev_same = np.zeros(npanes, bool)
     if npanes:
         prev_same[1:] = pc_[1:] == pc_[:-1]
+    # pane_index counts the panes of one window: a chain's window changes only where an
+    # instant grew it (otherwise the window absorbed its elements and stayed the same)
+    wseq = np.concatenate(win_seq) if win_seq else np.empty(0, I64)
+    grew_of = np.zeros(n_windows, bool)
+    if len(wseq):
+        grew_of[wseq] = np.concatenate(win_grew)
+    wo = np.lexsort((wseq, win_chain_a))  # windows along each chain, in creation order
+    window_of = np.zeros(n_windows, I64)
+    window_of[wseq[wo]] = np.cumsum(grew_of[wseq[wo]])
+    p_window = window_of[pwin]
+    new_window = np.r_[True, p_window[1:] != p_window[:-1]] if npanes else np.zeros(0, bool)
+    pane_index = pid - np.maximum.accumulate(np.where(new_window, pid, 0))
 
     # Element -> first pane: its window's first pane, else the next window's in its chain.
     first_pane_of_window = np.full(n_windows, -1, I64)
     if npanes:
         p1 = pidx == 0
         first_pane_of_window[pwin[p1]] = pid[p1]
-    wseq = np.concatenate(win_seq) if win_seq else np.empty(0, I64)
-    wo = np.lexsort((wseq, win_chain_a))  # windows along each chain, in creation order
     big = npanes + 1
     val = np.where(first_pane_of_window[wseq[wo]] >= 0, first_pane_of_window[wseq[wo]],
                    npanes)
@@ -386,7 +413,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
 
     panes_key = chain_key[pc_] if npanes else np.empty(0, I64)
     res = GabwResult(
-        Panes(pid, panes_key, plo, phi, pidx, ptim, plast, emit),
+        Panes(pid, panes_key, plo, phi, pane_index, ptim, plast, emit),
         retr, cover,
         Instances(row[fast_inst], start[fast_inst], end[fast_inst], first_pane[fast_inst],
                   drop_reason[fast_inst], drop_wm[fast_inst]),

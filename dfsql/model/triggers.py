@@ -463,10 +463,18 @@ def build(t: c.Trigger) -> Node:
     raise TypeError(f"unknown trigger {t!r}")
 
 
-def merge_triggers(triggers: list[Node], watermark: int, merged_end: int) -> Node:
-    """R1 ⊕ R2 ⊕ …: rewind each (only needed when the merged window's end is not yet
-    reached; both-reached means every output is allowed) and take the furthest."""
-    if watermark < merged_end:
+def merge_triggers(triggers: list[Node], ends: list[int], watermark: int) -> Node:
+    """R1 ⊕ R2 ⊕ … for windows merged at once, whose (exclusive) ends are ``ends``.
+
+    The seed's rule: ``further(rewind(R1), rewind(R2), …)``, where rewinding is needed
+    only when *some but not all* of the merged windows have passed their end (if none
+    has, nothing was fired at an end that moved; if all have, the merged end has passed
+    too and every output is allowed). One merge event is one n-ary operation: the result
+    does not depend on the order of the windows (commutative); applying it pairwise to
+    three windows may differ, because rewinding depends on the set of ends merged.
+    """
+    passed = [watermark >= e for e in ends]
+    if any(passed) and not all(passed):
         triggers = [t.rewind() for t in triggers]
     out = triggers[0]
     for t in triggers[1:]:

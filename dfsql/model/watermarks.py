@@ -23,47 +23,100 @@ from dfsql.language.clauses import (
     WatermarkPercentile,
     WatermarkPerfect,
 )
-from dfsql.model.windows import I64, NEG_INF, POS_INF
+from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """Watermark as a step function of processing time."""
+    """Watermark as a function of processing time: steps, or steps with rising segments.
+
+    At change point ``times[i]`` the watermark becomes ``values[i]``. Without ``lags`` it
+    then stays there until the next change (a step function: DELAY, FROM, PERFECT). With
+    ``lags`` (PERCENTILE) it also rises with processing time between change points:
+    ``wm(p) = max(values[i], p - lags[i])`` for ``times[i] <= p < times[i+1]``, the
+    paper's "p minus the observed delay percentile", never moving backwards.
+    ``end`` is the latest instant of the watermark's own input (a WATERMARK FROM
+    series' last row), which a bounded replay runs to even if the watermark no longer
+    changes there (LANGUAGE.md §4). Before the first change the watermark is -inf.
+    """
 
     times: np.ndarray
     values: np.ndarray
+    lags: np.ndarray | None = None
+    end: int = NEG_INF
 
     @staticmethod
-    def of(times: Sequence[int] | np.ndarray, values: Sequence[int] | np.ndarray) -> Timeline:
+    def of(times: Sequence[int] | np.ndarray, values: Sequence[int] | np.ndarray,
+           end: int = NEG_INF) -> Timeline:
         """Build from raw points in any order: sort, running max, keep only changes."""
         t = np.asarray(times, I64)
         v = np.asarray(values, I64)
         if len(t) == 0:
-            return Timeline(np.empty(0, I64), np.empty(0, I64))
+            return Timeline(np.empty(0, I64), np.empty(0, I64), None, end)
         o = np.lexsort((v, t))
         t, v = t[o], np.maximum.accumulate(v[o])
         last_of_time = np.r_[t[1:] != t[:-1], True]
         t, v = t[last_of_time], v[last_of_time]
         change = np.r_[True, v[1:] != v[:-1]] & (v > NEG_INF)
-        return Timeline(t[change], v[change])
+        return Timeline(t[change], v[change], None, end)
+
+    @staticmethod
+    def rising(times: np.ndarray, lags: np.ndarray, end: int = NEG_INF) -> Timeline:
+        """``wm(p) = max over p' <= p of (p' - lag(p'))`` where the lag changes only at
+        ``times`` (strictly increasing): a running max that rises between changes."""
+        t = np.asarray(times, I64)
+        lag = np.asarray(lags, I64)
+        if len(t) == 0:
+            return Timeline(np.empty(0, I64), np.empty(0, I64), None, end)
+        here = t - lag
+        carried = np.r_[NEG_INF, t[1:] - lag[:-1]]  # the previous segment's value at t[i]
+        v = np.maximum.accumulate(np.maximum(here, carried))
+        # keep a point only where the lag changes (the value is continuous elsewhere)
+        keep = np.r_[True, lag[1:] != lag[:-1]]
+        return Timeline(t[keep], v[keep], lag[keep], end)
+
+    def _value(self, i: np.ndarray, p: np.ndarray | int) -> np.ndarray:
+        """Value at p of segment i (i = -1: before the first change, -inf)."""
+        if not len(self.times):
+            return np.full(np.shape(p), NEG_INF, I64)
+        j = np.maximum(i, 0)
+        v = self.values[j]
+        if self.lags is not None:
+            v = np.maximum(v, np.asarray(p, I64) - self.lags[j])
+        return np.where(i >= 0, v, NEG_INF)
 
     def at(self, p: np.ndarray | int) -> np.ndarray:
         """The watermark after instant p's move (largest change point <= p)."""
-        i = np.searchsorted(self.times, p, side="right") - 1
-        return np.where(i >= 0, self.values[np.maximum(i, 0)], NEG_INF) if len(self.times) else (
-            np.full(np.shape(p), NEG_INF, I64)
-        )
+        return self._value(np.searchsorted(self.times, p, side="right") - 1, p)
 
     def before(self, p: np.ndarray | int) -> np.ndarray:
-        """The watermark in effect when elements arrive at p (before p's move)."""
-        i = np.searchsorted(self.times, p, side="left") - 1
-        return np.where(i >= 0, self.values[np.maximum(i, 0)], NEG_INF) if len(self.times) else (
-            np.full(np.shape(p), NEG_INF, I64)
-        )
+        """The watermark in effect when elements arrive at p (before p's move): its value
+        at the previous microsecond, for steps and rising segments alike."""
+        q = np.asarray(p, I64)
+        q = np.where(q > NEG_INF, q - 1, q)
+        return self._value(np.searchsorted(self.times, q, side="right") - 1, q)
 
-    def first_reaching(self, thresholds: np.ndarray) -> np.ndarray:
-        """Index of the first change point whose value >= threshold (len(times) if none)."""
-        return np.searchsorted(self.values, thresholds, side="left")
+    def reach(self, thresholds: np.ndarray | int) -> np.ndarray:
+        """The first instant at which the watermark is >= each threshold (POS_INF if
+        never): a change point, or a point inside a rising segment."""
+        th = np.asarray(thresholds, I64)
+        n = len(self.times)
+        if n == 0:
+            return np.full(np.shape(th), POS_INF, I64)
+        j = np.searchsorted(self.values, th, side="left")
+        out = np.where(j < n, self.times[np.minimum(j, n - 1)], POS_INF)
+        if self.lags is not None:
+            i = np.maximum(j - 1, 0)
+            lag = self.lags[i]
+            inside = (j >= 1) & (th < POS_INF - np.maximum(lag, 0))
+            rise = np.where(inside, th + np.where(inside, lag, 0), POS_INF)
+            out = np.minimum(out, rise)
+        return out.astype(I64)
+
+    @property
+    def last_change(self) -> int:
+        """The last change point (NEG_INF if none); a rising timeline keeps rising after."""
+        return int(self.times[-1]) if len(self.times) else NEG_INF
 
 
 def delay_timeline(event_time: np.ndarray, arrival_time: np.ndarray, delay: int) -> Timeline:
@@ -73,7 +126,8 @@ def delay_timeline(event_time: np.ndarray, arrival_time: np.ndarray, delay: int)
 
 def series_timeline(processing_time: Sequence[int], watermark: Sequence[int]) -> Timeline:
     """FROM a series: largest watermark with processing_time <= p (running max)."""
-    return Timeline.of(processing_time, watermark)
+    end = int(np.max(np.asarray(processing_time, I64))) if len(processing_time) else NEG_INF
+    return Timeline.of(processing_time, watermark, end)
 
 
 def writers_timeline(
@@ -121,7 +175,8 @@ def writers_timeline(
                 heapq.heappush(expiries, (int(p) + idle_timeout, int(p), w))
             i += 1
         emit(int(p))
-    return Timeline.of(times, values)
+    end = int(max(processing_time)) if len(processing_time) else NEG_INF
+    return Timeline.of(times, values, end)
 
 
 def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeline:
@@ -145,7 +200,8 @@ def percentile_timeline(
     event_time: np.ndarray, arrival_time: np.ndarray, q: float, delay: int
 ) -> Timeline:
     """PERCENTILE q DELAY d: p minus the nearest-rank q-th percentile of the delays
-    (arrival - event time) seen so far, minus d; sampled at every arrival instant."""
+    (arrival - event time) seen so far, minus d. The percentile changes only at arrival
+    instants; between them the watermark rises with p (a rising :class:`Timeline`)."""
     a = np.asarray(arrival_time, I64)
     d = a - np.asarray(event_time, I64)
     o = np.argsort(a, kind="stable")
@@ -153,7 +209,7 @@ def percentile_timeline(
     low: list[int] = []  # max-heap (negated) of the k smallest delays
     high: list[int] = []  # min-heap of the rest
     times: list[int] = []
-    values: list[int] = []
+    lags: list[int] = []
     n = 0
     for i in range(len(a)):
         x = int(d[i])
@@ -167,8 +223,8 @@ def percentile_timeline(
             heapq.heappush(low, -heapq.heappop(high))
         if i + 1 == len(a) or a[i + 1] != a[i]:
             times.append(int(a[i]))
-            values.append(int(a[i]) + low[0] - delay)  # p - percentile - d
-    return Timeline.of(times, values)
+            lags.append(-low[0] + delay)  # wm(p) = p - percentile - d
+    return Timeline.rising(np.asarray(times, I64), np.asarray(lags, I64))
 
 
 def timeline_for(
@@ -181,6 +237,9 @@ def timeline_for(
     everything arrives at one instant and the watermark jumps to +inf."""
     if arrival_time is None:
         return Timeline.of([], [])
+    known = np.asarray(event_time, I64) != NULL_EVENT_TIME
+    if not known.all():  # a NULL event time belongs to no window and moves no watermark
+        event_time, arrival_time = np.asarray(event_time)[known], np.asarray(arrival_time)[known]
     if isinstance(watermark, WatermarkDelay):
         return delay_timeline(event_time, arrival_time, watermark.delay.micros)
     if isinstance(watermark, WatermarkFrom):

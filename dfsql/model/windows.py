@@ -6,6 +6,8 @@ Time sentinels, used throughout dfsql.model:
   anything is known, and the NULL ``emit_time`` of a batch input.
 * ``POS_INF`` (int64 max) is +inf: GLOBAL's ``window_end`` and the final watermark of a
   bounded input. Only that final watermark passes GLOBAL's end.
+* ``NULL_EVENT_TIME`` (= NEG_INF) in an event-time array is a NULL event time: such an
+  element belongs to no window (LANGUAGE.md §3); the driver drops and counts it.
 
 Windows are half-open ``[start, end)``; two session windows merge when they overlap
 (``a.start < b.end and b.start < a.end``); windows that only touch do not.
@@ -26,6 +28,7 @@ from dfsql.language.clauses import (
 I64 = np.int64
 NEG_INF = int(np.iinfo(np.int64).min)
 POS_INF = int(np.iinfo(np.int64).max)
+NULL_EVENT_TIME = NEG_INF
 
 
 def sat_add(a: np.ndarray | int, b: int) -> np.ndarray | int:

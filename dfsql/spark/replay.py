@@ -189,8 +189,8 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     from dfsql.model.windows import NEG_INF
 
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
-    end_floor = NEG_INF if last_arrival is None else end_floor_of(plan.clauses.trigger,
-                                                                  last_arrival)
+    end_floor = end_floor_of(plan.clauses.trigger,
+                             NEG_INF if last_arrival is None else last_arrival, timeline)
     if first_arrival is not None:
         plan.emit_range = (first_arrival, max(end_floor, last_arrival))
     keys = list(plan.stages.key_columns)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,13 +209,13 @@ def test_after_each_merge_example() -> None:
     # The specification: AfterEach(R1, R2, R3) ⊕ AfterEach(<done>, <done>, R3)
     #                    = AfterEach(<done>, R2', R3)
     r1, r2, r3 = ElemCount(1), EndOfWindow(), ElemCount(2)
-    w1 = AfterEach((r1, r2, r3))
-    w2 = AfterEach((Done(r1), Done(r2), r3))
-    merged = merge_triggers([w1, w2], watermark=50, merged_end=END)  # end not reached
+    w1 = AfterEach((r1, r2, r3))  # its window ends at 200: not reached
+    w2 = AfterEach((Done(r1), Done(r2), r3))  # its window ended at 100: passed
+    merged = merge_triggers([w1, w2], [200, 100], watermark=150)  # some, not all: rewind
     assert merged == AfterEach((Done(r1), EndOfWindow(), r3))
-    assert merge_triggers([w2, w1], 50, END) == merged  # commutative
+    assert merge_triggers([w2, w1], [100, 200], 150) == merged  # commutative
     # both ends reached: no rewind, progress is kept
-    assert merge_triggers([w1, w2], END, END) == AfterEach((Done(r1), Done(r2), r3))
+    assert merge_triggers([w1, w2], [200, 100], 200) == AfterEach((Done(r1), Done(r2), r3))
 
 
 # ---------------------------------------------------------------- properties
@@ -249,10 +251,11 @@ def test_monotone(t: tr.Node, els: list[int], ctx: Ctx, more: list[int], dn: int
         assert feed(t, *sorted(x + ctx.now for x in more)).ready(later)
 
 
-def _progress(t: tr.Node, steps: list[tuple[int, int, int]]) -> tr.Node:
+def _progress(t: tr.Node, steps: list[tuple[int, int, int]], end: int) -> tr.Node:
+    """A window ending at ``end`` that saw ``steps`` (arrival, delay, watermark)."""
     for p, n, w in steps:
         t = feed(t, p)
-        ctx = Ctx(p + n, w, 50)
+        ctx = Ctx(p + n, w, end)
         if not t.is_done() and t.ready(ctx):
             t = t.next(ctx)
     return t
@@ -260,13 +263,22 @@ def _progress(t: tr.Node, steps: list[tuple[int, int, int]]) -> tr.Node:
 
 STEPS = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20), st.integers(0, 80)),
                  max_size=4)
+ENDS = st.integers(30, 70)
 
 
 @settings(max_examples=150, deadline=None)
-@given(TRIGGERS, STEPS, STEPS, STEPS, st.integers(0, 80))
-def test_merge_commutative_associative(t: tr.Node, s1, s2, s3, wm: int) -> None:
-    a, b, d = _progress(t, s1), _progress(t, s2), _progress(t, s3)
-    assert merge_triggers([a, b], wm, 50) == merge_triggers([b, a], wm, 50)
-    left = merge_triggers([merge_triggers([a, b], wm, 50), d], wm, 50)
-    right = merge_triggers([a, merge_triggers([b, d], wm, 50)], wm, 50)
-    assert left == right
+@given(TRIGGERS, STEPS, STEPS, STEPS, ENDS, ENDS, ENDS, st.integers(0, 80))
+def test_merge_commutative(t: tr.Node, s1, s2, s3, e1: int, e2: int, e3: int, wm: int) -> None:
+    """One merge event is one n-ary operation: the order of the windows does not matter;
+    where no rewind is involved (none or all ends passed) it is associative as well."""
+    ws = [(_progress(t, s1, e1), e1), (_progress(t, s2, e2), e2), (_progress(t, s3, e3), e3)]
+    results = set()
+    for perm in itertools.permutations(ws):
+        results.add(merge_triggers([x for x, _ in perm], [e for _, e in perm], wm))
+    assert len(results) == 1
+    passed = [wm >= e for e in (e1, e2, e3)]
+    if all(passed) or not any(passed):
+        (a, ea), (b, eb), (d, ed) = ws
+        left = merge_triggers([merge_triggers([a, b], [ea, eb], wm), d], [max(ea, eb), ed], wm)
+        right = merge_triggers([a, merge_triggers([b, d], [eb, ed], wm)], [ea, max(eb, ed)], wm)
+        assert left == right == results.pop()

@@ -50,9 +50,18 @@ def test_perfect() -> None:
 
 
 def test_percentile() -> None:
-    # delays 4, 2, 10: the median (nearest rank) after each arrival
+    # delays 4, 2, 10: the median (nearest rank) after each arrival is 4, 2, 4
     t = percentile_timeline(np.array([6, 18, 20]), np.array([10, 20, 30]), 50, 0)
-    assert pts(t) == [(10, 6), (20, 18), (30, 26)]
+    assert t.at(np.array([9, 10, 15, 20, 25])).tolist() == [NEG_INF, 6, 11, 18, 23]
+    # between arrivals it rises with p (LANGUAGE.md §4); at 30 the median grows back to
+    # 4 (30 - 4 = 26), but the watermark never moves back: 30 - 2 = 28
+    assert int(t.at(30)) == 28 and int(t.at(40)) == 36
+    assert int(t.before(20)) == 19 - 4 and int(t.before(10)) == NEG_INF
+    # when does it first reach a window end?
+    assert t.reach(np.array([6, 7, 18, 19, 28, 29])).tolist() == [10, 11, 20, 21, 30, 33]
+    # with DELAY d it trails by d more
+    d = percentile_timeline(np.array([6, 18, 20]), np.array([10, 20, 30]), 50, 5)
+    assert int(d.at(25)) == 18
 
 
 def test_assign_fixed_sliding_global_sessions() -> None:
