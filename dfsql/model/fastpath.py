@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfsql.language import clauses as c
-from dfsql.model.group_also_by_window import (
+from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.result import (
     NULL_TIME,
     Cover,
     GabwResult,
@@ -36,7 +37,6 @@ from dfsql.model.group_also_by_window import (
     end_floor_of,
     instances_of,
 )
-from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, POS_INF, concat_ranges, merge_sessions, sat_add
@@ -124,7 +124,7 @@ def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL,
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
         clauses: c.Clauses, timeline: Timeline, plan: Plan,
         end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
-    """Vectorised driver; same contract and output as ``group_also_by_window.general``."""
+    """Vectorised driver; same contract and output as ``state_machine.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
     if plan.batch_only:

@@ -31,7 +31,8 @@ import numpy as np
 
 from dfsql.language import clauses as c
 from dfsql.model.fastpath import _ord_of
-from dfsql.model.group_also_by_window import (
+from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.result import (
     Cover,
     GabwResult,
     Instances,
@@ -39,10 +40,9 @@ from dfsql.model.group_also_by_window import (
     Retractions,
     canonical,
     end_floor_of,
-    general,
     instances_of,
 )
-from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
+from dfsql.model.state_machine import general
 from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import (
@@ -94,7 +94,7 @@ def _ord_end(tl: Timeline, thresholds: np.ndarray, end: int) -> np.ndarray:
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         clauses: c.Clauses, timeline: Timeline, period: int | None,
         end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
-    """Same contract and output as ``group_also_by_window.general``."""
+    """Same contract and output as ``state_machine.general``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
     tl = timeline
@@ -220,11 +220,10 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
     for s in range(max_len):
         A = np.nonzero(c_rem > s)[0]
         i = c_start[A] + c_off[A] + s
-        a = e_arr[i]
         # A new instant: is the session's live window still alive (not expired)?
         fo = first_of_instant[i]
         if fo.any():
-            Af, af = A[fo], a[fo]
+            Af = A[fo]
             alive = has_win[Af] & (e_wmp[i[fo]] < sat_add(hi[Af], lateness))
             dead = Af[~alive]
             if len(dead):
@@ -233,7 +232,6 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
                 next_chain += len(dead)
                 phase2[dead] = False
                 first[dead] = NO_FIRST
-            first[Af] = np.minimum(first[Af], af)  # on_element: the first unfired arrival
             glo[Af] = np.where(has_win[Af], lo[Af], POS_INF)
             ghi[Af] = np.where(has_win[Af], hi[Af], NEG_INF)
         # Add the element: it must overlap the live window, else two windows would coexist.
@@ -269,7 +267,10 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
         # passed its end); the same window keeps it
         ph2 = phase2[Al] & (cl | ~grew)
         lb, od = late_born[Al], ontime_done[Al]
-        f = first[Al]
+        # on_element after the merge: the period leaf sees the instant's elements only
+        # while the window is in its early phase (a done phase gets no elements)
+        f = np.where(ph2, first[Al], np.minimum(first[Al], al))
+        first[Al] = f
         nb = next_arr2[il]
         o_end = np.maximum(2 * al, _ord_end(tl, whi, end_time))
         if period is None:
