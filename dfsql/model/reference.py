@@ -30,7 +30,7 @@ def to_micros(t: Any) -> int:
     """Datetime (naive = UTC) or epoch seconds -> int64 µs; ±inf -> the sentinels."""
     if isinstance(t, dt.datetime):
         if t.tzinfo is not None:
-            t = t.astimezone(dt.UTC).replace(tzinfo=None)
+            t = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
         d = t - _EPOCH
         return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
     f = float(t)
