@@ -236,8 +236,9 @@ def test_installed_wheel_explains_outside_the_checkout(wheel: Path, tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = os.pathsep.join([str(target), deps])
     code = f"""
-import sys
-assert not any(p and {str(REPO)!r} in p for p in sys.path), sys.path
+import os, sys
+repo = os.path.realpath({str(REPO)!r})
+assert repo not in [os.path.realpath(p or os.curdir) for p in sys.path], sys.path
 import dfsql, dfsql.cli
 assert dfsql.__file__.startswith({str(target)!r}), dfsql.__file__
 text = dfsql.explain(
