@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from dfsql.language import parse_statement  # noqa: E402
 from dfsql.language.rewrite import _rewrite_cached, rewrite  # noqa: E402
 
-FIGURES = ROOT.parent / "shared" / "data" / "paper_example" / "figures.json"
+FIGURES = ROOT / "examples" / "paper" / "figures.json"
 BUDGET_MS = 5.0
 HEAD = "SELECT k, COUNT(*) AS n, SUM(v) AS total\nFROM t\nGROUP BY k\n"
 

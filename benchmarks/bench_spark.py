@@ -1,6 +1,6 @@
 """dfsql on Spark against native Spark, in the same run, on the benchmark generator's data.
 
-Workloads (LANGUAGE.md queries over ``../shared/bench/gen_events.py`` output, 10k keys):
+Workloads (LANGUAGE.md queries over ``benchmarks/gen_events.py`` output, 10k keys):
 
 * FIXED(1 MINUTE), default trigger, batch    vs  ``groupBy(key, window(event_time, '1 minute'))``
 * SESSIONS(GAP 30 SECONDS), default trigger  vs  ``groupBy(key, session_window(...))``
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GEN = HERE.parents[1] / "shared" / "bench" / "gen_events.py"
+GEN = HERE / "gen_events.py"
 DATA = HERE / "data"
 
 WORKLOADS = {

@@ -1,9 +1,38 @@
 """dfsql: streaming SQL with the Dataflow model (windows, triggers, watermarks,
-accumulation and retractions) on Apache Spark."""
+accumulation and retractions) on Apache Spark.
 
-from dfsql.api import dropped_late, explain, register, sql
+The query functions load lazily (PEP 562): Spark's Python workers import ``dfsql.model``
+and ``dfsql.spark.replay``, which runs this file, and must not pay for the parsers (lark,
+sqlglot) that ``dfsql.api`` brings. ``dfsql.errors`` and ``dfsql.session`` import nothing
+heavy, so they load at once (``dfsql.session`` must be bound to the function before anyone
+imports the submodule of the same name).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from dfsql.errors import DfsqlError
 from dfsql.session import session  # pyspark is imported only when session() is called
 
+if TYPE_CHECKING:
+    from dfsql.api import dropped_late, explain, register, sql
+
 __all__ = ["sql", "explain", "register", "session", "dropped_late", "DfsqlError"]
 __version__ = "0.1.0"
+
+_FROM_API = frozenset({"sql", "explain", "register", "dropped_late"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _FROM_API:
+        from dfsql import api
+
+        value = getattr(api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dfsql' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _FROM_API)

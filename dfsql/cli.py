@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dfsql.errors import DfsqlError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parent / "examples"  # inside the package: the demo runs from a wheel
 
 
 def register_paper_tables(spark) -> None:

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from dfsql.session import session, stop_session
 
-PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "paper_example"
+PAPER_DATA = Path(__file__).resolve().parents[1] / "examples" / "paper"
 
 #: Schemas of the paper's running example (timestamps are read in the session's UTC zone).
 SCORES_SCHEMA = "key STRING, value BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"

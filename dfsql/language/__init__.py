@@ -1,6 +1,39 @@
-"""Text → typed query: the extension clauses (Lark) and the SELECT around them (sqlglot)."""
+"""Text → typed query: the extension clauses (Lark) and the SELECT around them (sqlglot).
 
-from dfsql.language.parse import parse_clauses
-from dfsql.language.statement import Statement, WindowedBlock, parse_statement
+The public names load lazily (PEP 562): ``dfsql.model`` imports ``dfsql.language.clauses``
+(the typed clauses), and importing a submodule runs this file; the parsers must not come
+with it into every Spark Python worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dfsql.language.parse import parse_clauses
+    from dfsql.language.statement import Statement, WindowedBlock, parse_statement
 
 __all__ = ["parse_clauses", "parse_statement", "Statement", "WindowedBlock"]
+
+#: public name -> the submodule that defines it
+_HOME = {
+    "parse_clauses": "parse",
+    "parse_statement": "statement",
+    "Statement": "statement",
+    "WindowedBlock": "statement",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'dfsql.language' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"dfsql.language.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

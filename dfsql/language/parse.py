@@ -1,6 +1,6 @@
 """Lark parse of the extension clauses (WINDOW … EMIT) into :mod:`clauses` objects.
 
-The grammar lives in ``grammar/dfsql.lark``. A Transformer turns the parse tree into
+The grammar lives in ``dfsql/grammar/dfsql.lark``. A Transformer turns the parse tree into
 frozen dataclasses, desugaring LANGUAGE.md §5's trigger syntax into the nodes of the
 trigger specification; nothing else touches the parse tree. Lark's exceptions are turned
 into :class:`~dfsql.errors.DfsqlError` subclasses with the line and column in the user's
@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from pathlib import Path
+from importlib import resources
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
@@ -59,18 +59,17 @@ _TERMINAL_TEXT = {
 }
 
 
-def _grammar_path() -> Path:
-    here = Path(__file__).resolve()
-    for cand in (here.parents[2] / "grammar" / "dfsql.lark", here.parents[1] / "grammar" / "dfsql.lark"):
-        if cand.exists():
-            return cand
-    raise FileNotFoundError("grammar/dfsql.lark not found next to the dfsql package")
+def _grammar_text() -> str:
+    """The grammar, read from inside the installed package (``dfsql/grammar/dfsql.lark``;
+    the checkout's top-level ``grammar/`` is a symlink to that folder), so a wheel or a
+    non-editable install finds it wherever it runs."""
+    return resources.files("dfsql").joinpath("grammar/dfsql.lark").read_text(encoding="utf-8")
 
 
 @functools.cache
 def _parser() -> Lark:
     return Lark(
-        _grammar_path().read_text(),
+        _grammar_text(),
         parser="lalr",
         propagate_positions=True,
         maybe_placeholders=False,

@@ -24,14 +24,9 @@ from sqlglot.errors import ParseError
 
 from dfsql.errors import DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language import clauses as c
+from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PANES_TABLE, PROCESSING_TIME
 from dfsql.language.scan import Source
 from dfsql.language.statement import WindowedBlock
-
-PANES_TABLE = "__dfsql_panes"
-EVENT_TIME = "__event_time"
-PROCESSING_TIME = "__processing_time"
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                "emit_time", "is_retraction")
 
 # Spark aggregate functions that sqlglot parses as anonymous functions.
 SPARK_AGGREGATES = {

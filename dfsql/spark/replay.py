@@ -24,7 +24,7 @@ import numpy as np
 
 from dfsql.errors import DataError, SourceError
 from dfsql.language import clauses as c
-from dfsql.language.rewrite import EVENT_TIME, PROCESSING_TIME
+from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.spark.ordering import shuffle_partitions
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from dfsql.language.clauses import (
     WatermarkPerfect,
 )
 
-FIGURES = Path(__file__).resolve().parents[3] / "shared" / "data" / "paper_example" / "figures.json"
+FIGURES = Path(__file__).resolve().parents[2] / "examples" / "paper" / "figures.json"
 
 MS = 1_000
 S = 1_000_000

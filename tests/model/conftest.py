@@ -26,7 +26,7 @@ from dfsql.language.clauses import (
     WatermarkFrom,
 )
 
-PAPER = Path("/work/shared/data/paper_example")
+PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 MIN = Duration(60_000_000)
 
 

@@ -1,4 +1,4 @@
-"""Every figure of shared/data/paper_example/figures.json through dfsql.model.run."""
+"""Every figure of examples/paper/figures.json through dfsql.model.run."""
 
 from __future__ import annotations
 

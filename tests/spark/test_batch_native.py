@@ -15,7 +15,7 @@ import pytest
 
 import dfsql
 
-GEN = Path(__file__).resolve().parents[3] / "shared" / "bench" / "gen_events.py"
+GEN = Path(__file__).resolve().parents[2] / "benchmarks" / "gen_events.py"
 
 
 @pytest.fixture(scope="module")

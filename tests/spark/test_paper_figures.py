@@ -11,7 +11,7 @@ import pytest
 import dfsql
 
 FIGURES = json.loads(
-    (Path(__file__).resolve().parents[3] / "shared" / "data" / "paper_example" / "figures.json")
+    (Path(__file__).resolve().parents[2] / "examples" / "paper" / "figures.json")
     .read_text())["figures"]
 COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
            "emit_time", "is_retraction"]

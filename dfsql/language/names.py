@@ -1,0 +1,16 @@
+"""Column and table names that the rewrite, the planner and the replay executor share.
+
+Kept apart from ``rewrite`` (which needs sqlglot) because ``dfsql.spark.replay`` runs in
+every Spark Python worker and needs only these strings.
+"""
+
+from __future__ import annotations
+
+#: The temp view of the panes the replay (or the batch path) produces.
+PANES_TABLE = "__dfsql_panes"
+#: The input stage's event-time and processing-time columns.
+EVENT_TIME = "__event_time"
+PROCESSING_TIME = "__processing_time"
+#: The pane columns every windowed result ends with (LANGUAGE.md §7).
+PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
+                "emit_time", "is_retraction")

@@ -1,0 +1,264 @@
+"""dfsql installs and runs outside its checkout, and its Spark-worker modules stay light.
+
+Issue #10, items 16-19: the grammar and the demo's data ship inside the wheel; nothing reads
+a path outside the repository; the wheel's Requires-Python has no upper cap; the code uses
+nothing newer than Python 3.10; and ``dfsql.model`` / ``dfsql.spark.replay`` (imported by
+every Spark Python worker) load neither lark nor sqlglot.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, *, cwd: Path, env: dict[str, str] | None = None,
+            flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *flags, "-c", code], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# -- item 19: what a Spark worker imports ------------------------------------------------
+
+def test_model_and_replay_import_neither_lark_nor_sqlglot(tmp_path: Path) -> None:
+    """Every Spark Python worker imports dfsql.model and dfsql.spark.replay; lark and
+    sqlglot (the parsers) would be paid per worker for nothing."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = _python("import sys, dfsql.model, dfsql.spark.replay\n"
+                "heavy = sorted(m for m in ('lark', 'sqlglot', 'pyspark') if m in sys.modules)\n"
+                "print(','.join(heavy))", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"imported by dfsql.model / dfsql.spark.replay: {r.stdout}"
+
+
+def test_import_dfsql_is_light_and_public_names_still_resolve(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    code = """
+import sys
+import dfsql
+assert 'lark' not in sys.modules and 'sqlglot' not in sys.modules, 'import dfsql is heavy'
+import dfsql.api, dfsql.errors, dfsql.session
+assert dfsql.sql is dfsql.api.sql and dfsql.explain is dfsql.api.explain
+assert dfsql.register is dfsql.api.register and dfsql.dropped_late is dfsql.api.dropped_late
+assert dfsql.DfsqlError is dfsql.errors.DfsqlError
+assert dfsql.session is dfsql.session.__globals__['session'] and callable(dfsql.session)
+assert set(dfsql.__all__) <= set(dir(dfsql))
+from dfsql.language import parse_clauses, parse_statement, Statement, WindowedBlock
+import dfsql.language.parse as p, dfsql.language.statement as s
+assert parse_clauses is p.parse_clauses and parse_statement is s.parse_statement
+assert Statement is s.Statement and WindowedBlock is s.WindowedBlock
+import dfsql.language.rewrite as rw, dfsql.language.names as names
+assert (rw.EVENT_TIME, rw.PROCESSING_TIME, rw.PANES_TABLE, rw.PANE_COLUMNS) == (
+    names.EVENT_TIME, names.PROCESSING_TIME, names.PANES_TABLE, names.PANE_COLUMNS)
+for mod, name in ((dfsql, 'no_such_name'), (dfsql.language, 'no_such_name')):
+    try:
+        getattr(mod, name)
+    except AttributeError as e:
+        assert name in str(e)
+    else:
+        raise AssertionError(name)
+print('ok')
+"""
+    r = _python(code, cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+# -- item 17: nothing outside the repository ---------------------------------------------
+
+_OUTSIDE = re.compile(r"""/work/|\.\./shared|["']shared["']""")
+
+
+def test_no_code_reads_a_path_outside_the_repository() -> None:
+    """A fresh clone has no ../shared beside it and no /work: tests, product, benchmarks
+    and examples read only files of their own repository."""
+    offenders = []
+    for top in ("dfsql", "tests", "benchmarks", "examples"):
+        for f in sorted((REPO / top).rglob("*")):
+            if f.suffix not in (".py", ".sql", ".json", ".csv", ".lark") or f.samefile(__file__):
+                continue
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                if _OUTSIDE.search(line):
+                    offenders.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_paper_data_is_in_the_repository() -> None:
+    paper = REPO / "examples" / "paper"
+    for name in ("events.csv", "watermarks.csv", "figures.json"):
+        assert (paper / name).is_file(), name
+    # The running example: ten scores summing to 51 (the paper's Figure 2 total).
+    rows = (paper / "events.csv").read_text().splitlines()[1:]
+    assert len(rows) == 10 and sum(int(r.split(",")[1]) for r in rows) == 51
+    assert (REPO / "benchmarks" / "gen_events.py").is_file()
+
+
+# -- item 18: Python versions -------------------------------------------------------------
+
+#: Names that appeared in the standard library after 3.10, by module.
+_NEWER_THAN_310 = {
+    "datetime": {"UTC"},
+    "enum": {"StrEnum", "ReprEnum", "EnumCheck", "verify", "member", "nonmember", "global_enum",
+             "property", "FlagBoundary", "show_flag_values"},
+    "typing": {"Self", "LiteralString", "Never", "assert_never", "assert_type", "reveal_type",
+               "TypeVarTuple", "Unpack", "dataclass_transform", "NotRequired", "Required",
+               "get_overloads", "clear_overloads", "override", "TypeAliasType"},
+    "asyncio": {"TaskGroup", "timeout", "timeout_at", "Runner", "Barrier"},
+    "contextlib": {"chdir"},
+    "hashlib": {"file_digest"},
+    "operator": {"call"},
+    "itertools": {"batched"},
+}
+_NEWER_MODULES = {"tomllib", "wsgiref.types"}
+_NEWER_BUILTINS = {"ExceptionGroup", "BaseExceptionGroup"}
+
+
+def _newer_than_310(tree: ast.AST) -> list[str]:
+    found = []
+    aliases: dict[str, str] = {}  # local name -> module, for `import datetime as dt`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name] = a.name
+                if a.name in _NEWER_MODULES:
+                    found.append(f"import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module in _NEWER_MODULES:
+                found.append(f"from {node.module} import")
+            for a in node.names:
+                if a.name in _NEWER_THAN_310.get(node.module, ()):
+                    found.append(f"from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.TryStar):
+            found.append(f"try/except* (line {node.lineno})")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            module = aliases.get(node.value.id)
+            if module and node.attr in _NEWER_THAN_310.get(module, ()):
+                found.append(f"{module}.{node.attr} (line {node.lineno})")
+        elif isinstance(node, ast.Name) and node.id in _NEWER_BUILTINS:
+            found.append(f"{node.id} (line {node.lineno})")
+    return found
+
+
+def test_the_newer_than_310_check_finds_what_it_looks_for() -> None:
+    src = ("import datetime as dt\nimport tomllib\nfrom enum import StrEnum\n"
+           "x = dt.UTC\ntry:\n    pass\nexcept* ValueError:\n    pass\n")
+    assert _newer_than_310(ast.parse(src)) == [
+        "import tomllib", "from enum import StrEnum", "try/except* (line 5)", "datetime.UTC (line 4)"]
+    assert _newer_than_310(ast.parse("import datetime\nx = datetime.timezone.utc\n")) == []
+
+
+@pytest.mark.xfail(strict=True, reason="dfsql/model/reference.py:33 uses dt.UTC (3.11+); "
+                   "dfsql/model/ is the lead's to change: dt.timezone.utc. Drop this marker then.")
+def test_code_uses_nothing_newer_than_python_310() -> None:
+    found = {}
+    for top in ("dfsql", "tests", "benchmarks"):
+        for f in sorted((REPO / top).rglob("*.py")):
+            if f.samefile(__file__):
+                continue
+            hits = _newer_than_310(ast.parse(f.read_text(), str(f)))
+            if hits:
+                found[str(f.relative_to(REPO))] = hits
+    assert found == {}
+
+
+def test_ruff_targets_python_310() -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'(?m)^target-version = "py310"$', text)
+
+
+# -- item 16: the wheel, installed outside the checkout -----------------------------------
+
+_NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                     "__pycache__", ".pytest_cache", ".hypothesis",
+                                     ".ruff_cache", "spark-warehouse", "metastore_db")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel `pip wheel` builds from a copy of the source tree (symlinks kept as
+    symlinks, as a clone has them; a copy so the build leaves nothing in the checkout)."""
+    root = tmp_path_factory.mktemp("wheel")
+    src = root / "src"
+    shutil.copytree(REPO, src, symlinks=True, ignore=_NOT_SOURCE)
+    out = root / "dist"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                        "--wheel-dir", str(out), str(src)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (whl,) = out.glob("dfsql-*.whl")
+    return whl
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_grammar_and_the_demo(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        grammar = z.read("dfsql/grammar/dfsql.lark").decode()
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = z.read(meta).decode()
+    # The one grammar: the wheel's copy is the checkout's file, byte for byte.
+    assert grammar == (REPO / "grammar" / "dfsql.lark").read_text()
+    assert (REPO / "grammar" / "dfsql.lark").resolve() == (
+        REPO / "dfsql" / "grammar" / "dfsql.lark").resolve()
+    examples = {n.rsplit("/", 1)[1] for n in names if n.startswith("dfsql/examples/paper/")}
+    sqls = {p.name for p in (REPO / "examples" / "paper").glob("*.sql")}
+    assert len(sqls) == 10 and sqls | {"events.csv", "watermarks.csv"} <= examples
+    # Requires-Python: the floor pyspark 4.3 sets, and no upper cap.
+    (req,) = re.findall(r"(?m)^Requires-Python: (.*)$", metadata)
+    clauses = [s.strip() for s in req.split(",")]
+    assert all(s.startswith(">=") for s in clauses), req
+    assert all(tuple(map(int, s[2:].split("."))) <= (3, 11) for s in clauses), req
+
+
+@pytest.mark.slow
+def test_installed_wheel_explains_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
+    """`pip install` of the wheel, then dfsql.explain from a directory that is not the
+    checkout, with the checkout on no path: the grammar comes from the installed package."""
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
+                        "--target", str(target), str(wheel)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    deps = sysconfig.get_paths()["purelib"]  # lark, sqlglot (dfsql's own copy not used)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), deps])
+    code = f"""
+import os, sys
+repo = os.path.realpath({str(REPO)!r})
+assert repo not in [os.path.realpath(p or os.curdir) for p in sys.path], sys.path
+import dfsql, dfsql.cli
+assert dfsql.__file__.startswith({str(target)!r}), dfsql.__file__
+text = dfsql.explain(
+    "SELECT key, SUM(value) AS total FROM scores GROUP BY key "
+    "WINDOW FIXED(2 MINUTES) ON event_time "
+    "TRIGGER AT WATERMARK EARLY EVERY 1 MINUTE LATE EVERY 1 ROW "
+    "EMIT ACCUMULATING")
+print(text)
+paper = dfsql.cli.EXAMPLES / 'paper'
+assert str(paper).startswith({str(target)!r}), paper
+print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
+"""
+    # -S: no site-packages .pth files, so an editable install of the checkout is not seen.
+    r = _python(code, cwd=work, env=env, flags=("-S",))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    # The clauses and the trigger tree in the spec's notation (LANGUAGE.md §3): early
+    # firings every minute until the window's end, then one late pane per row.
+    assert "WINDOW FIXED(2m) ON event_time" in lines, r.stdout
+    assert ("TRIGGER AfterEach(OrFinally(Repeat(AtPeriod(1m)), EndOfWindow), "
+            "Repeat(ElemCount(1)))") in lines, r.stdout
+    assert "EMIT ACCUMULATING" in lines, r.stdout
+    assert lines[-1] == "10 True", r.stdout  # the demo's ten figures and its data
