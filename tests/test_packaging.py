@@ -158,8 +158,6 @@ def test_the_newer_than_310_check_finds_what_it_looks_for() -> None:
     assert _newer_than_310(ast.parse("import datetime\nx = datetime.timezone.utc\n")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="dfsql/model/reference.py:33 uses dt.UTC (3.11+); "
-                   "dfsql/model/ is the lead's to change: dt.timezone.utc. Drop this marker then.")
 def test_code_uses_nothing_newer_than_python_310() -> None:
     found = {}
     for top in ("dfsql", "tests", "benchmarks"):
