@@ -228,9 +228,10 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     prev = np.arange(np_) - 1
     has_prev = ~p_first
     if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
-        retr = Retractions(prev[has_prev].astype(I64), emit[has_prev].astype(I64))
+        retr = Retractions(prev[has_prev].astype(I64), emit[has_prev].astype(I64),
+                           np.nonzero(has_prev)[0].astype(I64))
     else:
-        retr = Retractions(np.empty(0, I64), np.empty(0, I64))
+        retr = Retractions(np.empty(0, I64), np.empty(0, I64), np.empty(0, I64))
     if clauses.accumulation is c.Accumulation.DISCARDING:
         cover = Cover(np.arange(np_, dtype=I64), np.arange(np_, dtype=I64))
     else:
@@ -264,7 +265,7 @@ def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarr
     res = GabwResult(
         Panes(ar, k_o[newp], s_o[newp], me[o][newp], np.zeros(np_, I64),
               np.full(np_, ON_TIME, np.int8), np.ones(np_, bool), np.full(np_, NULL_TIME, I64)),
-        Retractions(np.empty(0, I64), np.empty(0, I64)),
+        Retractions(np.empty(0, I64), np.empty(0, I64), np.empty(0, I64)),
         Cover(ar, ar.copy()),
         Instances(row, start, end, pid, np.zeros(n, np.int8), np.full(n, NEG_INF, I64)),
         NULL_TIME,
@@ -276,5 +277,5 @@ def _empty(row: np.ndarray, end_time: int) -> GabwResult:
     """The result of no input."""
     z = np.empty(0, I64)
     return GabwResult(Panes(z, z, z, z, z, z.astype(np.int8), z.astype(bool), z),
-                      Retractions(z, z), Cover(z, z),
+                      Retractions(z, z, z), Cover(z, z),
                       Instances(z, z, z, z, z.astype(np.int8), z), end_time)

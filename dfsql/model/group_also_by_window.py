@@ -209,6 +209,7 @@ class FlatResult:
     pane_emit_time: np.ndarray
     retraction_pane: np.ndarray
     retraction_emit_time: np.ndarray
+    retraction_replacing: np.ndarray  # the pane a retraction sorts right before (§7)
     cover_pane: np.ndarray
     cover_delta: np.ndarray
     element_row: np.ndarray
@@ -228,7 +229,7 @@ def flatten(res: GabwResult) -> FlatResult:
     return FlatResult(
         p.key, p.window_start, p.window_end, p.pane_index, p.timing, p.is_last, p.emit_time,
         res.retractions.retracted_pane_id, res.retractions.emit_time,
-        res.cover.pane_id, res.cover.delta_id,
+        res.retractions.replacing_pane_id, res.cover.pane_id, res.cover.delta_id,
         i.row, i.window_start, i.window_end, i.first_pane,
         d.row, d.drop_reason, DROP_TEXT[d.drop_reason.astype(np.int64)],
         d.watermark_at_arrival, res.end_time)

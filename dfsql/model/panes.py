@@ -74,6 +74,7 @@ class PaneLog:
         self.emit_time: list[int] = []
         self.retracted: list[int] = []
         self.retract_time: list[int] = []
+        self.replacing: list[int] = []  # the pane whose emission retracts it
         self.cover_pane: list[int] = []
         self.cover_delta: list[int] = []
 
@@ -96,6 +97,7 @@ class PaneLog:
             olds = w.retract + ([w.last_pane] if w.last_pane >= 0 else [])
             self.retracted.extend(olds)
             self.retract_time.extend([emit_time] * len(olds))
+            self.replacing.extend([pid] * len(olds))
             w.retract = []
         w.last_pane = pid
         if self.accumulation is Accumulation.DISCARDING:

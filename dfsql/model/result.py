@@ -39,10 +39,14 @@ class Panes:
 
 @dataclass
 class Retractions:
-    """Retraction rows: repeat pane ``retracted_pane_id`` with is_retraction at emit_time."""
+    """Retraction rows: repeat pane ``retracted_pane_id`` with is_retraction at emit_time.
+
+    ``replacing_pane_id`` is the pane whose emission retracts it (its window's next pane,
+    or the merged window's pane): LANGUAGE.md §7 sorts the retraction right before it."""
 
     retracted_pane_id: np.ndarray
     emit_time: np.ndarray
+    replacing_pane_id: np.ndarray
 
 
 @dataclass
@@ -121,7 +125,7 @@ def canonical(res: GabwResult) -> GabwResult:
     io = np.lexsort((i.window_start, i.row))
     return GabwResult(
         panes,
-        Retractions(rid[ro], r.emit_time[ro]),
+        Retractions(rid[ro], r.emit_time[ro], new_id[r.replacing_pane_id][ro]),
         Cover(cp[co], cd[co]),
         Instances(i.row[io], i.window_start[io], i.window_end[io], fp[io], i.drop_reason[io],
                   i.watermark_at_arrival[io]),

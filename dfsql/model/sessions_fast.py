@@ -400,9 +400,9 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
 
     # Retractions: every pane of a chain retracts the chain's previous pane.
     if accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
-        retr = Retractions(pid[prev_same] - 1, emit[prev_same])
+        retr = Retractions(pid[prev_same] - 1, emit[prev_same], pid[prev_same])
     else:
-        retr = Retractions(np.empty(0, I64), np.empty(0, I64))
+        retr = Retractions(np.empty(0, I64), np.empty(0, I64), np.empty(0, I64))
     # Cover: discarding panes cover themselves; accumulating ones their chain so far.
     if accumulation is c.Accumulation.DISCARDING or not npanes:
         cover = Cover(pid.copy(), pid.copy())
@@ -437,7 +437,9 @@ def _concat(a: GabwResult, b: GabwResult) -> GabwResult:
               cat([pa.pane_index, pb.pane_index]), cat([pa.timing, pb.timing]),
               cat([pa.is_last, pb.is_last]), cat([pa.emit_time, pb.emit_time])),
         Retractions(cat([a.retractions.retracted_pane_id, b.retractions.retracted_pane_id + off]),
-                    cat([a.retractions.emit_time, b.retractions.emit_time])),
+                    cat([a.retractions.emit_time, b.retractions.emit_time]),
+                    cat([a.retractions.replacing_pane_id,
+                         b.retractions.replacing_pane_id + off])),
         Cover(cat([a.cover.pane_id, b.cover.pane_id + off]),
               cat([a.cover.delta_id, b.cover.delta_id + off])),
         Instances(cat([ia.row, ib.row]), cat([ia.window_start, ib.window_start]),

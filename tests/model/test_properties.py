@@ -295,3 +295,28 @@ def test_segmented_cummax_is_running_max_per_key(pairs, extra) -> None:
         prev = kk
         want.append(run)
     np.testing.assert_array_equal(segmented_cummax(e, k), np.array(want, np.int64))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS),
+       st.sampled_from([0, 60]), st.sampled_from([None, False]))
+def test_each_retraction_names_the_pane_that_replaces_it(data, window, trigger, lateness,
+                                                        fast) -> None:
+    """LANGUAGE.md §6/§7: a retraction is emitted with the pane that replaces it — the same
+    key, at the same instant, a window that contains the retracted one (its own next pane,
+    or the merged window's) — exactly once per pane replaced."""
+    k, e, a, _ = data.draw(inputs())
+    wm, series = _wm(data.draw)
+    cl = _clauses(window, trigger, c.Accumulation.ACCUMULATING_AND_RETRACTING, lateness, wm,
+                  False)
+    res = group_also_by_window(k, e, a, cl, timeline_for(cl.watermark, e, a, series),
+                               fast=fast)
+    p, r = res.panes, res.retractions
+    old, new = r.retracted_pane_id, r.replacing_pane_id
+    assert len(set(old.tolist())) == len(old)
+    assert (p.key[old] == p.key[new]).all() and (p.emit_time[new] == r.emit_time).all()
+    assert (p.window_start[new] <= p.window_start[old]).all()
+    assert (p.window_end[new] >= p.window_end[old]).all()
+    same = (p.window_start[new] == p.window_start[old]) & (p.window_end[new] == p.window_end[old])
+    assert (p.pane_index[new][same] == p.pane_index[old][same] + 1).all()
+    assert (p.emit_time[old] <= r.emit_time).all()
