@@ -2,10 +2,9 @@
 
 The Dataflow model's driver decides windows and panes; Spark does everything else:
 
-1. the **watermark timeline** is global across keys, so it is computed once: Spark
-   reduces the input to the rows that can move the watermark (per-partition running
-   maxima of event time, or one row per processing instant), the driver turns that into
-   the monotone step function (or reads WATERMARK FROM's table);
+1. the **watermark timeline** is global across keys, so it is computed once, on the
+   executors, down to the instants where the watermark changes
+   (:mod:`dfsql.spark.timelines`), and shipped to the tasks as a broadcast;
 2. the input is repartitioned by the group keys and sorted by key and processing time;
    ``mapInArrow`` runs the model's driver over whole Arrow batches holding many keys —
    no Python call per key, no Python object per row — and emits one union-typed stream:
@@ -22,10 +21,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dfsql.errors import DataError, SourceError
 from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.spark.ordering import shuffle_partitions
+from dfsql.spark.timelines import Shipped, watermark_timeline
+from dfsql.spark.timelines import us as _us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -40,139 +40,6 @@ TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
 _PARTITION_SHIFT = 40
 # Rows gathered before one driver call (Arrow batches hold 10k rows by default).
 _MIN_ROWS_PER_RUN = 200_000
-
-
-def _us(arr) -> np.ndarray:
-    """An Arrow timestamp column as int64 microseconds (numpy, zero-copy where possible)."""
-    import pyarrow as pa
-
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_timestamp(arr.type) and arr.type.unit != "us":
-        arr = arr.cast(pa.timestamp("us", tz=arr.type.tz))
-    return arr.cast(pa.int64()).to_numpy(zero_copy_only=False)
-
-
-def watermark_timeline(plan: BlockPlan, inp: DataFrame):
-    """The global watermark as a monotone step function over processing time, and the
-    first and last arrivals of the whole input (None when it is empty)."""
-    from dfsql.model import watermarks as wmod
-    from dfsql.spark.errors import spark_errors
-
-    cl = plan.clauses
-    wm = cl.watermark
-    from pyspark.sql import functions as F  # noqa: N812
-
-    if isinstance(wm, c.WatermarkDelay):
-        # Only running-max records can move the watermark, and every global record is a
-        # record of its own partition: collect those, not one row per instant.
-        with spark_errors(None):
-            rec = (inp.select(PROCESSING_TIME, EVENT_TIME)
-                   .mapInArrow(_running_max_records, f"{PROCESSING_TIME} TIMESTAMP, "
-                               f"{EVENT_TIME} TIMESTAMP").toArrow())
-        _check_processing_time(cl, rec.column(PROCESSING_TIME).null_count)
-        p_all, e_all = _us(rec.column(PROCESSING_TIME)), rec.column(EVENT_TIME)
-        has_e = e_all.is_valid().to_numpy(zero_copy_only=False)
-        first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
-        return wmod.delay_timeline(_us(e_all.fill_null(0))[has_e], p_all[has_e],
-                                   wm.delay.micros), first, last
-    with spark_errors(None):
-        per_instant = (inp.groupBy(PROCESSING_TIME)
-                       .agg(F.min(EVENT_TIME).alias("__min"))
-                       .toArrow())
-    p = per_instant.column(PROCESSING_TIME)
-    _check_processing_time(cl, p.null_count)
-    order = np.argsort(_us(p), kind="stable")
-    instants = _us(p)[order]
-    first, last = (int(instants[0]), int(instants[-1])) if len(instants) else (None, None)
-    min_et = _us(per_instant.column("__min"))[order]
-    if isinstance(wm, c.WatermarkPerfect):
-        return wmod.perfect_timeline(min_et, instants), first, last
-    if isinstance(wm, c.WatermarkPercentile):
-        with spark_errors(None):
-            t = inp.select(PROCESSING_TIME, EVENT_TIME).toArrow()
-        return wmod.percentile_timeline(_us(t.column(EVENT_TIME)), _us(t.column(PROCESSING_TIME)),
-                                        wm.percentile, wm.delay.micros), first, last
-    if isinstance(wm, c.WatermarkFrom):
-        series, writers = _read_watermark_table(plan, wm)
-        if writers is None:
-            return wmod.series_timeline(*series), first, last
-        timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
-        return wmod.writers_timeline(*writers, timeout), first, last
-    raise TypeError(f"unknown watermark {wm!r}")
-
-
-def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
-    if nulls:
-        pt = cl.processing_time
-        raise DataError(
-            f"the PROCESSING TIME column {pt} has NULL values ({nulls} instant(s))",
-            pt.pos.line if pt else None, pt.pos.column if pt else None,
-            "filter them out in WHERE, or COALESCE them to an arrival time")
-
-
-def _running_max_records(batches):
-    """Per partition: the (processing time, event time) rows that raise the running max
-    of event time in processing-time order (a NULL processing time is passed through)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-    if not tables:
-        return
-    t = pa.concat_tables(tables)
-    nulls = t.filter(pc.is_null(t.column(0)))
-    if nulls.num_rows:
-        yield from nulls.slice(0, 1).rename_columns([PROCESSING_TIME, EVENT_TIME]).to_batches()
-    t = t.filter(pc.is_valid(t.column(0)))
-    if not t.num_rows:
-        return
-    # the partition's last arrival (event time NULL): where the input ends
-    yield pa.RecordBatch.from_arrays(
-        [pa.array([pc.max(t.column(0)).cast(pa.int64()).as_py()], pa.int64())
-         .cast(pa.timestamp("us", tz="UTC")), pa.nulls(1, pa.timestamp("us", tz="UTC"))],
-        names=[PROCESSING_TIME, EVENT_TIME])
-    t = t.filter(pc.is_valid(t.column(1)))
-    if not t.num_rows:
-        return
-    p, e = _us(t.column(0)), _us(t.column(1))
-    if len(p) > 1 and not bool((p[1:] >= p[:-1]).all()):
-        # Ties in processing time may come in any order: only the largest event time at
-        # an instant counts (Timeline.of keeps the last, largest record per instant).
-        o = np.argsort(p)
-        p, e = p[o], e[o]
-    run = np.maximum.accumulate(e)
-    keep = np.r_[True, run[1:] > run[:-1]]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(p[keep]).cast(pa.timestamp("us", tz="UTC")),
-         pa.array(e[keep]).cast(pa.timestamp("us", tz="UTC"))],
-        names=[PROCESSING_TIME, EVENT_TIME])
-
-
-def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
-    from dfsql.spark.errors import spark_errors
-
-    pos = wm.pos
-    want = ["processing_time", "watermark"] if wm.writer is None else [
-        wm.writer, "processing_time", "noted_time"]
-    with spark_errors(plan.src, lambda k: pos.offset):
-        df = plan.spark.table(wm.table)
-        cols = [x.lower() for x in df.columns]
-    missing = [w for w in want if w.lower() not in cols]
-    if missing:
-        raise SourceError(
-            f"WATERMARK FROM {wm.table} needs columns ({', '.join(want)}); "
-            f"it has ({', '.join(df.columns)})", pos.line, pos.column,
-            "a watermark table has one row per (processing_time, watermark)" if wm.writer is None
-            else "a writers' table has one row per (writer, processing_time, noted_time)")
-    t = df.select(*want).toArrow()
-    if wm.writer is None:
-        return (_us(t.column(0)), _us(t.column(1))), None
-    import pyarrow.compute as pc
-
-    writer_ids = pc.dictionary_encode(t.column(0)).combine_chunks().indices.to_numpy(
-        zero_copy_only=False)
-    return None, (writer_ids.astype(np.int64), _us(t.column(1)), _us(t.column(2)))
 
 
 def replay_panes(plan: BlockPlan) -> DataFrame:
@@ -213,7 +80,8 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     merges = _two_level(plan, inp)
-    driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor,
+    driver = _PartitionDriver(clauses, Shipped(plan.spark, timeline), keys, payload,
+                              out_names, end_floor,
                               negate_marker_group=merges is not None)
     ordered = (inp.repartition(shuffle_partitions(plan.spark), *keys) if keys
                else inp.repartition(1))
@@ -438,11 +306,13 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
-        from dfsql.model.windows import concat_ranges
+        from dfsql.model.windows import NULL_EVENT_TIME, concat_ranges
 
-        et = _us(table.column(EVENT_TIME))
+        # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
+        # window, and the driver drops and counts it (LANGUAGE.md §3).
+        et = _us(table.column(EVENT_TIME), null=NULL_EVENT_TIME)
         pt = _us(table.column(PROCESSING_TIME))
-        r = drive(key_ids, et, pt, self.clauses, self.timeline, end_floor=self.end_floor,
+        r = drive(key_ids, et, pt, self.clauses, self.timeline.get(), end_floor=self.end_floor,
                   ordered=False)
         n_panes = len(r.pane_key)
         cols: dict[str, pa.Array] = {}

@@ -1,0 +1,275 @@
+"""The global watermark of a replay, computed on the executors (LANGUAGE.md §4).
+
+The watermark is one function of processing time for every key, so it is computed once,
+before the driver runs. Spark reduces the input on the executors to the instants at
+which the watermark changes and only those reach the Python driver process — nothing
+collects the input itself:
+
+* ``DELAY d``: each partition keeps the rows that raise its running max of event time
+  (in processing-time order); one more task takes the running max across those records
+  and keeps only the global changes.
+* ``PERFECT``: per arrival instant the smallest event time, then (a window over the
+  instants, on an executor) the smallest among the instants after it; only the instants
+  where that changes are kept.
+* ``PERCENTILE q``: one task replays the (arrival, delay) pairs in arrival order and
+  keeps the instants where the exact nearest-rank percentile changes (a rising timeline).
+* ``FROM t``: the user's watermark table, which is already the change points.
+
+First and last arrival (where a replay's emit times lie) come with the same pass; a NULL
+event time belongs to no window and moves no watermark. The resulting
+:class:`~dfsql.model.watermarks.Timeline` is as large as the watermark's changes; the
+replay ships it to the tasks with :func:`ship` (a broadcast where Spark has one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dfsql.errors import DataError, SourceError
+from dfsql.language import clauses as c
+from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from dfsql.model.watermarks import Timeline
+    from dfsql.spark.planner import BlockPlan
+
+_TS = f"{PROCESSING_TIME} TIMESTAMP, {EVENT_TIME} TIMESTAMP"
+
+
+def us(arr, null: int | None = None) -> np.ndarray:
+    """An Arrow timestamp column as int64 microseconds (numpy, zero-copy where possible).
+
+    A NULL becomes ``null`` (the caller says what a NULL means; without it the column
+    must have none: numpy would otherwise turn it into a float NaN)."""
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_timestamp(arr.type) and arr.type.unit != "us":
+        arr = arr.cast(pa.timestamp("us", tz=arr.type.tz))
+    arr = arr.cast(pa.int64())
+    if null is not None and arr.null_count:
+        arr = arr.fill_null(null)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int | None,
+                                                                  int | None]:
+    """The watermark as a function of processing time, and the first and last arrivals
+    of the whole input (None when it is empty)."""
+    from dfsql.model import watermarks as wmod
+    from dfsql.spark.errors import spark_errors
+
+    cl = plan.clauses
+    wm = cl.watermark
+    if isinstance(wm, c.WatermarkDelay):
+        with spark_errors(None):
+            rec = _delay_records(inp).toArrow()
+        p, e = rec.column(PROCESSING_TIME), rec.column(EVENT_TIME)
+        _check_processing_time(cl, p.null_count)
+        p_all = us(p.filter(p.is_valid()))
+        first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
+        has_e = (p.is_valid().to_numpy(zero_copy_only=False)
+                 & e.is_valid().to_numpy(zero_copy_only=False))
+        return wmod.delay_timeline(us(e, null=0)[has_e], us(p, null=0)[has_e],
+                                   wm.delay.micros), first, last
+    first, last = _arrival_range(plan, inp)
+    if isinstance(wm, c.WatermarkPerfect):
+        with spark_errors(None):
+            t = _perfect_changes(inp).toArrow()
+        return wmod.Timeline.of(us(t.column("t")), us(t.column("wm"))), first, last
+    if isinstance(wm, c.WatermarkPercentile):
+        with spark_errors(None):
+            t = _percentile_changes(inp, wm).toArrow()
+        return wmod.Timeline.rising(us(t.column("t")), t.column("lag").to_numpy()), first, last
+    if isinstance(wm, c.WatermarkFrom):
+        series, writers = _read_watermark_table(plan, wm)
+        if writers is None:
+            return wmod.series_timeline(*series), first, last
+        timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
+        return wmod.writers_timeline(*writers, timeout), first, last
+    raise TypeError(f"unknown watermark {wm!r}")
+
+
+def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
+    if nulls:
+        pt = cl.processing_time
+        raise DataError(
+            f"the PROCESSING TIME column {pt} has NULL values",
+            pt.pos.line if pt else None, pt.pos.column if pt else None,
+            "filter them out in WHERE, or COALESCE them to an arrival time")
+
+
+def _arrival_range(plan: BlockPlan, inp: DataFrame) -> tuple[int | None, int | None]:
+    """First and last arrival in one aggregate row (and no NULL processing time)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from dfsql.spark.errors import spark_errors
+
+    with spark_errors(None):
+        t = inp.agg(F.min(PROCESSING_TIME).alias("lo"), F.max(PROCESSING_TIME).alias("hi"),
+                    F.count(F.lit(1)).alias("n"), F.count(PROCESSING_TIME).alias("known")
+                    ).toArrow()  # Arrow, so TIMESTAMP_NTZ reads as the driver reads it
+    _check_processing_time(plan.clauses, t.column("n")[0].as_py() - t.column("known")[0].as_py())
+    if t.column("lo").null_count:
+        return None, None
+    return int(us(t.column("lo"))[0]), int(us(t.column("hi"))[0])
+
+
+# --------------------------------------------------------------------------- DELAY
+
+
+def _delay_records(inp: DataFrame) -> DataFrame:
+    """Global running-max changes of event time over processing time (plus, per
+    partition, its last arrival and a NULL processing time if it has one)."""
+    per_partition = inp.select(PROCESSING_TIME, EVENT_TIME).mapInArrow(_running_max_records, _TS)
+    return per_partition.repartition(1).mapInArrow(_running_max_records, _TS)
+
+
+def _running_max_records(batches):
+    """The (processing time, event time) rows that raise the running max of event time in
+    processing-time order; the last arrival (event time NULL) and one row with a NULL
+    processing time, if any, pass through for the caller's checks."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    t = pa.concat_tables(tables)
+    ts = pa.timestamp("us", tz="UTC")
+    nulls = t.filter(pc.is_null(t.column(0)))
+    if nulls.num_rows:
+        yield from nulls.slice(0, 1).rename_columns([PROCESSING_TIME, EVENT_TIME]).to_batches()
+    t = t.filter(pc.is_valid(t.column(0)))
+    if not t.num_rows:
+        return
+    # the last arrival (event time NULL): where the input ends
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([pc.max(t.column(0)).cast(pa.int64()).as_py()], pa.int64()).cast(ts),
+         pa.nulls(1, ts)], names=[PROCESSING_TIME, EVENT_TIME])
+    t = t.filter(pc.is_valid(t.column(1)))  # a NULL event time moves no watermark
+    if not t.num_rows:
+        return
+    p, e = us(t.column(0)), us(t.column(1))
+    if len(p) > 1 and not bool((p[1:] >= p[:-1]).all()):
+        o = np.argsort(p, kind="stable")
+        p, e = p[o], e[o]
+    # the running max at the last row of each instant, kept where it grows
+    run = np.maximum.accumulate(e)
+    last = np.r_[p[1:] != p[:-1], True]
+    p, run = p[last], run[last]
+    keep = np.r_[True, run[1:] > run[:-1]]
+    yield pa.RecordBatch.from_arrays([pa.array(p[keep]).cast(ts), pa.array(run[keep]).cast(ts)],
+                                     names=[PROCESSING_TIME, EVENT_TIME])
+
+
+# --------------------------------------------------------------------------- PERFECT
+
+
+def _perfect_changes(inp: DataFrame) -> DataFrame:
+    """Instants where the smallest event time among rows not yet arrived changes: per
+    instant the smallest event time, the smallest over the later instants (a window on
+    one executor), and only where that changes."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # noqa: N812
+
+    per_instant = (inp.where(F.col(EVENT_TIME).isNotNull()).groupBy(PROCESSING_TIME)
+                   .agg(F.min(EVENT_TIME).alias("m")).withColumnRenamed(PROCESSING_TIME, "t"))
+    later = Window.orderBy(F.col("t").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    suffix = per_instant.select("t", F.min("m").over(later).alias("wm")).where("wm IS NOT NULL")
+    changes = suffix.withColumn("prev", F.lag("wm").over(Window.orderBy("t")))
+    return changes.where("prev IS NULL OR wm <> prev").select("t", "wm")
+
+
+# --------------------------------------------------------------------------- PERCENTILE
+
+
+def _percentile_changes(inp: DataFrame, wm: c.WatermarkPercentile) -> DataFrame:
+    """(instant, lag) where the delay percentile plus DELAY changes, in one task."""
+    fn = _PercentileLags(wm.percentile, wm.delay.micros)
+    return (inp.where(f"{EVENT_TIME} IS NOT NULL").select(PROCESSING_TIME, EVENT_TIME)
+            .repartition(1).sortWithinPartitions(PROCESSING_TIME)
+            .mapInArrow(fn, "t TIMESTAMP, lag BIGINT"))
+
+
+class _PercentileLags:
+    """mapInArrow over all (arrival, event time) pairs in arrival order: the model's exact
+    running percentile, emitting only the instants where the lag changes."""
+
+    def __init__(self, q: float, delay: int) -> None:
+        self.q, self.delay = q, delay
+
+    def __call__(self, batches):
+        import pyarrow as pa
+
+        from dfsql.model.watermarks import percentile_timeline
+
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        t = pa.concat_tables(tables)
+        tl = percentile_timeline(us(t.column(1)), us(t.column(0)), self.q, self.delay)
+        assert tl.lags is not None
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(tl.times).cast(pa.timestamp("us", tz="UTC")), pa.array(tl.lags)],
+            names=["t", "lag"])
+
+
+# --------------------------------------------------------------------------- FROM
+
+
+def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+    from dfsql.spark.errors import spark_errors
+
+    pos = wm.pos
+    want = ["processing_time", "watermark"] if wm.writer is None else [
+        wm.writer, "processing_time", "noted_time"]
+    with spark_errors(plan.src, lambda k: pos.offset):
+        df = plan.spark.table(wm.table)
+        cols = [x.lower() for x in df.columns]
+    missing = [w for w in want if w.lower() not in cols]
+    if missing:
+        raise SourceError(
+            f"WATERMARK FROM {wm.table} needs columns ({', '.join(want)}); "
+            f"it has ({', '.join(df.columns)})", pos.line, pos.column,
+            "a watermark table has one row per (processing_time, watermark)" if wm.writer is None
+            else "a writers' table has one row per (writer, processing_time, noted_time)")
+    t = df.select(*want).toArrow()
+    if wm.writer is None:
+        return (us(t.column(0)), us(t.column(1))), None
+    import pyarrow.compute as pc
+
+    writer_ids = pc.dictionary_encode(t.column(0)).combine_chunks().indices.to_numpy(
+        zero_copy_only=False)
+    return None, (writer_ids.astype(np.int64), us(t.column(1)), us(t.column(2)))
+
+
+# --------------------------------------------------------------------------- shipping
+
+
+class Shipped:
+    """A value the replay's tasks read: a broadcast variable where the session has a
+    SparkContext (classic Spark), else the value itself in the task's closure (Spark
+    Connect has no broadcast)."""
+
+    def __init__(self, spark, value: Any) -> None:
+        self._bc = None
+        self._value = None
+        from pyspark.errors import PySparkAttributeError
+
+        try:
+            sc = spark.sparkContext
+        except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
+            sc = None
+        if sc is not None:
+            self._bc = sc.broadcast(value)
+        else:
+            self._value = value
+
+    def get(self) -> Any:
+        return self._bc.value if self._bc is not None else self._value
