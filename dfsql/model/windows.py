@@ -15,9 +15,12 @@ Windows are half-open ``[start, end)``; two session windows merge when they over
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dfsql.language.clauses import (
+    Duration,
     FixedWindows,
     GlobalWindows,
     SessionWindows,
@@ -26,6 +29,19 @@ from dfsql.language.clauses import (
 )
 
 I64 = np.int64
+
+
+@dataclass(frozen=True)
+class AssignedWindows(WindowSpec):
+    """Windows already assigned upstream: the "event time" handed to the driver is the
+    window's start and every window is ``[start, start + size)``. The Spark replay uses
+    it for SLIDING windows, whose elements it sends once per window so that every window
+    (independent of the others: they never merge) can run in any task."""
+
+    size: Duration = Duration(0)
+
+    def __str__(self) -> str:
+        return f"ASSIGNED({self.size})"
 NEG_INF = int(np.iinfo(np.int64).min)
 POS_INF = int(np.iinfo(np.int64).max)
 NULL_EVENT_TIME = NEG_INF
@@ -58,6 +74,8 @@ def assign(
         return rows, start, start + size
     if isinstance(spec, SessionWindows):
         return rows, t.copy(), t + spec.gap.micros
+    if isinstance(spec, AssignedWindows):
+        return rows, t.copy(), t + spec.size.micros
     if isinstance(spec, SlidingWindows):
         size, period, off = spec.size.micros, spec.period.micros, spec.offset.micros
         last = t - np.mod(t - off, period)  # latest start <= t

@@ -17,6 +17,7 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -80,12 +81,14 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     merges = _two_level(plan, inp)
-    driver = _PartitionDriver(clauses, Shipped(plan.spark, timeline), keys, payload,
-                              out_names, end_floor,
-                              negate_marker_group=merges is not None)
-    ordered = (inp.repartition(shuffle_partitions(plan.spark), *keys) if keys
+    inp, per_window, driver_clauses = _by_window(inp, clauses)
+    group = [*keys, *per_window]
+    driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
+                              out_names, end_floor, negate_marker_group=merges is not None,
+                              group=group)
+    ordered = (inp.repartition(shuffle_partitions(plan.spark), *group) if group
                else inp.repartition(1))
-    ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
+    ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
     if clauses.late_rows_into:
         emitted = emitted.persist()  # read twice: the panes and the late rows' view
@@ -123,6 +126,42 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
     return result
+
+
+WINDOW_START = "__window_start"
+
+
+def _by_window(inp: DataFrame, clauses: c.Clauses):
+    """Non-merging windows are independent of each other, so the driver may run each
+    (key, window) in any task: no GROUP BY key or one hot key still spreads over every
+    core, and a key's rows reach the driver a window at a time instead of all at once.
+    FIXED: the element's window start (µs) joins the grouping; SLIDING: the element is
+    sent once per window it belongs to, and the driver gets that window pre-assigned.
+    Sessions merge (a key's windows depend on each other) and GLOBAL has one window per
+    key: they stay grouped by key. Returns (input, extra grouping columns, the clauses
+    the driver runs)."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.types import TimestampType
+
+    from dfsql.model.windows import AssignedWindows
+
+    w = clauses.window
+    if not isinstance(w, c.FixedWindows | c.SlidingWindows) or \
+            not isinstance(inp.schema[EVENT_TIME].dataType, TimestampType):
+        return inp, [], clauses
+    t = F.unix_micros(F.col(EVENT_TIME))
+    if isinstance(w, c.FixedWindows):
+        size, off = w.size.micros, w.offset.micros
+        return inp.withColumn(WINDOW_START, t - F.pmod(t - F.lit(off), F.lit(size))), \
+            [WINDOW_START], clauses
+    size, period, off = w.size.micros, w.period.micros, w.offset.micros
+    last = t - F.pmod(t - F.lit(off), F.lit(period))  # the latest start at or before t
+    n = -(-size // period)  # candidate starts per element, as the model assigns them
+    starts = F.filter(F.sequence(last - F.lit((n - 1) * period), last, F.lit(period)),
+                      lambda s: s + F.lit(size) > t)
+    # a NULL event time keeps its row (the driver drops and counts it once)
+    exploded = inp.withColumn(WINDOW_START, F.explode_outer(starts))
+    return exploded, [WINDOW_START], replace(clauses, window=AssignedWindows(size=w.size))
 
 
 def _q(names) -> list[str]:
@@ -235,7 +274,7 @@ class _PartitionDriver:
     """
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
-                 negate_marker_group: bool = False) -> None:
+                 negate_marker_group: bool = False, group: list[str] | None = None) -> None:
         #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
         #: it must not share a group with the elements its own pane first emitted)
         self.negate_marker_group = negate_marker_group
@@ -243,6 +282,9 @@ class _PartitionDriver:
         self.clauses = clauses
         self.timeline = timeline
         self.keys = keys
+        #: what the driver runs one state machine per: the keys, and for non-merging
+        #: windows the window (see _by_window)
+        self.group = keys if group is None else group
         self.payload = payload
         self.out_names = out_names
 
@@ -286,14 +328,15 @@ class _PartitionDriver:
                 yield from out.to_batches()
 
     def _key_ids(self, table):
-        """Dense ids 0..K-1 for runs of equal keys (null-safe)."""
+        """Dense ids 0..K-1 for runs of equal groups (keys, and window where it applies;
+        null-safe)."""
         import pyarrow.compute as pc
 
         n = table.num_rows
-        if not self.keys or n == 0:
+        if not self.group or n == 0:
             return np.zeros(n, dtype=np.int64), 1 if n else 0
         changed = np.zeros(n, dtype=bool)
-        for k in self.keys:
+        for k in self.group:
             col = table.column(k).combine_chunks()
             a, b = col.slice(1), col.slice(0, n - 1)
             eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
@@ -306,11 +349,13 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
-        from dfsql.model.windows import NULL_EVENT_TIME, concat_ranges
+        from dfsql.model.windows import NULL_EVENT_TIME, AssignedWindows, concat_ranges
 
         # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
         # window, and the driver drops and counts it (LANGUAGE.md §3).
         et = _us(table.column(EVENT_TIME), null=NULL_EVENT_TIME)
+        if isinstance(self.clauses.window, AssignedWindows):  # the window, not the time
+            et = np.where(et == NULL_EVENT_TIME, et, _us(table.column(WINDOW_START), null=0))
         pt = _us(table.column(PROCESSING_TIME))
         r = drive(key_ids, et, pt, self.clauses, self.timeline.get(), end_floor=self.end_floor,
                   ordered=False)
