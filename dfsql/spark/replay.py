@@ -5,7 +5,9 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
 1. the **watermark timeline** is global across keys, so it is computed once, on the
    executors, down to the instants where the watermark changes
    (:mod:`dfsql.spark.timelines`), and shipped to the tasks as a broadcast;
-2. the input is repartitioned by the group keys and sorted by key and processing time;
+2. the input is repartitioned by the group keys (and, for FIXED and SLIDING windows,
+   which never merge, by window too: see ``_by_window``) and sorted by them and
+   processing time;
    ``mapInArrow`` runs the model's driver over whole Arrow batches holding many keys —
    no Python call per key, no Python object per row — and emits one union-typed stream:
    element rows (with the list of panes that aggregate them), one marker row per pane
