@@ -24,8 +24,8 @@ from sqlglot.errors import ParseError
 
 from dfsql.errors import DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language import clauses as c
+from dfsql.language.blocks import WindowedBlock
 from dfsql.language.scan import Source
-from dfsql.language.statement import WindowedBlock
 
 PANES_TABLE = "__dfsql_panes"
 EVENT_TIME = "__event_time"

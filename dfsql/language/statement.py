@@ -11,12 +11,16 @@ without any region is plain Spark SQL and is passed to Spark untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, WindowedQueryError
 from dfsql.language import clauses as c
+from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
 from dfsql.language.parse import parse_region
+from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source, Token, blank, scan
+
+__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_statement"]
 
 # Words that end an extension region when met at the region's parenthesis depth.
 _REGION_END = {
@@ -34,40 +38,6 @@ _STRAY = {
     "PROCESSING": {"TIME"},
     "WATERMARK": {"DELAY", "FROM", "PERFECT", "PERCENTILE"},
 }
-
-PLACEHOLDER = "__dfsql_w{}"
-
-
-@dataclass(frozen=True)
-class SparkWatermark:
-    """Spark's relation clause ``FROM t WATERMARK col DELAY OF INTERVAL …``."""
-
-    column: str
-    delay: c.Duration
-    pos: c.Pos
-
-
-@dataclass(frozen=True)
-class WindowedBlock:
-    """One windowed query block.
-
-    ``sql`` is the block's Spark SQL with the extension region blanked and inner windowed
-    blocks replaced by their placeholder views; offsets in it match ``span[0]`` onwards in
-    the statement text, so positions found in it map straight back to the user's text.
-    """
-
-    index: int
-    span: tuple[int, int]
-    region: tuple[int, int]
-    sql: str
-    clauses: c.Clauses
-    inner: tuple[int, ...] = ()
-    spark_watermark: SparkWatermark | None = None
-
-    @property
-    def view_name(self) -> str:
-        return PLACEHOLDER.format(self.index)
-
 
 @dataclass(frozen=True)
 class Statement:
@@ -287,15 +257,11 @@ def parse_statement(text: str) -> Statement:
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
     # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
     # grouped or aggregated), so that a mistake there fails before any Spark work starts.
-    from dfsql.language.rewrite import rewrite
-
     for b in blocks:
         rewrite(b, src)
     return Statement(text, kind, body_start, tuple(blocks), view_name, temp, src)
 
 
 def _with(cl: c.Clauses, **changes) -> c.Clauses:
-    from dataclasses import replace
-
     return replace(cl, **changes)
 
