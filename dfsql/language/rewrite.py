@@ -22,7 +22,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dfsql.errors import DfsqlSyntaxError, NotSupportedError, WindowedQueryError
+from dfsql.errors import AnalysisError, DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language import clauses as c
 from dfsql.language.blocks import WindowedBlock
 from dfsql.language.scan import Source
@@ -165,7 +165,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     keys: list[exp.Expression] = []
     for g in group_exprs:
         if isinstance(g, exp.Literal) and g.is_int:
-            g = items[int(g.name) - 1].unalias()
+            g = _ordinal_item(g, items, block, src)
         elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
                 and not _is_aggregate(aliases[g.name.lower()]):
             g = aliases[g.name.lower()]
@@ -301,6 +301,26 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         default_order_by=default_order_by,
         output_sql_unordered=output_sql_unordered,
     )
+
+
+def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: WindowedBlock,
+                  src: Source) -> exp.Expression:
+    """``GROUP BY n``: the n-th SELECT item (1-based), as Spark's groupByOrdinal reads it;
+    out of range or an aggregate is Spark's analysis error, here positioned at ``n``."""
+    n = int(lit.name)
+    p = _node_pos(lit, block, src)
+    if not 1 <= n <= len(items):
+        raise AnalysisError(f"GROUP BY position {n} is not in the select list", p.line,
+                            p.column, f"positions count the SELECT items from 1 to {len(items)}")
+    item = items[n - 1].unalias()
+    if any(_is_aggregate(node) for node in item.walk()):
+        keys = [str(k + 1) for k, i in enumerate(items)
+                if not any(_is_aggregate(node) for node in i.walk())]
+        raise AnalysisError(
+            f"GROUP BY position {n} is the aggregate {item.sql('spark')}", p.line, p.column,
+            "group by the positions of keys, e.g. GROUP BY " + ", ".join(keys) if keys else
+            "a query grouped by nothing but aggregates needs no GROUP BY")
+    return item
 
 
 def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, WindowedQueryError
+from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, DurationError, WindowedQueryError
 from dfsql.language import clauses as c
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
-from dfsql.language.parse import parse_region
+from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
 from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source, Token, blank, scan
 
@@ -100,16 +100,28 @@ def _spark_watermark(tokens: list[Token], src: Source) -> list[tuple[int, int, S
         if j + 1 >= len(tokens):
             raise src.error(DfsqlSyntaxError, "expected an interval after DELAY OF", of.end)
         num, unit = tokens[j], tokens[j + 1]
-        raw = num.text.strip("'\"")
+        sign = ""
+        if num.text in ("-", "+") and j + 2 < len(tokens) and unit.start == num.end:
+            sign, num, unit = num.text, unit, tokens[j + 2]
+        raw = sign + num.text.strip("'\"")
+        start = num.start - len(sign)
         uname = unit.upper.rstrip("S") if unit.upper not in ("S", "MS") else unit.upper
         key = {"S": "SECOND", "MS": "MILLISECOND", "SEC": "SECOND", "MIN": "MINUTE",
                "H": "HOUR"}.get(uname, uname)
         if key not in units:
             raise src.error(DfsqlSyntaxError, f"expected a time unit, got {unit.text}", unit.start)
         try:
-            dur = c.Duration.of(float(raw), units[key])
+            micros = duration_micros(raw, units[key])
         except ValueError:
-            raise src.error(DfsqlSyntaxError, f"bad interval {num.text}", num.start) from None
+            raise src.error(DurationError, f"bad interval {raw}", start,
+                            "write a number and a unit, e.g. 5 MINUTES") from None
+        if micros < 0:
+            raise src.error(DurationError, f"WATERMARK DELAY must not be negative, got {raw} "
+                            f"{unit.text}", start, "use 0 or more, e.g. DELAY OF INTERVAL 0 SECONDS")
+        if micros > c.MAX_DURATION.micros:
+            raise src.error(DurationError, f"duration {raw} {unit.text} is too long", start,
+                            DURATION_BOUND_HINT)
+        dur = c.Duration(micros)
         name = col.text.strip("`")
         found.append((t.start, unit.end, SparkWatermark(name, dur, src.pos(t.start))))
     return found
