@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, DurationError, WindowedQueryError
+from dfsql.errors import (
+    AnalysisError,
+    ClauseOrderError,
+    DfsqlSyntaxError,
+    DurationError,
+    NotSupportedError,
+    WindowedQueryError,
+)
 from dfsql.language import clauses as c
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
@@ -50,6 +57,12 @@ class Statement:
     view_name: str | None = None
     view_temporary: bool = False
     source: Source = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    #: CREATE OR REPLACE … VIEW / CREATE … VIEW IF NOT EXISTS / CREATE GLOBAL TEMP VIEW
+    view_replace: bool = False
+    view_if_not_exists: bool = False
+    view_global: bool = False
+    #: where the view's name starts in ``text`` (-1 when not a CREATE VIEW)
+    view_name_offset: int = -1
 
     @property
     def windowed(self) -> bool:
@@ -62,6 +75,82 @@ class Statement:
             if b.span[0] <= self.body_start and b.span[1] >= len(self.text.rstrip().rstrip(";")):
                 return b
         return None
+
+
+@dataclass
+class _ViewHead:
+    """``CREATE [OR REPLACE] [GLOBAL] [TEMP|TEMPORARY] VIEW [IF NOT EXISTS] name [(cols)]
+    … AS``, read from the statement's depth-0 tokens."""
+
+    name: str | None = None
+    parts: tuple[Token, ...] = ()  # the name's parts as written (several: a qualified name)
+    temporary: bool = False
+    replace: bool = False
+    if_not_exists: bool = False
+    is_global: bool = False
+    view_word: Token | None = None
+    columns: Token | None = None  # the "(" of a column list
+    body_start: int = 0
+
+    def fields(self) -> dict:
+        return {"view_name": self.name, "view_temporary": self.temporary,
+                "view_replace": self.replace, "view_if_not_exists": self.if_not_exists,
+                "view_global": self.is_global,
+                "view_name_offset": self.parts[0].start if self.parts else -1}
+
+
+def _view_head(first: list[Token], end: int) -> _ViewHead:
+    head = _ViewHead()
+    vi = next(k for k, t in enumerate(first) if t.is_word("VIEW"))
+    head.view_word = first[vi]
+    head.temporary = any(t.is_word("TEMP", "TEMPORARY") for t in first[:vi])
+    head.replace = any(t.is_word("REPLACE") for t in first[:vi])
+    head.is_global = any(t.is_word("GLOBAL") for t in first[:vi])
+    k = vi + 1
+    if k + 2 < len(first) and first[k].is_word("IF") and first[k + 1].is_word("NOT") \
+            and first[k + 2].is_word("EXISTS"):
+        head.if_not_exists = True
+        k += 3
+    parts: list[Token] = []
+    while k < len(first) and first[k].kind in ("word", "quoted"):
+        parts.append(first[k])
+        k += 1
+        if k < len(first) and first[k].text == ".":
+            k += 1
+            continue
+        break
+    head.parts = tuple(parts)
+    head.name = parts[-1].text.strip("`") if parts else None
+    if k < len(first) and first[k].text == "(":
+        head.columns = first[k]
+    ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
+    head.body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else end
+    return head
+
+
+def _check_windowed_view(view: _ViewHead, src: Source) -> None:
+    """A windowed result is a DataFrame that dfsql computes in this Spark session: only a
+    temp view (one-part name, no column list) can name it."""
+    text = src.text
+    name = view.parts[-1].text if view.parts else "v"
+    if not view.temporary and view.view_word is not None:
+        head = "CREATE OR REPLACE" if view.replace else "CREATE"
+        raise src.error(NotSupportedError, "a windowed query can only be a TEMP view: its result "
+                        "is computed by dfsql in this Spark session, which a persistent view "
+                        "cannot store", view.view_word.start,
+                        f"write {head} TEMP VIEW {name} AS …")
+    if len(view.parts) > 1:
+        written = text[view.parts[0].start:view.parts[-1].end]
+        kw = text[view.view_word.start:view.view_word.end] if view.view_word else "VIEW"
+        temp = next((w for w in ("TEMPORARY", "TEMP") if w in text[:view.parts[0].start].upper()),
+                    "TEMP")
+        raise src.error(AnalysisError, f"the temp view name {written} cannot be qualified",
+                        view.parts[0].start, f"write CREATE {temp} {kw} {name} AS … (a temp "
+                        "view belongs to the Spark session, not to a catalog or database)")
+    if view.columns is not None:
+        raise src.error(NotSupportedError, "a windowed view takes no column list",
+                        view.columns.start, "name the columns with aliases in the SELECT "
+                        "instead, e.g. SELECT k AS key, COUNT(*) AS cnt …")
 
 
 def _next(tokens: list[Token], i: int) -> Token | None:
@@ -142,7 +231,7 @@ def parse_statement(text: str) -> Statement:
     csrc = Source(cleaned)
 
     # Statement kind and where its query body starts.
-    kind, body_start, view_name, temp = "query", 0, None, False
+    kind, body_start, view = "query", 0, _ViewHead()
     first = [t for t in tokens if t.depth == 0]
     if first and first[0].is_word("EXPLAIN"):
         kind = "explain"
@@ -153,14 +242,8 @@ def parse_statement(text: str) -> Statement:
         body_start = first[k].start if k < len(first) else len(text)
     elif first and first[0].is_word("CREATE") and any(t.is_word("VIEW") for t in first[:7]):
         kind = "create_view"
-        vi = next(k for k, t in enumerate(first) if t.is_word("VIEW"))
-        temp = any(t.is_word("TEMP", "TEMPORARY") for t in first[:vi])
-        k = vi + 1
-        if k + 2 < len(first) and first[k].is_word("IF"):
-            k += 3
-        view_name = first[k].text.strip("`") if k < len(first) else None
-        ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
-        body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else len(text)
+        view = _view_head(first, len(text))
+        body_start = view.body_start
     elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
             first[0].text != "(":
         kind = "other"
@@ -214,7 +297,9 @@ def parse_statement(text: str) -> Statement:
                                 t.start, "add e.g. WINDOW FIXED(1 MINUTE) ON <event time> first")
 
     if not regions:
-        return Statement(text, kind, body_start, (), view_name, temp, src)
+        return Statement(text, kind, body_start, (), source=src, **view.fields())
+    if kind == "create_view":
+        _check_windowed_view(view, src)
 
     # Parse each region and work out its block.
     spark_wms = _spark_watermark(tokens, src)
@@ -271,7 +356,7 @@ def parse_statement(text: str) -> Statement:
     # grouped or aggregated), so that a mistake there fails before any Spark work starts.
     for b in blocks:
         rewrite(b, src)
-    return Statement(text, kind, body_start, tuple(blocks), view_name, temp, src)
+    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
 
 
 def _with(cl: c.Clauses, **changes) -> c.Clauses:

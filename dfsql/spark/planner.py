@@ -348,7 +348,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
     if stmt.kind == "create_view":
         assert result is not None and stmt.view_name
-        result.createOrReplaceTempView(stmt.view_name)
+        _create_view(stmt, result)
         return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
     if result is not None:
         return _with_plans(result, plans)
@@ -362,6 +362,32 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     final = "".join(text)
     with spark_errors(stmt.source):
         return _with_plans(spark.sql(final), plans)
+
+
+def _create_view(stmt: Statement, result: DataFrame) -> None:
+    """``CREATE [OR REPLACE] [GLOBAL] TEMP VIEW [IF NOT EXISTS] v AS <windowed query>``, as
+    asked: replace only with OR REPLACE; with IF NOT EXISTS keep an existing view; else an
+    existing view is Spark's TEMP_TABLE_OR_VIEW_ALREADY_EXISTS, positioned at the name.
+    (parse_statement already refused persistent views, qualified names and column lists.)"""
+    from pyspark.errors import AnalysisException
+
+    name = stmt.view_name
+    if stmt.view_replace:
+        (result.createOrReplaceGlobalTempView if stmt.view_global
+         else result.createOrReplaceTempView)(name)
+        return
+    try:
+        (result.createGlobalTempView if stmt.view_global else result.createTempView)(name)
+    except AnalysisException as exc:
+        if "ALREADY_EXISTS" not in (exc.getCondition() or ""):
+            raise
+        if stmt.view_if_not_exists:
+            return  # the existing view stays, as asked
+        p = stmt.source.pos(stmt.view_name_offset)
+        kind = "GLOBAL TEMP VIEW" if stmt.view_global else "TEMP VIEW"
+        raise AnalysisError(f"the temp view {name} already exists", p.line, p.column,
+                            f"write CREATE OR REPLACE {kind} {name} to replace it, or "
+                            f"CREATE {kind} IF NOT EXISTS {name} to keep it") from None
 
 
 def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
