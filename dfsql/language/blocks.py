@@ -36,7 +36,8 @@ class WindowedBlock:
 
     ``aggregates`` names the functions of the SELECT that the Spark session knows as
     aggregates although dfsql cannot tell from their name (user-defined aggregates, see
-    :mod:`dfsql.language.functions`); it is empty until the planner has asked Spark.
+    :mod:`dfsql.language.functions`); None until the planner has asked Spark, and while
+    it is None a mistake that depends on such a function is not reported yet.
     """
 
     index: int
@@ -46,7 +47,7 @@ class WindowedBlock:
     clauses: c.Clauses
     inner: tuple[int, ...] = ()
     spark_watermark: SparkWatermark | None = None
-    aggregates: frozenset[str] = frozenset()
+    aggregates: frozenset[str] | None = None
 
     @property
     def view_name(self) -> str:

@@ -33,8 +33,11 @@ PROCESSING_TIME = "__processing_time"
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
                 "emit_time", "is_retraction")
 
-# Spark aggregate functions that sqlglot parses as anonymous functions.
-SPARK_AGGREGATES = {
+# Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
+# others are exp.AggFunc); tests/language/test_functions.py checks the list against the
+# session's function registry. A name not here and not typed by sqlglot may still be an
+# aggregate the user registered: the planner asks Spark (dfsql.language.functions).
+SPARK_AGGREGATES = frozenset({
     "histogram_numeric", "try_sum", "try_avg", "kurtosis", "skewness", "bit_and", "bit_or",
     "bit_xor", "every", "some", "any", "bool_or", "count_min_sketch", "hll_sketch_agg",
     "hll_union_agg", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2",
@@ -43,7 +46,13 @@ SPARK_AGGREGATES = {
     "first_value", "last_value", "last", "min_by", "approx_percentile", "percentile_cont",
     "percentile_disc", "array_agg", "grouping", "grouping_id", "theta_sketch_agg",
     "approx_top_k_accumulate", "kll_sketch_agg_bigint", "kll_sketch_agg_double",
-}
+    "mean", "collect_union", "measure", "schema_of_variant_agg", "bitmap_and_agg",
+    "bitmap_or_agg", "bitmap_construct_agg", "kll_sketch_agg_float", "kll_merge_agg_bigint",
+    "kll_merge_agg_double", "kll_merge_agg_float", "theta_intersection_agg",
+    "theta_union_agg", "tuple_sketch_agg_double", "tuple_sketch_agg_integer",
+    "tuple_union_agg_double", "tuple_union_agg_integer", "tuple_intersection_agg_double",
+    "tuple_intersection_agg_integer", "vector_avg", "vector_sum", "approx_top_k_combine",
+})
 
 
 _GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
@@ -73,15 +82,29 @@ class Stages:
                 f"-- output stage\n{self.output_sql}")
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES) -> bool:
+    """An aggregate call: typed by sqlglot, or a function named in ``names``."""
     if isinstance(node, exp.AggFunc):
         return True
     if isinstance(node, exp.Anonymous):
-        return str(node.this).lower() in SPARK_AGGREGATES
+        return str(node.this).lower() in names
+    if isinstance(node, exp.Any):
+        # Spark's any(x) is bool_or; sqlglot reads it as the ANY of "x = ANY (subquery)"
+        parent = node.parent
+        return not isinstance(node.this, exp.Query | exp.Subquery) and not (
+            isinstance(parent, exp.Predicate) and parent.args.get("expression") is node)
     return False
 
 
-def _parse_select(block: WindowedBlock, src: Source) -> exp.Select:
+def unknown_calls(select: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES,
+                  ) -> list[exp.Anonymous]:
+    """Calls of functions that neither sqlglot nor ``names`` know as aggregates: Spark
+    scalar functions, or functions registered in the session (a UDAF among them)."""
+    return [n for n in select.find_all(exp.Anonymous) if str(n.this).lower() not in names]
+
+
+def parse_select(block: WindowedBlock, src: Source) -> exp.Select:
+    """The block's SELECT as sqlglot reads it; a parse error is positioned in ``src``."""
     try:
         tree = sqlglot.parse_one(block.sql, read="spark")
     except ParseError as e:
@@ -139,7 +162,7 @@ def _rewrite_cached(block: WindowedBlock, src: Source) -> Stages:
 
 
 def _rewrite(block: WindowedBlock, src: Source) -> Stages:
-    select = _parse_select(block, src)
+    select = parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
 
@@ -160,14 +183,24 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         group_exprs = []
 
     items = list(select.expressions)
+    names = SPARK_AGGREGATES | (block.aggregates or frozenset())
+
+    def is_agg(node: exp.Expression) -> bool:
+        return _is_aggregate(node, names)
+
+    # Functions Spark has not been asked about yet (at parse time): a mistake that may
+    # depend on whether one is an aggregate is left for the planner to report.
+    pending = frozenset() if block.aggregates is not None else frozenset(
+        str(n.this).lower() for n in unknown_calls(select, names))
+
     # GROUP BY 1 / GROUP BY alias → the select expression.
     aliases = {i.alias.lower(): i.unalias() for i in items if isinstance(i, exp.Alias)}
     keys: list[exp.Expression] = []
     for g in group_exprs:
         if isinstance(g, exp.Literal) and g.is_int:
-            g = _ordinal_item(g, items, block, src)
+            g = _ordinal_item(g, items, block, src, is_agg)
         elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
-                and not _is_aggregate(aliases[g.name.lower()]):
+                and not is_agg(aliases[g.name.lower()]):
             g = aliases[g.name.lower()]
         keys.append(g)
 
@@ -182,7 +215,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         if e is None:
             return
         for node in e.walk():
-            if _is_aggregate(node) and not isinstance(node.parent, exp.Window):
+            if is_agg(node) and not isinstance(node.parent, exp.Window):
                 target = node.parent if isinstance(node.parent, exp.Filter) else node
                 # identity, not equality, for nesting: SUM(x) FILTER (...) is not inside
                 # a separate SUM(x) of the same SELECT
@@ -198,7 +231,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     aggs = [a for a in aggs if not any(
         a is not b and any(a is d for d in list(b.walk())[1:]) for b in aggs)]
 
-    if not aggs and not group_exprs:
+    if not aggs and not group_exprs and not pending:
         raise WindowedQueryError(
             "a windowed query must aggregate (GROUP BY and/or an aggregate function)",
             region_pos.line, region_pos.column,
@@ -240,7 +273,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         name = i.alias_or_name if (isinstance(i, exp.Alias) or isinstance(i, exp.Column)) \
             else i.sql("spark")
         body = i.unalias().transform(to_output, copy=True)
-        _check_grouped(body, block, src, key_cols)
+        _check_grouped(body, block, src, key_cols, pending)
         out_items.append(f"{body.sql('spark')} AS `{name}`")
         out_names.append(name)
     named = {n.lower() for n in out_names}
@@ -253,7 +286,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
              + ", ".join(out_items), f"FROM {PANES_TABLE}"]
     if having is not None:
         cond = having.this.transform(to_output, copy=True)
-        _check_grouped(cond, block, src, key_cols)
+        _check_grouped(cond, block, src, key_cols, pending)
         parts.append(f"WHERE {cond.sql('spark')}")
     default_order = order is None
     default_order_by: tuple[str, ...] | None = None
@@ -304,7 +337,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
 
 
 def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: WindowedBlock,
-                  src: Source) -> exp.Expression:
+                  src: Source, is_agg) -> exp.Expression:
     """``GROUP BY n``: the n-th SELECT item (1-based), as Spark's groupByOrdinal reads it;
     out of range or an aggregate is Spark's analysis error, here positioned at ``n``."""
     n = int(lit.name)
@@ -313,9 +346,9 @@ def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: Windowed
         raise AnalysisError(f"GROUP BY position {n} is not in the select list", p.line,
                             p.column, f"positions count the SELECT items from 1 to {len(items)}")
     item = items[n - 1].unalias()
-    if any(_is_aggregate(node) for node in item.walk()):
+    if any(is_agg(node) for node in item.walk()):
         keys = [str(k + 1) for k, i in enumerate(items)
-                if not any(_is_aggregate(node) for node in i.walk())]
+                if not any(is_agg(node) for node in i.walk())]
         raise AnalysisError(
             f"GROUP BY position {n} is the aggregate {item.sql('spark')}", p.line, p.column,
             "group by the positions of keys, e.g. GROUP BY " + ", ".join(keys) if keys else
@@ -323,9 +356,19 @@ def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: Windowed
     return item
 
 
+def _inside_call(node: exp.Expression, names: frozenset[str]) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Anonymous) and str(parent.this).lower() in names:
+            return True
+        parent = parent.parent
+    return False
+
+
 def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
-                   key_cols: tuple[str, ...]) -> None:
-    """A column left in the output stage must be a key, an aggregate or a window column."""
+                   key_cols: tuple[str, ...], pending: frozenset[str] = frozenset()) -> None:
+    """A column left in the output stage must be a key, an aggregate or a window column
+    (or an argument of a ``pending`` function, which may turn out to be an aggregate)."""
     allowed = set(key_cols) | {f"__a{i}" for i in range(1000)} | set(PANE_COLUMNS)
     bound = _lambda_vars(body)
     for col in body.find_all(exp.Column):
@@ -333,6 +376,8 @@ def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
         if name in allowed or name.lower() in PANE_COLUMNS or name.lower() in bound:
             continue
         if col.find_ancestor(exp.Window) is not None:
+            continue
+        if pending and _inside_call(col, pending):
             continue
         p = _node_pos(col, block, src)
         raise WindowedQueryError(

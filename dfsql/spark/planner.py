@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import clauses as c
+from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import EVENT_TIME, PANES_TABLE, PROCESSING_TIME, Stages, rewrite
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
@@ -337,6 +338,9 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
+        resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
+        if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
+            plan = BlockPlan(stmt, resolved, spark, uid, registry)
         df = plan.result(ordered=block is top or block.index not in fed_to_window)
         plans.append(plan)
         if block is top:

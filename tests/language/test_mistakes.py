@@ -16,6 +16,7 @@ from dfsql.errors import (
     DurationError,
     NotSupportedError,
     TriggerError,
+    WindowedQueryError,
 )
 from dfsql.language import parse_statement
 from dfsql.language.clauses import (
@@ -286,3 +287,44 @@ def test_longest_duration_is_accepted() -> None:
 def test_largest_row_count_is_accepted() -> None:
     cl = clauses(W + "TRIGGER AFTER 9223372036854775807 ROWS")
     assert cl.trigger == ElemCount(count=2**63 - 1)
+
+
+# --------------------------------------------------------------------------- item 11: aggregates
+
+
+def stages(text: str):
+    from dfsql.language.rewrite import rewrite
+
+    stmt = parse_statement(text)
+    return rewrite(stmt.blocks[-1], stmt.source)
+
+
+@pytest.mark.parametrize("call,spark_sql", [
+    ("any(v > 4)", "ANY(__c0 > 4)"),  # Spark's any = bool_or; sqlglot reads it as ANY
+    ("ANY(b)", "ANY(__c0)"),
+    ("mean(v)", "MEAN(__c0)"),  # Spark's alias of avg, anonymous to sqlglot
+    ("vector_sum(arr)", "VECTOR_SUM(__c0)"),
+])
+def test_spark_aggregates_sqlglot_does_not_type(call: str, spark_sql: str) -> None:
+    st = stages(f"SELECT k, {call} AS x FROM t GROUP BY k WINDOW GLOBAL")
+    assert st.aggregates == ((spark_sql, "__a0"),)
+
+
+def test_any_of_a_subquery_is_not_an_aggregate() -> None:
+    st = stages("SELECT k, COUNT(*) AS n FROM t WHERE k = ANY (SELECT 1) GROUP BY k "
+                "WINDOW GLOBAL")
+    assert st.aggregates == (("COUNT(*)", "__a0"),)
+
+
+def test_unknown_function_defers_the_grouping_check() -> None:
+    """my_udaf may be an aggregate registered in the Spark session: parsing cannot tell,
+    so the statement parses and the planner asks Spark (test_functions.py)."""
+    for text in ("SELECT k, my_udaf(v) AS m FROM t GROUP BY k WINDOW GLOBAL",
+                 "SELECT my_udaf(v) AS m FROM t WINDOW FIXED(1 MINUTE) ON ts"):
+        assert parse_statement(text).blocks[0].aggregates is None
+
+
+def test_unknown_function_does_not_hide_other_mistakes() -> None:
+    err = error("SELECT k,\n  v,\n  my_udaf(w) AS m\nFROM t GROUP BY k WINDOW GLOBAL")
+    assert type(err) is WindowedQueryError and where(err) == (2, 3)
+    assert "v is neither grouped nor aggregated" in err.message
