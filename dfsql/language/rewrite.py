@@ -315,14 +315,16 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     for arg in ("group", "having", "order", "limit", "distinct", "qualify", "offset"):
         inp.set(arg, None)
     proj = [f"{k.sql('spark')} AS {key_cols[i]}" for i, k in enumerate(keys)]
-    if cl.on is not None:
-        proj.append(f"{cl.on.sql} AS {EVENT_TIME}")
-    if cl.processing_time is not None:
-        proj.append(f"{cl.processing_time.sql} AS {PROCESSING_TIME}")
     proj += [f"{sql} AS {alias}" for sql, alias in input_cols]
-    if not proj:
+    if not proj and cl.on is None and cl.processing_time is None:
         proj = ["1 AS __one"]
-    inp.set("expressions", [sqlglot.parse_one(p, read="spark") for p in proj])
+    exprs = [sqlglot.parse_one(p, read="spark") for p in proj]
+    if cl.on is not None:
+        exprs.insert(len(keys), _clause_expr(cl.on, EVENT_TIME, "ON"))
+    if cl.processing_time is not None:
+        exprs.insert(len(keys) + (cl.on is not None), _clause_expr(
+            cl.processing_time, PROCESSING_TIME, "PROCESSING TIME"))
+    inp.set("expressions", exprs)
     return Stages(
         input_sql=inp.sql("spark"),
         key_columns=key_cols,
@@ -334,6 +336,25 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         default_order_by=default_order_by,
         output_sql_unordered=output_sql_unordered,
     )
+
+
+def _clause_expr(expr: c.Expr, alias: str, clause: str) -> exp.Expression:
+    """The ON / PROCESSING TIME expression (Spark SQL kept as text) as one aliased
+    expression of the input stage; anything else is the user's mistake, at the clause."""
+    try:
+        node = sqlglot.parse_one(f"{expr.sql} AS {alias}", read="spark")
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        raise DfsqlSyntaxError(f"cannot parse the {clause} expression {expr.sql}: "
+                               f"{err.get('description', 'invalid expression')}",
+                               expr.pos.line, expr.pos.column,
+                               f"{clause} takes one Spark SQL expression, e.g. {clause} ts"
+                               ) from None
+    if not isinstance(node, exp.Alias) or node.alias != alias:
+        raise DfsqlSyntaxError(f"the {clause} expression {expr.sql} is not one expression",
+                               expr.pos.line, expr.pos.column,
+                               f"{clause} takes one Spark SQL expression, e.g. {clause} ts")
+    return node
 
 
 def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: WindowedBlock,
