@@ -60,7 +60,7 @@ def resolve_aggregates(block: WindowedBlock, src: Source, spark: SparkSession,
         if name in asked:
             continue
         asked.add(name)
-        if _is_aggregate(spark, select, call, name, found, sql_of):
+        if _is_aggregate(spark, select, call, name, found, sql_of, src, block):
             found.add(name)
     resolved = replace(block, aggregates=frozenset(found))
     if found:
@@ -79,8 +79,7 @@ def _check_aggregation(spark: SparkSession, block: WindowedBlock, src: Source,
     stages = rewrite(block, src)
     source = f"FROM ({sql_of(stages.input_sql)}) AS __dfsql_probe"
     aggs = [sql for sql, _ in stages.aggregates]
-    p = src.pos(block.span[0] + call.meta["start"]) if "start" in (call.meta or {}) else \
-        src.pos(block.region[0])
+    p = _call_pos(call, src, block)
     name = str(call.this)
     reason = _planning_error(spark, sql_of(f"SELECT {', '.join(aggs)} {source}"))
     if reason is not None:
@@ -132,14 +131,26 @@ def _probe(select: exp.Select, items: list[exp.Expression]) -> exp.Select:
     return probe
 
 
+def _call_pos(call: exp.Anonymous, src: Source, block: WindowedBlock):
+    """Where the call is written in the user's text (sqlglot's offset in the block)."""
+    start = (call.meta or {}).get("start")
+    return src.pos(block.span[0] + start) if start is not None else src.pos(block.region[0])
+
+
 def _is_aggregate(spark: SparkSession, select: exp.Select, call: exp.Anonymous, name: str,
-                  found: set[str], sql_of: Callable[[str], str]) -> bool:
+                  found: set[str], sql_of: Callable[[str], str], src: Source,
+                  block: WindowedBlock) -> bool:
     from pyspark.errors import PySparkException
 
     try:
         fn = spark.catalog.getFunction(name)
     except PySparkException:
-        return False  # unknown to Spark: the stages report it where it was written
+        if spark.catalog.functionExists(name):
+            return False  # Spark knows it but cannot describe it: let the stages decide
+        p = _call_pos(call, src, block)
+        raise AnalysisError(f"unknown function {call.this}", p.line, p.column,
+                            "check the spelling, or register it in the Spark session first "
+                            "(spark.udf.register)") from None
     if (fn.className or "").startswith(_BUILTIN_CLASSES):
         return name in SPARK_AGGREGATES
     if any(isinstance(n, exp.AggFunc) or (isinstance(n, exp.Anonymous) and

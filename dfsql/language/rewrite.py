@@ -165,6 +165,8 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     select = parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
+    if cl.late_rows_into is not None:
+        _check_late_rows_view(select, block, src)
 
     if select.args.get("group") is not None:
         grp = select.args["group"]
@@ -336,6 +338,21 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         default_order_by=default_order_by,
         output_sql_unordered=output_sql_unordered,
     )
+
+
+def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source) -> None:
+    """LATE ROWS INTO names a temp view that the query creates; naming a table the query
+    reads would replace that table, for this and every later query of the session."""
+    name = block.clauses.late_rows_into.strip("`")
+    if name.lower() not in {t.name.lower() for t in select.find_all(exp.Table) if not t.db}:
+        return
+    m = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\s+").search(src.text, block.region[0],
+                                                           block.region[1])
+    p = src.pos(m.end() if m else block.region[0])
+    raise AnalysisError(f"LATE ROWS INTO {name} would replace a table this query reads",
+                        p.line, p.column,
+                        f"keep the late rows in a view of their own, e.g. LATE ROWS INTO "
+                        f"{name}_late")
 
 
 def _clause_expr(expr: c.Expr, alias: str, clause: str) -> exp.Expression:

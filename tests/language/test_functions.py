@@ -17,7 +17,7 @@ from pyspark.sql.functions import pandas_udf
 from sqlglot import exp
 
 import dfsql
-from dfsql.errors import DfsqlError, NotSupportedError, WindowedQueryError
+from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, WindowedQueryError
 from dfsql.language import parse_statement
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import SPARK_AGGREGATES, rewrite
@@ -109,6 +109,17 @@ def test_scalar_udf_of_a_non_grouped_column_is_an_error(spark: SparkSession,
                   "WINDOW FIXED(1 MINUTE) ON ts", spark)
     assert (info.value.line, info.value.column) == (2, 15)
     assert "v is neither grouped nor aggregated" in info.value.message
+
+
+def test_unknown_function_is_named_at_its_call(spark: SparkSession, events: str) -> None:
+    """A function the session does not know: Spark's unresolved-routine error, at the call
+    (line 2, col 5) — not "v is neither grouped nor aggregated"."""
+    with pytest.raises(AnalysisError) as info:
+        dfsql.sql("SELECT k,\n    fn_nosuch(v) AS m\nFROM fn_events GROUP BY k\n"
+                  "WINDOW FIXED(1 MINUTE) ON ts", spark)
+    assert (info.value.line, info.value.column) == (2, 5)
+    assert info.value.message == "unknown function fn_nosuch"
+    assert "spark.udf.register" in info.value.hint
 
 
 def test_any_is_spark_s_bool_or(spark: SparkSession, events: str) -> None:

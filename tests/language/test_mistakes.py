@@ -200,6 +200,11 @@ LATE_ROWS = {
     "late_rows_into_three_parts": (W + "ALLOWED LATENESS 1 HOUR\n  LATE ROWS INTO a.b.c",
                                    AnalysisError, 6, 18, "LATE ROWS INTO a.b.c",
                                    "LATE ROWS INTO c"),
+    "late_rows_into_its_own_source": (
+        "SELECT k, COUNT(*) AS n\nFROM events\nGROUP BY k\nWINDOW FIXED(1 MINUTE) ON ts\n"
+        "PROCESSING TIME arr ALLOWED LATENESS 1 HOUR\nLATE ROWS INTO events", AnalysisError,
+        6, 16, "LATE ROWS INTO events would replace a table this query reads",
+        "LATE ROWS INTO events_late"),
     "late_rows_into_two_parts": (W + "ALLOWED LATENESS 0 SECONDS LATE ROWS INTO db.late",
                                  AnalysisError, 5, 43, "cannot be qualified",
                                  "LATE ROWS INTO late"),
