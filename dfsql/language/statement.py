@@ -91,6 +91,7 @@ class _ViewHead:
     view_word: Token | None = None
     columns: Token | None = None  # the "(" of a column list
     body_start: int = 0
+    as_word: Token | None = None
 
     def fields(self) -> dict:
         return {"view_name": self.name, "view_temporary": self.temporary,
@@ -112,7 +113,7 @@ def _view_head(first: list[Token], end: int) -> _ViewHead:
         head.if_not_exists = True
         k += 3
     parts: list[Token] = []
-    while k < len(first) and first[k].kind in ("word", "quoted"):
+    while k < len(first) and first[k].kind in ("word", "quoted") and not first[k].is_word("AS"):
         parts.append(first[k])
         k += 1
         if k < len(first) and first[k].text == ".":
@@ -123,8 +124,14 @@ def _view_head(first: list[Token], end: int) -> _ViewHead:
     head.name = parts[-1].text.strip("`") if parts else None
     if k < len(first) and first[k].text == "(":
         head.columns = first[k]
-    ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
+        k = next((m + 1 for m in range(k + 1, len(first)) if first[m].text == ")"), len(first))
+    # AS follows the name (or column list), possibly after COMMENT / TBLPROPERTIES / ...
+    ai = k if k < len(first) and first[k].is_word("AS") else None
+    if ai is None and k < len(first) and first[k].is_word("COMMENT", "TBLPROPERTIES",
+                                                           "PARTITIONED", "WITH"):
+        ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
     head.body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else end
+    head.as_word = first[ai] if ai is not None else None
     return head
 
 
@@ -132,7 +139,15 @@ def _check_windowed_view(view: _ViewHead, src: Source) -> None:
     """A windowed result is a DataFrame that dfsql computes in this Spark session: only a
     temp view (one-part name, no column list) can name it."""
     text = src.text
-    name = view.parts[-1].text if view.parts else "v"
+    after_view = view.view_word.end if view.view_word is not None else 0
+    if not view.parts:
+        raise src.error(DfsqlSyntaxError, "expected the view's name after VIEW", after_view,
+                        "e.g. CREATE TEMP VIEW v AS SELECT …")
+    if view.as_word is None:
+        raise src.error(DfsqlSyntaxError, "expected AS and the view's query after its name",
+                        view.parts[-1].end, f"e.g. CREATE TEMP VIEW {view.parts[-1].text} AS "
+                        "SELECT …")
+    name = view.parts[-1].text
     if not view.temporary and view.view_word is not None:
         head = "CREATE OR REPLACE" if view.replace else "CREATE"
         raise src.error(NotSupportedError, "a windowed query can only be a TEMP view: its result "

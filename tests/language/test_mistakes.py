@@ -13,6 +13,7 @@ import dfsql
 from dfsql.errors import (
     AnalysisError,
     DfsqlError,
+    DfsqlSyntaxError,
     DurationError,
     NotSupportedError,
     TriggerError,
@@ -239,6 +240,10 @@ CREATE_VIEW = {
     "create_view_qualified_without_temp": ("CREATE VIEW cat.db.v AS " + WINDOWED,
                                            NotSupportedError, 1, 8, "only be a TEMP view",
                                            "CREATE TEMP VIEW v AS"),
+    "create_view_without_name": ("CREATE TEMP VIEW AS\n" + WINDOWED, DfsqlSyntaxError, 1, 17,
+                                 "expected the view's name after VIEW", "CREATE TEMP VIEW v AS"),
+    "create_view_without_as": ("CREATE TEMP VIEW v\n" + WINDOWED, DfsqlSyntaxError, 1, 19,
+                               "expected AS and the view's query", "CREATE TEMP VIEW v AS"),
     "create_view_column_list": ("CREATE TEMP VIEW v\n  (key, cnt) AS " + WINDOWED,
                                 NotSupportedError, 2, 3, "column list",
                                 "SELECT k AS key"),

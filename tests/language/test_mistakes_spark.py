@@ -147,6 +147,15 @@ def test_create_global_temp_view(spark: SparkSession, events: str) -> None:
     assert not spark.catalog.tableExists("mistakes_g")
 
 
+def test_create_temp_view_over_an_inner_windowed_query(spark: SparkSession,
+                                                       events: str) -> None:
+    """The windowed query is a subquery of the view's body: Spark creates the view over
+    dfsql's result (was: an AssertionError in the planner)."""
+    dfsql.sql("CREATE OR REPLACE TEMP VIEW mistakes_v5 AS SELECT k, s * 10 AS s FROM "
+              f"({VIEW_BODY}) AS w", spark)
+    assert view_sums(spark, "mistakes_v5") == [("a", 70), ("b", 50)]
+
+
 @pytest.mark.parametrize("text,cls", [
     (f"CREATE VIEW mistakes_db.mistakes_v4 AS {VIEW_BODY}", NotSupportedError),
     (f"CREATE TEMP VIEW mistakes_db.mistakes_v4 AS {VIEW_BODY}", AnalysisError),
