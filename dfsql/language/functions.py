@@ -11,7 +11,7 @@ planner has a session it calls :func:`resolve_aggregates`, which answers per nam
 
 * a built-in function (its class is one of Catalyst's expressions): an aggregate exactly
   when it is in ``SPARK_AGGREGATES`` (checked against the registry by the tests);
-  one catalog lookup, a few milliseconds;
+  one catalog lookup (about 10 ms);
 * anything else: Spark analyses ``SELECT f(args) OVER () FROM <the block's FROM>`` —
   an aggregate function is a valid window function and a scalar one is not
   (UNSUPPORTED_EXPR_FOR_WINDOW). This is Spark's own answer for any kind of function,
