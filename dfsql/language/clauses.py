@@ -72,6 +72,15 @@ class Duration:
         return cls(int(round(value * MICROS_PER[unit])))
 
 
+#: The longest duration a query may name (LANGUAGE.md §2: "a duration too large for a
+#: TIMESTAMP is an error"): the span of Spark's TIMESTAMP range, 0001-01-01 to 9999-12-31,
+#: 3,652,059 days. Any window, delay or lateness longer than every representable instant
+#: apart is meaningless, and with it event time + size + lateness + delay stays below
+#: 1.3e18 microseconds, far inside the int64 arithmetic of the model and of Spark's window().
+MAX_DURATION_DAYS = 3_652_059
+MAX_DURATION = Duration(MAX_DURATION_DAYS * MICROS_PER["d"])
+
+
 # --------------------------------------------------------------------------- windows (WHERE)
 
 

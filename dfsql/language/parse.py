@@ -12,12 +12,15 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
+from typing import NamedTuple
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 
 from dfsql.errors import (
+    AnalysisError,
     ClauseOrderError,
     DfsqlError,
     DfsqlSyntaxError,
@@ -76,6 +79,33 @@ def _parser() -> Lark:
     )
 
 
+#: Largest row count of AFTER / EVERY n ROWS: counts are BIGINT (int64) in the model.
+MAX_ROW_COUNT = 2**63 - 1
+
+DURATION_BOUND_HINT = (f"a duration is at most {c.MAX_DURATION_DAYS} DAYS, the span of "
+                       "Spark's TIMESTAMP range (0001-01-01 to 9999-12-31)")
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def duration_micros(raw: str, unit: str) -> int:
+    """``raw`` (a decimal number as written) of ``unit`` in whole microseconds, exactly
+    (no float: a thousand-digit number must be reported as too long, not overflow).
+    Raises ValueError when ``raw`` is not a plain decimal number (NaN, Infinity, 1e3)."""
+    if not _DECIMAL.fullmatch(raw):
+        raise ValueError(raw)
+    value = Decimal(raw) * c.MICROS_PER[unit]
+    return int(value.to_integral_value(ROUND_HALF_EVEN))
+
+
+class _Dur(NamedTuple):
+    """A parsed duration before its clause decides whether zero is valid there."""
+
+    value: c.Duration
+    token: Token  # where it was written: the number, or INTERVAL
+    text: str  # as written, for messages: "0 MINUTES"
+
+
 class _Builder(Transformer):
     """Parse tree → clause objects. ``src``/``base`` turn token offsets into positions."""
 
@@ -108,44 +138,59 @@ class _Builder(Transformer):
             num, unit = items
             kw, raw = num, str(num)
         try:
-            value = float(raw)
+            micros = duration_micros(raw, _UNIT[unit.type])
         except ValueError:
             raise self._err(DurationError, f"bad duration {raw!r}", num,
                             "write a number and a unit, e.g. 5 MINUTES") from None
-        micros = c.Duration.of(value, _UNIT[unit.type]).micros
-        if micros <= 0:
-            raise self._err(DurationError, f"duration must be positive, got {raw} {unit}", kw,
-                            "sizes, gaps, periods, delays and lateness are > 0")
-        return (c.Duration(micros), kw)
+        return _Dur(c.Duration(micros), kw, f"{raw} {unit}")
 
-    def _dur(self, item) -> c.Duration:
-        return item[0]
+    def _positive(self, item: _Dur, what: str) -> c.Duration:
+        """A size, gap, period or processing-time delay: zero or less is an error (§2)."""
+        if item.value.micros <= 0:
+            raise self._err(DurationError, f"{what} must be positive, got {item.text}",
+                            item.token, f"a {what} is > 0, e.g. 1 MINUTE")
+        return self._bounded(item)
+
+    def _non_negative(self, item: _Dur, what: str) -> c.Duration:
+        """WATERMARK DELAY, ALLOWED LATENESS and OFFSET: zero is valid, their default (§2)."""
+        if item.value.micros < 0:
+            raise self._err(DurationError, f"{what} must not be negative, got {item.text}",
+                            item.token, f"use 0 (the default) or more, e.g. {what} 0 SECONDS")
+        return self._bounded(item)
+
+    def _bounded(self, item: _Dur) -> c.Duration:
+        if item.value.micros > c.MAX_DURATION.micros:
+            raise self._err(DurationError, f"duration {item.text} is too long", item.token,
+                            DURATION_BOUND_HINT)
+        return item.value
 
     # ---------------------------------------------------------------- WINDOW
     def global_window(self, items):
         return c.GlobalWindows(pos=self._pos(items[0]))
 
     def fixed_window(self, items):
-        durs = [i for i in items if isinstance(i, tuple)]
-        offset = self._dur(durs[1]) if len(durs) > 1 else c.Duration(0)
-        size = self._dur(durs[0])
+        durs = [i for i in items if isinstance(i, _Dur)]
+        size = self._positive(durs[0], "window size")
+        offset = self._non_negative(durs[1], "OFFSET") if len(durs) > 1 else c.Duration(0)
         if offset.micros >= size.micros:
             raise self._err(DurationError, "OFFSET must be smaller than the window size",
-                            durs[1][1], f"use an offset below {size}")
+                            durs[1].token, f"use an offset below {size}")
         return c.FixedWindows(pos=self._pos(items[0]), size=size, offset=offset)
 
     def sliding_window(self, items):
-        durs = [i for i in items if isinstance(i, tuple)]
-        size, period = self._dur(durs[0]), self._dur(durs[1])
-        offset = self._dur(durs[2]) if len(durs) > 2 else c.Duration(0)
+        durs = [i for i in items if isinstance(i, _Dur)]
+        size = self._positive(durs[0], "window size")
+        period = self._positive(durs[1], "sliding period")
+        offset = self._non_negative(durs[2], "OFFSET") if len(durs) > 2 else c.Duration(0)
         if offset.micros >= period.micros:
             raise self._err(DurationError, "OFFSET must be smaller than the sliding period",
-                            durs[2][1], f"use an offset below {period}")
+                            durs[2].token, f"use an offset below {period}")
         return c.SlidingWindows(pos=self._pos(items[0]), size=size, period=period, offset=offset)
 
     def session_window(self, items):
-        durs = [i for i in items if isinstance(i, tuple)]
-        return c.SessionWindows(pos=self._pos(items[0]), gap=self._dur(durs[0]))
+        durs = [i for i in items if isinstance(i, _Dur)]
+        return c.SessionWindows(pos=self._pos(items[0]),
+                                gap=self._positive(durs[0], "session gap"))
 
     def _expr(self, tok) -> c.Expr:
         """An ON / PROCESSING TIME expression; a misspelt clause keyword after it (which the
@@ -168,15 +213,18 @@ class _Builder(Transformer):
 
     # ---------------------------------------------------------------- WATERMARK etc.
     def table_name(self, items):
-        return Token("NAME", ".".join(str(i) for i in items), start_pos=items[0].start_pos)
+        # a qualified name (db.t) is a QUALIFIED_NAME token, so that LATE ROWS INTO can
+        # refuse it while WATERMARK FROM reads any table
+        return Token("NAME" if len(items) == 1 else "QUALIFIED_NAME",
+                     ".".join(str(i) for i in items), start_pos=items[0].start_pos)
 
     def watermark_delay(self, items):
-        wm = c.WatermarkDelay(pos=self._pos(items[0]), delay=self._dur(items[2]))
+        wm = c.WatermarkDelay(pos=self._pos(items[0]), delay=self._non_negative(items[2], "WATERMARK DELAY"))
         return ("WATERMARK", items[0], {"watermark": wm})
 
     def watermark_from(self, items):
         writer = str(items[4]) if len(items) > 4 else None
-        idle = self._dur(items[7]) if len(items) > 7 else None
+        idle = self._positive(items[7], "IDLE TIMEOUT") if len(items) > 7 else None
         wm = c.WatermarkFrom(pos=self._pos(items[0]), table=str(items[2]), writer=writer,
                              idle_timeout=idle)
         return ("WATERMARK", items[0], {"watermark": wm})
@@ -189,7 +237,7 @@ class _Builder(Transformer):
         if not 0 < q <= 100:
             raise self._err(WatermarkError, f"PERCENTILE must be in (0, 100], got {items[2]}",
                             items[2], "e.g. WATERMARK PERCENTILE 99")
-        delay = self._dur(items[4]) if len(items) > 4 else c.Duration(0)
+        delay = self._non_negative(items[4], "DELAY") if len(items) > 4 else c.Duration(0)
         wm = c.WatermarkPercentile(pos=self._pos(items[0]), percentile=q, delay=delay)
         return ("WATERMARK", items[0], {"watermark": wm})
 
@@ -198,8 +246,15 @@ class _Builder(Transformer):
 
     def lateness_clause(self, items):
         into = str(items[6]) if len(items) > 6 else None
+        if into is not None and items[6].type == "QUALIFIED_NAME":
+            last = into.rsplit(".", 1)[-1]
+            raise self._err(AnalysisError, f"LATE ROWS INTO {into}: the late rows go to a temp "
+                            "view, whose name cannot be qualified", items[6],
+                            f"write one name, e.g. LATE ROWS INTO {last} (a temp view belongs "
+                            "to the Spark session, not to a catalog or database)")
         return ("ALLOWED LATENESS", items[0],
-                {"allowed_lateness": self._dur(items[2]), "late_rows_into": into})
+                {"allowed_lateness": self._non_negative(items[2], "ALLOWED LATENESS"),
+                 "late_rows_into": into})
 
     # ---------------------------------------------------------------- TRIGGER
     def _count(self, tok) -> int:
@@ -210,6 +265,9 @@ class _Builder(Transformer):
         if n <= 0 or str(tok) != str(n):
             raise self._err(TriggerError, f"a row count must be a positive whole number, got {tok}",
                             tok)
+        if n > MAX_ROW_COUNT:
+            raise self._err(TriggerError, f"row count {tok} is too large", tok,
+                            f"at most {MAX_ROW_COUNT} (a BIGINT)")
         return n
 
     def end_of_window(self, items):
@@ -236,7 +294,8 @@ class _Builder(Transformer):
         return c.ElemCount(pos=self._pos(items[0]), count=self._count(items[1]))
 
     def after_delay(self, items):
-        return c.SinceEarliestElem(pos=self._pos(items[0]), delay=self._dur(items[1]))
+        return c.SinceEarliestElem(pos=self._pos(items[0]),
+                                   delay=self._positive(items[1], "trigger delay"))
 
     def every_rows(self, items):
         pos = self._pos(items[0])
@@ -244,7 +303,8 @@ class _Builder(Transformer):
 
     def every_period(self, items):
         pos = self._pos(items[0])
-        return c.Repeat(pos=pos, sub=c.AtPeriod(pos=pos, period=self._dur(items[1])))
+        return c.Repeat(pos=pos, sub=c.AtPeriod(pos=pos,
+                                                period=self._positive(items[1], "trigger period")))
 
     def never(self, items):
         return c.Never(pos=self._pos(items[0]))

@@ -22,14 +22,17 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dfsql.errors import DfsqlSyntaxError, NotSupportedError, WindowedQueryError
+from dfsql.errors import AnalysisError, DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language import clauses as c
+from dfsql.language.blocks import WindowedBlock
 from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PANES_TABLE, PROCESSING_TIME
 from dfsql.language.scan import Source
-from dfsql.language.statement import WindowedBlock
 
-# Spark aggregate functions that sqlglot parses as anonymous functions.
-SPARK_AGGREGATES = {
+# Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
+# others are exp.AggFunc); tests/language/test_functions.py checks the list against the
+# session's function registry. A name not here and not typed by sqlglot may still be an
+# aggregate the user registered: the planner asks Spark (dfsql.language.functions).
+SPARK_AGGREGATES = frozenset({
     "histogram_numeric", "try_sum", "try_avg", "kurtosis", "skewness", "bit_and", "bit_or",
     "bit_xor", "every", "some", "any", "bool_or", "count_min_sketch", "hll_sketch_agg",
     "hll_union_agg", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2",
@@ -38,7 +41,13 @@ SPARK_AGGREGATES = {
     "first_value", "last_value", "last", "min_by", "approx_percentile", "percentile_cont",
     "percentile_disc", "array_agg", "grouping", "grouping_id", "theta_sketch_agg",
     "approx_top_k_accumulate", "kll_sketch_agg_bigint", "kll_sketch_agg_double",
-}
+    "mean", "collect_union", "measure", "schema_of_variant_agg", "bitmap_and_agg",
+    "bitmap_or_agg", "bitmap_construct_agg", "kll_sketch_agg_float", "kll_merge_agg_bigint",
+    "kll_merge_agg_double", "kll_merge_agg_float", "theta_intersection_agg",
+    "theta_union_agg", "tuple_sketch_agg_double", "tuple_sketch_agg_integer",
+    "tuple_union_agg_double", "tuple_union_agg_integer", "tuple_intersection_agg_double",
+    "tuple_intersection_agg_integer", "vector_avg", "vector_sum", "approx_top_k_combine",
+})
 
 
 _GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
@@ -68,15 +77,29 @@ class Stages:
                 f"-- output stage\n{self.output_sql}")
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES) -> bool:
+    """An aggregate call: typed by sqlglot, or a function named in ``names``."""
     if isinstance(node, exp.AggFunc):
         return True
     if isinstance(node, exp.Anonymous):
-        return str(node.this).lower() in SPARK_AGGREGATES
+        return str(node.this).lower() in names
+    if isinstance(node, exp.Any):
+        # Spark's any(x) is bool_or; sqlglot reads it as the ANY of "x = ANY (subquery)"
+        parent = node.parent
+        return not isinstance(node.this, exp.Query | exp.Subquery) and not (
+            isinstance(parent, exp.Predicate) and parent.args.get("expression") is node)
     return False
 
 
-def _parse_select(block: WindowedBlock, src: Source) -> exp.Select:
+def unknown_calls(select: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES,
+                  ) -> list[exp.Anonymous]:
+    """Calls of functions that neither sqlglot nor ``names`` know as aggregates: Spark
+    scalar functions, or functions registered in the session (a UDAF among them)."""
+    return [n for n in select.find_all(exp.Anonymous) if str(n.this).lower() not in names]
+
+
+def parse_select(block: WindowedBlock, src: Source) -> exp.Select:
+    """The block's SELECT as sqlglot reads it; a parse error is positioned in ``src``."""
     try:
         tree = sqlglot.parse_one(block.sql, read="spark")
     except ParseError as e:
@@ -134,9 +157,11 @@ def _rewrite_cached(block: WindowedBlock, src: Source) -> Stages:
 
 
 def _rewrite(block: WindowedBlock, src: Source) -> Stages:
-    select = _parse_select(block, src)
+    select = parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
+    if cl.late_rows_into is not None:
+        _check_late_rows_view(select, block, src)
 
     if select.args.get("group") is not None:
         grp = select.args["group"]
@@ -155,14 +180,24 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         group_exprs = []
 
     items = list(select.expressions)
+    names = SPARK_AGGREGATES | (block.aggregates or frozenset())
+
+    def is_agg(node: exp.Expression) -> bool:
+        return _is_aggregate(node, names)
+
+    # Functions Spark has not been asked about yet (at parse time): a mistake that may
+    # depend on whether one is an aggregate is left for the planner to report.
+    pending = frozenset() if block.aggregates is not None else frozenset(
+        str(n.this).lower() for n in unknown_calls(select, names))
+
     # GROUP BY 1 / GROUP BY alias → the select expression.
     aliases = {i.alias.lower(): i.unalias() for i in items if isinstance(i, exp.Alias)}
     keys: list[exp.Expression] = []
     for g in group_exprs:
         if isinstance(g, exp.Literal) and g.is_int:
-            g = items[int(g.name) - 1].unalias()
+            g = _ordinal_item(g, items, block, src, is_agg)
         elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
-                and not _is_aggregate(aliases[g.name.lower()]):
+                and not is_agg(aliases[g.name.lower()]):
             g = aliases[g.name.lower()]
         keys.append(g)
 
@@ -177,7 +212,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         if e is None:
             return
         for node in e.walk():
-            if _is_aggregate(node) and not isinstance(node.parent, exp.Window):
+            if is_agg(node) and not isinstance(node.parent, exp.Window):
                 target = node.parent if isinstance(node.parent, exp.Filter) else node
                 # identity, not equality, for nesting: SUM(x) FILTER (...) is not inside
                 # a separate SUM(x) of the same SELECT
@@ -193,7 +228,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     aggs = [a for a in aggs if not any(
         a is not b and any(a is d for d in list(b.walk())[1:]) for b in aggs)]
 
-    if not aggs and not group_exprs:
+    if not aggs and not group_exprs and not pending:
         raise WindowedQueryError(
             "a windowed query must aggregate (GROUP BY and/or an aggregate function)",
             region_pos.line, region_pos.column,
@@ -235,7 +270,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         name = i.alias_or_name if (isinstance(i, exp.Alias) or isinstance(i, exp.Column)) \
             else i.sql("spark")
         body = i.unalias().transform(to_output, copy=True)
-        _check_grouped(body, block, src, key_cols)
+        _check_grouped(body, block, src, key_cols, pending)
         out_items.append(f"{body.sql('spark')} AS `{name}`")
         out_names.append(name)
     named = {n.lower() for n in out_names}
@@ -248,7 +283,7 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
              + ", ".join(out_items), f"FROM {PANES_TABLE}"]
     if having is not None:
         cond = having.this.transform(to_output, copy=True)
-        _check_grouped(cond, block, src, key_cols)
+        _check_grouped(cond, block, src, key_cols, pending)
         parts.append(f"WHERE {cond.sql('spark')}")
     default_order = order is None
     default_order_by: tuple[str, ...] | None = None
@@ -277,14 +312,16 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     for arg in ("group", "having", "order", "limit", "distinct", "qualify", "offset"):
         inp.set(arg, None)
     proj = [f"{k.sql('spark')} AS {key_cols[i]}" for i, k in enumerate(keys)]
-    if cl.on is not None:
-        proj.append(f"{cl.on.sql} AS {EVENT_TIME}")
-    if cl.processing_time is not None:
-        proj.append(f"{cl.processing_time.sql} AS {PROCESSING_TIME}")
     proj += [f"{sql} AS {alias}" for sql, alias in input_cols]
-    if not proj:
+    if not proj and cl.on is None and cl.processing_time is None:
         proj = ["1 AS __one"]
-    inp.set("expressions", [sqlglot.parse_one(p, read="spark") for p in proj])
+    exprs = [sqlglot.parse_one(p, read="spark") for p in proj]
+    if cl.on is not None:
+        exprs.insert(len(keys), _clause_expr(cl.on, EVENT_TIME, "ON"))
+    if cl.processing_time is not None:
+        exprs.insert(len(keys) + (cl.on is not None), _clause_expr(
+            cl.processing_time, PROCESSING_TIME, "PROCESSING TIME"))
+    inp.set("expressions", exprs)
     return Stages(
         input_sql=inp.sql("spark"),
         key_columns=key_cols,
@@ -298,9 +335,73 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
     )
 
 
+def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source) -> None:
+    """LATE ROWS INTO names a temp view that the query creates; naming a table the query
+    reads would replace that table, for this and every later query of the session."""
+    name = block.clauses.late_rows_into.strip("`")
+    if name.lower() not in {t.name.lower() for t in select.find_all(exp.Table) if not t.db}:
+        return
+    m = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\s+").search(src.text, block.region[0],
+                                                           block.region[1])
+    p = src.pos(m.end() if m else block.region[0])
+    raise AnalysisError(f"LATE ROWS INTO {name} would replace a table this query reads",
+                        p.line, p.column,
+                        f"keep the late rows in a view of their own, e.g. LATE ROWS INTO "
+                        f"{name}_late")
+
+
+def _clause_expr(expr: c.Expr, alias: str, clause: str) -> exp.Expression:
+    """The ON / PROCESSING TIME expression (Spark SQL kept as text) as one aliased
+    expression of the input stage; anything else is the user's mistake, at the clause."""
+    try:
+        node = sqlglot.parse_one(f"{expr.sql} AS {alias}", read="spark")
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        raise DfsqlSyntaxError(f"cannot parse the {clause} expression {expr.sql}: "
+                               f"{err.get('description', 'invalid expression')}",
+                               expr.pos.line, expr.pos.column,
+                               f"{clause} takes one Spark SQL expression, e.g. {clause} ts"
+                               ) from None
+    if not isinstance(node, exp.Alias) or node.alias != alias:
+        raise DfsqlSyntaxError(f"the {clause} expression {expr.sql} is not one expression",
+                               expr.pos.line, expr.pos.column,
+                               f"{clause} takes one Spark SQL expression, e.g. {clause} ts")
+    return node
+
+
+def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: WindowedBlock,
+                  src: Source, is_agg) -> exp.Expression:
+    """``GROUP BY n``: the n-th SELECT item (1-based), as Spark's groupByOrdinal reads it;
+    out of range or an aggregate is Spark's analysis error, here positioned at ``n``."""
+    n = int(lit.name)
+    p = _node_pos(lit, block, src)
+    if not 1 <= n <= len(items):
+        raise AnalysisError(f"GROUP BY position {n} is not in the select list", p.line,
+                            p.column, f"positions count the SELECT items from 1 to {len(items)}")
+    item = items[n - 1].unalias()
+    if any(is_agg(node) for node in item.walk()):
+        keys = [str(k + 1) for k, i in enumerate(items)
+                if not any(is_agg(node) for node in i.walk())]
+        raise AnalysisError(
+            f"GROUP BY position {n} is the aggregate {item.sql('spark')}", p.line, p.column,
+            "group by the positions of keys, e.g. GROUP BY " + ", ".join(keys) if keys else
+            "a query grouped by nothing but aggregates needs no GROUP BY")
+    return item
+
+
+def _inside_call(node: exp.Expression, names: frozenset[str]) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Anonymous) and str(parent.this).lower() in names:
+            return True
+        parent = parent.parent
+    return False
+
+
 def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
-                   key_cols: tuple[str, ...]) -> None:
-    """A column left in the output stage must be a key, an aggregate or a window column."""
+                   key_cols: tuple[str, ...], pending: frozenset[str] = frozenset()) -> None:
+    """A column left in the output stage must be a key, an aggregate or a window column
+    (or an argument of a ``pending`` function, which may turn out to be an aggregate)."""
     allowed = set(key_cols) | {f"__a{i}" for i in range(1000)} | set(PANE_COLUMNS)
     bound = _lambda_vars(body)
     for col in body.find_all(exp.Column):
@@ -308,6 +409,8 @@ def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
         if name in allowed or name.lower() in PANE_COLUMNS or name.lower() in bound:
             continue
         if col.find_ancestor(exp.Window) is not None:
+            continue
+        if pending and _inside_call(col, pending):
             continue
         p = _node_pos(col, block, src)
         raise WindowedQueryError(

@@ -11,12 +11,23 @@ without any region is plain Spark SQL and is passed to Spark untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, WindowedQueryError
+from dfsql.errors import (
+    AnalysisError,
+    ClauseOrderError,
+    DfsqlSyntaxError,
+    DurationError,
+    NotSupportedError,
+    WindowedQueryError,
+)
 from dfsql.language import clauses as c
-from dfsql.language.parse import parse_region
+from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
+from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
+from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source, Token, blank, scan
+
+__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_statement"]
 
 # Words that end an extension region when met at the region's parenthesis depth.
 _REGION_END = {
@@ -35,40 +46,6 @@ _STRAY = {
     "WATERMARK": {"DELAY", "FROM", "PERFECT", "PERCENTILE"},
 }
 
-PLACEHOLDER = "__dfsql_w{}"
-
-
-@dataclass(frozen=True)
-class SparkWatermark:
-    """Spark's relation clause ``FROM t WATERMARK col DELAY OF INTERVAL …``."""
-
-    column: str
-    delay: c.Duration
-    pos: c.Pos
-
-
-@dataclass(frozen=True)
-class WindowedBlock:
-    """One windowed query block.
-
-    ``sql`` is the block's Spark SQL with the extension region blanked and inner windowed
-    blocks replaced by their placeholder views; offsets in it match ``span[0]`` onwards in
-    the statement text, so positions found in it map straight back to the user's text.
-    """
-
-    index: int
-    span: tuple[int, int]
-    region: tuple[int, int]
-    sql: str
-    clauses: c.Clauses
-    inner: tuple[int, ...] = ()
-    spark_watermark: SparkWatermark | None = None
-
-    @property
-    def view_name(self) -> str:
-        return PLACEHOLDER.format(self.index)
-
-
 @dataclass(frozen=True)
 class Statement:
     """A parsed statement: its text, its kind, and its windowed blocks (innermost first)."""
@@ -80,6 +57,12 @@ class Statement:
     view_name: str | None = None
     view_temporary: bool = False
     source: Source = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    #: CREATE OR REPLACE … VIEW / CREATE … VIEW IF NOT EXISTS / CREATE GLOBAL TEMP VIEW
+    view_replace: bool = False
+    view_if_not_exists: bool = False
+    view_global: bool = False
+    #: where the view's name starts in ``text`` (-1 when not a CREATE VIEW)
+    view_name_offset: int = -1
 
     @property
     def windowed(self) -> bool:
@@ -92,6 +75,97 @@ class Statement:
             if b.span[0] <= self.body_start and b.span[1] >= len(self.text.rstrip().rstrip(";")):
                 return b
         return None
+
+
+@dataclass
+class _ViewHead:
+    """``CREATE [OR REPLACE] [GLOBAL] [TEMP|TEMPORARY] VIEW [IF NOT EXISTS] name [(cols)]
+    … AS``, read from the statement's depth-0 tokens."""
+
+    name: str | None = None
+    parts: tuple[Token, ...] = ()  # the name's parts as written (several: a qualified name)
+    temporary: bool = False
+    replace: bool = False
+    if_not_exists: bool = False
+    is_global: bool = False
+    view_word: Token | None = None
+    columns: Token | None = None  # the "(" of a column list
+    body_start: int = 0
+    as_word: Token | None = None
+
+    def fields(self) -> dict:
+        return {"view_name": self.name, "view_temporary": self.temporary,
+                "view_replace": self.replace, "view_if_not_exists": self.if_not_exists,
+                "view_global": self.is_global,
+                "view_name_offset": self.parts[0].start if self.parts else -1}
+
+
+def _view_head(first: list[Token], end: int) -> _ViewHead:
+    head = _ViewHead()
+    vi = next(k for k, t in enumerate(first) if t.is_word("VIEW"))
+    head.view_word = first[vi]
+    head.temporary = any(t.is_word("TEMP", "TEMPORARY") for t in first[:vi])
+    head.replace = any(t.is_word("REPLACE") for t in first[:vi])
+    head.is_global = any(t.is_word("GLOBAL") for t in first[:vi])
+    k = vi + 1
+    if k + 2 < len(first) and first[k].is_word("IF") and first[k + 1].is_word("NOT") \
+            and first[k + 2].is_word("EXISTS"):
+        head.if_not_exists = True
+        k += 3
+    parts: list[Token] = []
+    while k < len(first) and first[k].kind in ("word", "quoted") and not first[k].is_word("AS"):
+        parts.append(first[k])
+        k += 1
+        if k < len(first) and first[k].text == ".":
+            k += 1
+            continue
+        break
+    head.parts = tuple(parts)
+    head.name = parts[-1].text.strip("`") if parts else None
+    if k < len(first) and first[k].text == "(":
+        head.columns = first[k]
+        k = next((m + 1 for m in range(k + 1, len(first)) if first[m].text == ")"), len(first))
+    # AS follows the name (or column list), possibly after COMMENT / TBLPROPERTIES / ...
+    ai = k if k < len(first) and first[k].is_word("AS") else None
+    if ai is None and k < len(first) and first[k].is_word("COMMENT", "TBLPROPERTIES",
+                                                           "PARTITIONED", "WITH"):
+        ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
+    head.body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else end
+    head.as_word = first[ai] if ai is not None else None
+    return head
+
+
+def _check_windowed_view(view: _ViewHead, src: Source) -> None:
+    """A windowed result is a DataFrame that dfsql computes in this Spark session: only a
+    temp view (one-part name, no column list) can name it."""
+    text = src.text
+    after_view = view.view_word.end if view.view_word is not None else 0
+    if not view.parts:
+        raise src.error(DfsqlSyntaxError, "expected the view's name after VIEW", after_view,
+                        "e.g. CREATE TEMP VIEW v AS SELECT …")
+    if view.as_word is None:
+        raise src.error(DfsqlSyntaxError, "expected AS and the view's query after its name",
+                        view.parts[-1].end, f"e.g. CREATE TEMP VIEW {view.parts[-1].text} AS "
+                        "SELECT …")
+    name = view.parts[-1].text
+    if not view.temporary and view.view_word is not None:
+        head = "CREATE OR REPLACE" if view.replace else "CREATE"
+        raise src.error(NotSupportedError, "a windowed query can only be a TEMP view: its result "
+                        "is computed by dfsql in this Spark session, which a persistent view "
+                        "cannot store", view.view_word.start,
+                        f"write {head} TEMP VIEW {name} AS …")
+    if len(view.parts) > 1:
+        written = text[view.parts[0].start:view.parts[-1].end]
+        kw = text[view.view_word.start:view.view_word.end] if view.view_word else "VIEW"
+        temp = next((w for w in ("TEMPORARY", "TEMP") if w in text[:view.parts[0].start].upper()),
+                    "TEMP")
+        raise src.error(AnalysisError, f"the temp view name {written} cannot be qualified",
+                        view.parts[0].start, f"write CREATE {temp} {kw} {name} AS … (a temp "
+                        "view belongs to the Spark session, not to a catalog or database)")
+    if view.columns is not None:
+        raise src.error(NotSupportedError, "a windowed view takes no column list",
+                        view.columns.start, "name the columns with aliases in the SELECT "
+                        "instead, e.g. SELECT k AS key, COUNT(*) AS cnt …")
 
 
 def _next(tokens: list[Token], i: int) -> Token | None:
@@ -130,16 +204,28 @@ def _spark_watermark(tokens: list[Token], src: Source) -> list[tuple[int, int, S
         if j + 1 >= len(tokens):
             raise src.error(DfsqlSyntaxError, "expected an interval after DELAY OF", of.end)
         num, unit = tokens[j], tokens[j + 1]
-        raw = num.text.strip("'\"")
+        sign = ""
+        if num.text in ("-", "+") and j + 2 < len(tokens) and unit.start == num.end:
+            sign, num, unit = num.text, unit, tokens[j + 2]
+        raw = sign + num.text.strip("'\"")
+        start = num.start - len(sign)
         uname = unit.upper.rstrip("S") if unit.upper not in ("S", "MS") else unit.upper
         key = {"S": "SECOND", "MS": "MILLISECOND", "SEC": "SECOND", "MIN": "MINUTE",
                "H": "HOUR"}.get(uname, uname)
         if key not in units:
             raise src.error(DfsqlSyntaxError, f"expected a time unit, got {unit.text}", unit.start)
         try:
-            dur = c.Duration.of(float(raw), units[key])
+            micros = duration_micros(raw, units[key])
         except ValueError:
-            raise src.error(DfsqlSyntaxError, f"bad interval {num.text}", num.start) from None
+            raise src.error(DurationError, f"bad interval {raw}", start,
+                            "write a number and a unit, e.g. 5 MINUTES") from None
+        if micros < 0:
+            raise src.error(DurationError, f"WATERMARK DELAY must not be negative, got {raw} "
+                            f"{unit.text}", start, "use 0 or more, e.g. DELAY OF INTERVAL 0 SECONDS")
+        if micros > c.MAX_DURATION.micros:
+            raise src.error(DurationError, f"duration {raw} {unit.text} is too long", start,
+                            DURATION_BOUND_HINT)
+        dur = c.Duration(micros)
         name = col.text.strip("`")
         found.append((t.start, unit.end, SparkWatermark(name, dur, src.pos(t.start))))
     return found
@@ -160,7 +246,7 @@ def parse_statement(text: str) -> Statement:
     csrc = Source(cleaned)
 
     # Statement kind and where its query body starts.
-    kind, body_start, view_name, temp = "query", 0, None, False
+    kind, body_start, view = "query", 0, _ViewHead()
     first = [t for t in tokens if t.depth == 0]
     if first and first[0].is_word("EXPLAIN"):
         kind = "explain"
@@ -171,14 +257,8 @@ def parse_statement(text: str) -> Statement:
         body_start = first[k].start if k < len(first) else len(text)
     elif first and first[0].is_word("CREATE") and any(t.is_word("VIEW") for t in first[:7]):
         kind = "create_view"
-        vi = next(k for k, t in enumerate(first) if t.is_word("VIEW"))
-        temp = any(t.is_word("TEMP", "TEMPORARY") for t in first[:vi])
-        k = vi + 1
-        if k + 2 < len(first) and first[k].is_word("IF"):
-            k += 3
-        view_name = first[k].text.strip("`") if k < len(first) else None
-        ai = next((m for m in range(k, len(first)) if first[m].is_word("AS")), None)
-        body_start = first[ai + 1].start if ai is not None and ai + 1 < len(first) else len(text)
+        view = _view_head(first, len(text))
+        body_start = view.body_start
     elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
             first[0].text != "(":
         kind = "other"
@@ -232,7 +312,9 @@ def parse_statement(text: str) -> Statement:
                                 t.start, "add e.g. WINDOW FIXED(1 MINUTE) ON <event time> first")
 
     if not regions:
-        return Statement(text, kind, body_start, (), view_name, temp, src)
+        return Statement(text, kind, body_start, (), source=src, **view.fields())
+    if kind == "create_view":
+        _check_windowed_view(view, src)
 
     # Parse each region and work out its block.
     spark_wms = _spark_watermark(tokens, src)
@@ -287,15 +369,11 @@ def parse_statement(text: str) -> Statement:
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
     # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
     # grouped or aggregated), so that a mistake there fails before any Spark work starts.
-    from dfsql.language.rewrite import rewrite
-
     for b in blocks:
         rewrite(b, src)
-    return Statement(text, kind, body_start, tuple(blocks), view_name, temp, src)
+    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
 
 
 def _with(cl: c.Clauses, **changes) -> c.Clauses:
-    from dataclasses import replace
-
     return replace(cl, **changes)
 

@@ -54,7 +54,13 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
             cond = exc.getCondition() or ""  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - older/newer PySpark differ here
             cond = ""
-        if cond.startswith(("CAST_", "DIVIDE_BY_ZERO", "ARITHMETIC", "NUMERIC", "INVALID_")):
+        try:
+            state = exc.getSqlState() or ""  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - older/newer PySpark differ here
+            state = ""
+        # SQLSTATE class 22 is a data exception (e.g. a literal beyond DECIMAL(38))
+        if cond.startswith(("CAST_", "DIVIDE_BY_ZERO", "ARITHMETIC", "NUMERIC", "INVALID_")) \
+                or state.startswith("22"):
             cls = DataError
         else:
             return None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import clauses as c
+from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import EVENT_TIME, PANES_TABLE, PROCESSING_TIME, Stages, rewrite
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
@@ -337,6 +338,9 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
+        resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
+        if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
+            plan = BlockPlan(stmt, resolved, spark, uid, registry)
         df = plan.result(ordered=block is top or block.index not in fed_to_window)
         plans.append(plan)
         if block is top:
@@ -346,9 +350,8 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
                     block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
                 df = net_changelog(df)
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
-    if stmt.kind == "create_view":
-        assert result is not None and stmt.view_name
-        result.createOrReplaceTempView(stmt.view_name)
+    if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
+        _create_view(stmt, result)
         return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
     if result is not None:
         return _with_plans(result, plans)
@@ -362,6 +365,32 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     final = "".join(text)
     with spark_errors(stmt.source):
         return _with_plans(spark.sql(final), plans)
+
+
+def _create_view(stmt: Statement, result: DataFrame) -> None:
+    """``CREATE [OR REPLACE] [GLOBAL] TEMP VIEW [IF NOT EXISTS] v AS <windowed query>``, as
+    asked: replace only with OR REPLACE; with IF NOT EXISTS keep an existing view; else an
+    existing view is Spark's TEMP_TABLE_OR_VIEW_ALREADY_EXISTS, positioned at the name.
+    (parse_statement already refused persistent views, qualified names and column lists.)"""
+    from pyspark.errors import AnalysisException
+
+    name = stmt.view_name
+    if stmt.view_replace:
+        (result.createOrReplaceGlobalTempView if stmt.view_global
+         else result.createOrReplaceTempView)(name)
+        return
+    try:
+        (result.createGlobalTempView if stmt.view_global else result.createTempView)(name)
+    except AnalysisException as exc:
+        if "ALREADY_EXISTS" not in (exc.getCondition() or ""):
+            raise
+        if stmt.view_if_not_exists:
+            return  # the existing view stays, as asked
+        p = stmt.source.pos(stmt.view_name_offset)
+        kind = "GLOBAL TEMP VIEW" if stmt.view_global else "TEMP VIEW"
+        raise AnalysisError(f"the temp view {name} already exists", p.line, p.column,
+                            f"write CREATE OR REPLACE {kind} {name} to replace it, or "
+                            f"CREATE {kind} IF NOT EXISTS {name} to keep it") from None
 
 
 def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:

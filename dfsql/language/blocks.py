@@ -1,0 +1,54 @@
+"""The types a parsed statement and the SELECT rewrite share.
+
+:mod:`~dfsql.language.statement` finds windowed blocks and :mod:`~dfsql.language.rewrite`
+splits each block's SELECT into stages; both need the block itself. It lives here, in a
+module that imports neither of them, so that statement can check every block with the
+rewrite at parse time without an import cycle (statement → rewrite → blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dfsql.language import clauses as c
+
+#: The temp view under which the executor registers an inner windowed block's result;
+#: an outer block reads the inner one through it.
+PLACEHOLDER = "__dfsql_w{}"
+
+
+@dataclass(frozen=True)
+class SparkWatermark:
+    """Spark's relation clause ``FROM t WATERMARK col DELAY OF INTERVAL …``."""
+
+    column: str
+    delay: c.Duration
+    pos: c.Pos
+
+
+@dataclass(frozen=True)
+class WindowedBlock:
+    """One windowed query block.
+
+    ``sql`` is the block's Spark SQL with the extension region blanked and inner windowed
+    blocks replaced by their placeholder views; offsets in it match ``span[0]`` onwards in
+    the statement text, so positions found in it map straight back to the user's text.
+
+    ``aggregates`` names the functions of the SELECT that the Spark session knows as
+    aggregates although dfsql cannot tell from their name (user-defined aggregates, see
+    :mod:`dfsql.language.functions`); None until the planner has asked Spark, and while
+    it is None a mistake that depends on such a function is not reported yet.
+    """
+
+    index: int
+    span: tuple[int, int]
+    region: tuple[int, int]
+    sql: str
+    clauses: c.Clauses
+    inner: tuple[int, ...] = ()
+    spark_watermark: SparkWatermark | None = None
+    aggregates: frozenset[str] | None = None
+
+    @property
+    def view_name(self) -> str:
+        return PLACEHOLDER.format(self.index)
