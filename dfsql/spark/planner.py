@@ -135,6 +135,11 @@ class BlockPlan:
                     f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
                     f"{t.simpleString()}", line, col,
                     f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
+            if isinstance(t, DateType):
+                # midnight of the session time zone, as Spark's window() reads a DATE
+                from pyspark.sql import functions as F  # noqa: N812
+
+                df = df.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp"))
         if PROCESSING_TIME in df.columns:
             t = schema[PROCESSING_TIME].dataType
             if not isinstance(t, TimestampType | TimestampNTZType):
@@ -214,7 +219,8 @@ class BlockPlan:
         select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
                    "true AS is_last", "CAST(NULL AS TIMESTAMP) AS emit_time",
                    "false AS is_retraction"]
-        where = f" WHERE {EVENT_TIME} IS NOT NULL" if win_expr else ""
+        # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
+        where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in self._input_columns() else ""
         group_sql = f" GROUP BY {', '.join(group)}" if group else ""
         sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
         if isinstance(w, c.SessionWindows):
@@ -231,6 +237,23 @@ class BlockPlan:
             sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
                    f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
         return sql
+
+    def _input_columns(self) -> tuple[str, ...]:
+        """The input stage's column names, as the rewrite projects them (no Spark call)."""
+        cols = [*self.stages.key_columns]
+        if self.clauses.on is not None:
+            cols.append(EVENT_TIME)
+        return tuple(cols)
+
+    def null_time_rows_sql(self, inp: str) -> str:
+        """The batch path's dropped elements — the rows whose event time is NULL — as
+        the replay's LATE ROWS INTO rows (no arrival time, no watermark: a batch input
+        arrives all at once, before the watermark leaves -inf)."""
+        keys = [f"`{k}` AS key_{i}" for i, k in enumerate(self.stages.key_columns)]
+        return (f"SELECT {', '.join([*keys, f'{EVENT_TIME} AS event_time'])}, "
+                "CAST(NULL AS TIMESTAMP) AS arrival_time, 'null event time' AS reason, "
+                f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
+                f"WHERE {EVENT_TIME} IS NULL")
 
     def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
         """The output stage over the panes: the temp view, or else the given subquery;
@@ -270,6 +293,17 @@ class BlockPlan:
         names = self.analyse_original()
         if self.clauses.processing_time is None:
             df = self._batch_result()
+            if self.clauses.late_rows_into:
+                if EVENT_TIME in self._input_columns():
+                    inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+                    late = self.spark.sql(self.null_time_rows_sql(inp))
+                    late = late.withColumn("event_time", late["event_time"].cast("timestamp"))
+                else:  # nothing can be dropped: GLOBAL without ON
+                    late = self.spark.sql(
+                        "SELECT CAST(NULL AS TIMESTAMP) AS event_time, CAST(NULL AS TIMESTAMP) "
+                        "AS arrival_time, CAST(NULL AS STRING) AS reason, CAST(NULL AS "
+                        "TIMESTAMP) AS watermark_at_arrival WHERE false")
+                late.createOrReplaceTempView(self.clauses.late_rows_into)
         else:
             self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
             order_by = self.stages.default_order_by
@@ -297,6 +331,11 @@ class BlockPlan:
 
     def dropped_count(self) -> int:
         """How many elements this block dropped as too late (0 for a batch input)."""
+        if self.clauses.processing_time is None:
+            if EVENT_TIME not in self._input_columns():
+                return 0
+            inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+            return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
         if self.emitted is None:
             return 0
         from dfsql.spark.replay import KIND_DROPPED

@@ -42,15 +42,21 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def _us(arr) -> np.ndarray:
-    """An Arrow timestamp column as int64 microseconds (numpy, zero-copy where possible)."""
+def _us(arr, null: int | None = None) -> np.ndarray:
+    """An Arrow timestamp column as int64 microseconds (numpy, zero-copy where possible).
+
+    A NULL becomes ``null`` (the caller says what a NULL means; without it the column
+    must have none: numpy would otherwise turn it into a float NaN)."""
     import pyarrow as pa
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_timestamp(arr.type) and arr.type.unit != "us":
         arr = arr.cast(pa.timestamp("us", tz=arr.type.tz))
-    return arr.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    arr = arr.cast(pa.int64())
+    if null is not None and arr.null_count:
+        arr = arr.fill_null(null)
+    return arr.to_numpy(zero_copy_only=False)
 
 
 def watermark_timeline(plan: BlockPlan, inp: DataFrame):
@@ -74,7 +80,7 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
         p_all, e_all = _us(rec.column(PROCESSING_TIME)), rec.column(EVENT_TIME)
         has_e = e_all.is_valid().to_numpy(zero_copy_only=False)
         first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
-        return wmod.delay_timeline(_us(e_all.fill_null(0))[has_e], p_all[has_e],
+        return wmod.delay_timeline(_us(e_all, null=0)[has_e], p_all[has_e],
                                    wm.delay.micros), first, last
     with spark_errors(None):
         per_instant = (inp.groupBy(PROCESSING_TIME)
@@ -85,12 +91,16 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame):
     order = np.argsort(_us(p), kind="stable")
     instants = _us(p)[order]
     first, last = (int(instants[0]), int(instants[-1])) if len(instants) else (None, None)
-    min_et = _us(per_instant.column("__min"))[order]
     if isinstance(wm, c.WatermarkPerfect):
-        return wmod.perfect_timeline(min_et, instants), first, last
+        # an instant where only NULL event times arrive (min NULL) holds nothing back
+        mins = per_instant.column("__min")
+        has_e = mins.is_valid().to_numpy(zero_copy_only=False)[order]
+        min_et = _us(mins, null=0)[order]
+        return wmod.perfect_timeline(min_et[has_e], instants[has_e]), first, last
     if isinstance(wm, c.WatermarkPercentile):
         with spark_errors(None):
-            t = inp.select(PROCESSING_TIME, EVENT_TIME).toArrow()
+            t = (inp.where(F.col(EVENT_TIME).isNotNull())
+                 .select(PROCESSING_TIME, EVENT_TIME).toArrow())
         return wmod.percentile_timeline(_us(t.column(EVENT_TIME)), _us(t.column(PROCESSING_TIME)),
                                         wm.percentile, wm.delay.micros), first, last
     if isinstance(wm, c.WatermarkFrom):
@@ -438,9 +448,11 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
-        from dfsql.model.windows import concat_ranges
+        from dfsql.model.windows import NEG_INF, concat_ranges
 
-        et = _us(table.column(EVENT_TIME))
+        # A NULL event time reaches the driver as NEG_INF, which it drops and counts
+        # (reason "null event time"): it belongs to no window (LANGUAGE.md §3).
+        et = _us(table.column(EVENT_TIME), null=NEG_INF)
         pt = _us(table.column(PROCESSING_TIME))
         r = drive(key_ids, et, pt, self.clauses, self.timeline, end_floor=self.end_floor,
                   ordered=False)
