@@ -205,14 +205,22 @@ class BlockPlan:
         elif isinstance(w, c.SlidingWindows):
             win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
                         f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SessionWindows) and w.gap.micros == 1:
+            # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
+            win_expr = f"window({EVENT_TIME}, '1 microseconds')"
         elif isinstance(w, c.SessionWindows):
-            win_expr = f"session_window({EVENT_TIME}, '{interval(w.gap)}')"
+            # Windows are half-open (LANGUAGE.md §3): [t1, t1+gap) and [t2, t2+gap) merge
+            # iff t2 < t1 + gap. Spark's session_window merges iff t2 <= t1 + its gap,
+            # so it runs with 1 µs less and 1 µs is added back to the end.
+            win_expr = f"session_window({EVENT_TIME}, '{w.gap.micros - 1} microseconds')"
         else:  # pragma: no cover - the grammar has no other window
             raise AssertionError(w)
         if win_expr is not None:
             # Spark names the grouping column after the function: window / session_window.
-            wcol = "session_window" if isinstance(w, c.SessionWindows) else "window"
+            wcol = win_expr.split("(")[0]
             start, end = f"{wcol}.start", f"{wcol}.end"
+            if wcol == "session_window":
+                end = f"{end} + INTERVAL 1 MICROSECOND"
         group = keys + ([win_expr] if win_expr else [])
         select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
         select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
