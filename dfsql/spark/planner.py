@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import clauses as c
-from dfsql.language.rewrite import EVENT_TIME, PANES_TABLE, PROCESSING_TIME, Stages, rewrite
+from dfsql.language.rewrite import (
+    EVENT_TIME,
+    PANES_TABLE,
+    PROCESSING_TIME,
+    SORT_COLUMNS,
+    Stages,
+    rewrite,
+)
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.spark.errors import map_spark_error, spark_errors
@@ -316,7 +323,7 @@ class BlockPlan:
             self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
             order_by = self.stages.default_order_by
             if order_by is not None and not ordered:
-                df = self._output_df(ordered=False)
+                df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
             elif order_by is not None and self.emit_range is not None:
                 # §7's order, partitioned by slices of the known emit-time range instead
                 # of a sampled range exchange (see dfsql.spark.ordering)
@@ -325,7 +332,7 @@ class BlockPlan:
                 df = self._output_df(ordered=False)
                 if _is_timestamp(df, "emit_time"):
                     df = in_emit_order(df, order_by, *self.emit_range,
-                                       shuffle_partitions(self.spark))
+                                       shuffle_partitions(self.spark)).drop(*SORT_COLUMNS)
                 else:  # the SELECT list named another column emit_time
                     df = self._output_df()
             else:

@@ -24,7 +24,7 @@ import numpy as np
 
 from dfsql.errors import DataError, SourceError
 from dfsql.language import clauses as c
-from dfsql.language.rewrite import EVENT_TIME, PROCESSING_TIME
+from dfsql.language.rewrite import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.spark.ordering import shuffle_partitions
 
 if TYPE_CHECKING:
@@ -215,6 +215,10 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
+    retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    if retracting:
+        # where a pane's retraction sorts: with the pane that replaces it (§7)
+        fields += ["__repl_ws TIMESTAMP", "__repl_pi BIGINT"]
     if clauses.late_rows_into:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
@@ -234,6 +238,8 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
+    if retracting:
+        meta += ["__repl_ws", "__repl_pi"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     emitted.createOrReplaceTempView(view)
@@ -246,13 +252,19 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
                       "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
                       f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
-    if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+    if retracting:
         # A pane is retracted at most once (by the next pane of its window or of the
-        # window it merged into): one row as emitted, one more as retracted.
+        # window it merged into): one row as emitted, one more as retracted. Each row
+        # carries the window_start and pane_index of the row it sorts with (§7).
+        sort_ws, sort_pi = SORT_COLUMNS
         result_sql = (
-            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction FROM ("
-            "SELECT *, explode(array(named_struct('t', emit_time, 'r', false), "
-            "named_struct('t', __retract_time, 'r', true))) AS __row "
+            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction, "
+            f"__row.sw AS {sort_ws}, __row.sp AS {sort_pi} FROM ("
+            "SELECT *, explode(array("
+            "named_struct('t', emit_time, 'r', false, 'sw', window_start, "
+            "'sp', shiftright(__pane_info, 3)), "
+            "named_struct('t', __retract_time, 'r', true, 'sw', __repl_ws, "
+            "'sp', __repl_pi))) AS __row "
             f"FROM ({panes_sql}) AS __panes) AS __rows "
             "WHERE __row.t IS NOT NULL OR NOT __row.r")
     else:
@@ -448,6 +460,7 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
+        from dfsql.model.replacing import replacing_pane
         from dfsql.model.windows import NEG_INF, concat_ranges
 
         # A NULL event time reaches the driver as NEG_INF, which it drops and counts
@@ -486,6 +499,7 @@ class _PartitionDriver:
             parts.append(cols)
         # pane markers: the pane's metadata (and when it is retracted)
         if n_panes:
+            cols = {}
             first_row = _first_row_of_key(key_ids, r.pane_key)
             taken = table.select(self.keys).take(pa.array(first_row)) if self.keys else None
             wstart, wend = r.pane_window_start, r.pane_window_end
@@ -493,19 +507,30 @@ class _PartitionDriver:
             retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
             if len(r.retraction_pane):
                 retract[r.retraction_pane] = r.retraction_emit_time
+            if "__repl_ws" in self.out_names:
+                # a retraction sorts with the pane that replaces it (or, were none found,
+                # just before its window's next pane)
+                repl = replacing_pane(r.pane_key, r.pane_emit_time, wstart, wend,
+                                      r.pane_index, r.retraction_pane, r.retraction_emit_time)
+                repl_ws, repl_pi = wstart.copy(), r.pane_index.astype(np.int64) + 1
+                has = repl >= 0
+                repl_ws[r.retraction_pane[has]] = wstart[repl[has]]
+                repl_pi[r.retraction_pane[has]] = r.pane_index[repl[has]]
+                cols["__repl_ws"] = ts(repl_ws, repl_ws != np.iinfo(np.int64).min)
+                cols["__repl_pi"] = pa.array(repl_pi)
             ids = np.arange(n_panes, dtype=np.int64) + id_base
             if self.negate_marker_group:
                 ids = -1 - ids
             info = (r.pane_index.astype(np.int64) << 3) | \
                 (r.pane_timing.astype(np.int64) << 1) | r.pane_is_last.astype(np.int64)
-            cols = {"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
-                    "__gids": pa.ListArray.from_arrays(
-                        pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
-                    "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
-                    "__pane_info": pa.array(info),
-                    "emit_time": ts(r.pane_emit_time,
-                                    r.pane_emit_time != np.iinfo(np.int64).min),
-                    "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)}
+            cols.update({"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
+                         "__gids": pa.ListArray.from_arrays(
+                             pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
+                         "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
+                         "__pane_info": pa.array(info),
+                         "emit_time": ts(r.pane_emit_time,
+                                         r.pane_emit_time != np.iinfo(np.int64).min),
+                         "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)})
             for k in self.keys:
                 cols[k] = taken.column(k)
             parts.append(cols)
@@ -542,6 +567,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
     types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
+                  "__repl_ws": ts, "__repl_pi": pa.int64(),
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),

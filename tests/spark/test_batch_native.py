@@ -67,13 +67,6 @@ def test_batch_global_equals_group_by(spark, events):
     assert all(r.window_start is None and r.pane_timing == "ON_TIME" for r in rows)
 
 
-def test_batch_rows_are_ordered(spark, events):
-    rows = dfsql.sql(f"SELECT key, COUNT(*) AS n FROM {events} GROUP BY key "
-                     "WINDOW FIXED(10 MINUTES) ON event_time", spark).collect()
-    order = [(r.key, r.window_start) for r in rows]
-    assert order == sorted(order)
-
-
 def test_distinct_keys_over_sessions_keeps_the_sessions(spark, events):
     """SELECT DISTINCT of the keys over a sessions block: one row per session, as Spark's
     own session_window count says (Spark 4's RemoveRedundantAggregates would otherwise
