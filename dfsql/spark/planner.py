@@ -54,12 +54,13 @@ class BlockPlan:
     def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
                  registry: dict) -> None:
         self.stmt = stmt
-        self.block = block
         self.spark = spark
         self.uid = uid
         self.src: Source = stmt.source
-        self.clauses = block.clauses
         self.registry = registry
+        block = with_registered_defaults(block, registry)
+        self.block = block
+        self.clauses = block.clauses
         self.stages: Stages = rewrite(block, self.src)
         self.emitted: DataFrame | None = None  # the replay driver's output, cached
         #: where a replay's emit times lie (first arrival, end of input), microseconds
@@ -168,20 +169,10 @@ class BlockPlan:
             raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
                                  "the perfect watermark looks ahead in a replayed table")
         if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
-            default = self._registered("event_time")
-            if default is None:
-                line, col = self._where(cl.window.pos)
-                raise AnalysisError("ON <event time> is required for this window", line, col,
-                                    "write e.g. ON event_time after the window, or register the "
-                                    "source with dfsql.register(name, df, event_time=...)")
-
-    def _registered(self, attr: str) -> str | None:
-        for name, reg in self.registry.items():
-            if re.search(rf"\b{re.escape(name)}\b", self.block.sql, re.IGNORECASE):
-                value = getattr(reg, attr)
-                if value:
-                    return value
-        return None
+            line, col = self._where(cl.window.pos)
+            raise AnalysisError("ON <event time> is required for this window", line, col,
+                                "write e.g. ON event_time after the window, or register the "
+                                "source with dfsql.register(name, df, event_time=...)")
 
     # ------------------------------------------------------------------ execution
     def panes(self) -> DataFrame:
@@ -356,6 +347,70 @@ class BlockPlan:
         from dfsql.spark.replay import KIND_DROPPED
 
         return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
+
+def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
+    """The tables the block's SELECT reads directly — its FROM relation and joins, not
+    subqueries — as (table name, the name its columns are qualified with)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        tree = sqlglot.parse_one(block.sql, read="spark")
+    except ParseError:  # reported by the rewrite
+        return []
+    if isinstance(tree, exp.Subquery):
+        tree = tree.this
+    if not isinstance(tree, exp.Select):
+        return []
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
+    out = []
+    for rel in relations:
+        table = rel.this if rel is not None else None
+        if isinstance(table, exp.Table) and not table.args.get("db") and \
+                table.name.lower() not in ctes:
+            out.append((table.name, table.alias_or_name))
+    return out
+
+
+def with_registered_defaults(block: WindowedBlock, registry: dict) -> WindowedBlock:
+    """The block with the defaults of its registered source (dfsql.register) for each of
+    ON, PROCESSING TIME and WATERMARK that it leaves out. A default's column names are
+    qualified by the source's name in the FROM clause, so a join stays unambiguous; it
+    is positioned at the WINDOW clause, whose defaults it fills in."""
+    import dataclasses
+
+    import sqlglot
+    from sqlglot import exp
+
+    cl = block.clauses
+    if not registry or (cl.on is not None and cl.processing_time is not None
+                        and cl.watermark_given):
+        return block
+    changes: dict = {}
+    for table, qualifier in source_relations(block):
+        reg = registry.get(table.lower())
+        if reg is None:
+            continue
+
+        def qualified(expr: str, qualifier: str = qualifier) -> c.Expr:
+            node = sqlglot.parse_one(expr, read="spark").transform(
+                lambda n: exp.column(n.name, table=qualifier, quoted=True)
+                if isinstance(n, exp.Column) and not n.table else n)
+            return c.Expr(node.sql("spark"), cl.pos)
+
+        if cl.on is None and "on" not in changes and reg.event_time:
+            changes["on"] = qualified(reg.event_time)
+        if cl.processing_time is None and "processing_time" not in changes \
+                and reg.processing_time:
+            changes["processing_time"] = qualified(reg.processing_time)
+        if not cl.watermark_given and "watermark" not in changes and reg.watermark is not None:
+            changes["watermark"] = dataclasses.replace(reg.watermark, pos=cl.pos)
+    if not changes:
+        return block
+    return dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes))
 
 
 def _is_timestamp(df: DataFrame, name: str) -> bool:
