@@ -83,12 +83,9 @@ class BlockPlan:
         if mapped is None:
             return None
         frag = None
-        try:
-            for ctx in exc.getQueryContext():  # type: ignore[attr-defined]
-                frag = ctx.fragment()
-                break
-        except Exception:  # noqa: BLE001
-            frag = None
+        for ctx in getattr(exc, "getQueryContext", list)():
+            frag = ctx.fragment()
+            break
         m = re.search(r"`([^`]+)`", mapped.message)
         needles = [f for f in (frag, m.group(1) if m else None) if f]
         text = self.src.text
@@ -110,13 +107,14 @@ class BlockPlan:
         Its offsets are the user's, so unknown tables and columns are reported exactly
         where they were written; its schema gives Spark's own output column names.
         """
+        from pyspark.errors import PySparkException
+
         sql = self.sql_of(self.block.sql)
         try:
             df = self.spark.sql(sql)
             return list(df.columns)
-        except Exception as exc:  # noqa: BLE001
-            msg = str(exc)
-            if any(w in msg for w in _PANE_COLS):
+        except PySparkException as exc:
+            if _unresolved_pane_column(exc):
                 return None  # the SELECT names window columns that only exist after windowing
             mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
             if mapped is None:
@@ -124,11 +122,13 @@ class BlockPlan:
             raise mapped from None
 
     def input_df(self) -> DataFrame:
+        from pyspark.errors import PySparkException
+
         sql = self.sql_of(self.stages.input_sql)
         try:
             df = self.spark.sql(sql)
             schema = df.schema
-        except Exception as exc:  # noqa: BLE001
+        except PySparkException as exc:
             mapped = self._map_fragment(exc)
             if mapped is None:
                 raise
@@ -156,11 +156,29 @@ class BlockPlan:
                 raise AnalysisError(
                     f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
                     line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
-        if df.isStreaming and self.clauses.processing_time is not None:
-            line, col = self._where(self.clauses.processing_time.pos)
-            raise SourceError("PROCESSING TIME replays a bounded table; this source is a stream",
-                              line, col, "drop PROCESSING TIME: a stream uses the engine's clock")
+        if df.isStreaming:
+            # Until live streams land, a stream is never planned as a batch (or replayed).
+            line, col = self._streaming_relation_pos()
+            raise SourceError(
+                "a windowed query over a streaming source is not supported yet", line, col,
+                "read the data as a bounded table (spark.read instead of spark.readStream) "
+                "and replay it with PROCESSING TIME <arrival column>")
         return df
+
+    def _streaming_relation_pos(self) -> tuple[int | None, int | None]:
+        """Where the block's streaming FROM relation is written (else its WINDOW)."""
+        from pyspark.errors import PySparkException
+
+        for table, _ in source_relations(self.block):
+            try:
+                streaming = self.spark.table(table).isStreaming
+            except PySparkException:
+                continue
+            m = re.search(rf"(?is)\b(?:FROM|JOIN)\s+`?({re.escape(table)})\b", self.block.sql)
+            if streaming and m:
+                p = self.src.pos(self.block.span[0] + m.start(1))
+                return p.line, p.column
+        return self._where(self.clauses.pos)
 
     def check_clauses(self) -> None:
         cl = self.clauses
@@ -270,9 +288,11 @@ class BlockPlan:
         out_sql = stage_sql.replace(PANES_TABLE, view)
         if panes_sql is not None:
             out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
+        from pyspark.errors import PySparkException
+
         try:
             return self.spark.sql(out_sql)
-        except Exception as exc:  # noqa: BLE001
+        except PySparkException as exc:
             mapped = self._map_fragment(exc)
             if mapped is None:
                 raise
@@ -284,11 +304,13 @@ class BlockPlan:
         The same SQL as the step-by-step path, without analysing each stage again for a
         temp view (planning time is a fair share of a small batch query's). Any failure
         is reported by the step-by-step path, so errors stay exactly what they were."""
+        from pyspark.errors import PySparkException
+
         self.input_df()  # checks the ON / PROCESSING TIME types
         inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
         try:
             return self._output_df(self.batch_panes_sql(inp))
-        except Exception:  # noqa: BLE001 - report it as the step-by-step path does
+        except (PySparkException, DfsqlError):  # report it as the step-by-step path does
             self.batch_panes().createOrReplaceTempView(self.name(PANES_TABLE))
             return self._output_df()
 
@@ -347,6 +369,18 @@ class BlockPlan:
         from dfsql.spark.replay import KIND_DROPPED
 
         return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
+
+def _unresolved_pane_column(exc: BaseException) -> bool:
+    """True when Spark's error is that a pane column (window_start, emit_time …) is not
+    a column of the user's FROM: those exist only after windowing. Any other error,
+    even one whose message or query text mentions a pane column, is the user's."""
+    cond = getattr(exc, "getCondition", lambda: None)() or ""
+    if not cond.startswith("UNRESOLVED_COLUMN"):
+        return False
+    params = getattr(exc, "getMessageParameters", dict)() or {}
+    name = params.get("objectName", "").split(".")[-1].strip("`").lower()
+    return name in _PANE_COLS
 
 
 def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
@@ -477,7 +511,7 @@ def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
     """Keep the block plans on the result so that metrics (dropped elements) can be read."""
     try:
         df._dfsql_plans = plans  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a DataFrame class that refuses attributes
+    except AttributeError:  # a DataFrame class with __slots__ (e.g. a Connect DataFrame)
         pass
     return df
 

@@ -30,7 +30,7 @@ from dfsql.spark.ordering import shuffle_partitions
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.planner import BlockPlan
+    from dfsql.spark.plan_types import ReplayPlan
 
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
@@ -59,7 +59,7 @@ def _us(arr, null: int | None = None) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def watermark_timeline(plan: BlockPlan, inp: DataFrame):
+def watermark_timeline(plan: ReplayPlan, inp: DataFrame):
     """The global watermark as a monotone step function over processing time, and the
     first and last arrivals of the whole input (None when it is empty)."""
     from dfsql.model import watermarks as wmod
@@ -159,7 +159,7 @@ def _running_max_records(batches):
         names=[PROCESSING_TIME, EVENT_TIME])
 
 
-def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+def _read_watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom):
     from dfsql.spark.errors import spark_errors
 
     pos = wm.pos
@@ -185,7 +185,7 @@ def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
     return None, (writer_ids.astype(np.int64), _us(t.column(1)), _us(t.column(2)))
 
 
-def replay_panes(plan: BlockPlan) -> DataFrame:
+def replay_panes(plan: ReplayPlan) -> DataFrame:
     """The panes table of a replayed block (keys, aggregates, pane columns)."""
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -283,7 +283,7 @@ def _q(names) -> list[str]:
     return [f"`{n}`" for n in names]
 
 
-def _panes_exploded(plan: BlockPlan, view: str, keys, payload, meta) -> str:
+def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta) -> str:
     """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
 
     A marker's list holds just its own pane. Aggregates see only the members
@@ -329,7 +329,7 @@ def _panes_two_level(view: str, keys, meta, merges) -> str:
         + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
-def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
+def _two_level(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
     """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
     aggregate, or None unless every one is SUM, COUNT, MIN or MAX without DISTINCT (an
     aggregate's own FILTER applies to the elements, in the first level)."""
@@ -352,9 +352,11 @@ def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
         second = {exp.Sum: f"SUM(`{part}`)", exp.Count: f"COALESCE(SUM(`{part}`), 0)",
                   exp.Min: f"MIN(`{part}`)", exp.Max: f"MAX(`{part}`)"}[type(inner)]
         out.append((sql, part, second, alias))
+    from pyspark.errors import PySparkException
+
     try:  # the types a one-level aggregate would have (analysis only, nothing runs)
         types = inp.groupBy().agg(*[F.expr(sql) for sql, _ in aggs]).schema
-    except Exception:  # noqa: BLE001 - let the one-level path report it
+    except PySparkException:  # let the one-level path report it
         return None
     return [(*m, f.dataType.simpleString()) for m, f in zip(out, types.fields, strict=True)]
 
@@ -374,7 +376,7 @@ def _filtered(agg_sql: str, cond: str) -> str:
     return node.sql("spark")
 
 
-def _key_names(plan: BlockPlan) -> list[str]:
+def _key_names(plan: ReplayPlan) -> list[str]:
     names = []
     for i, _k in enumerate(plan.stages.key_columns):
         names.append(f"key_{i}")
@@ -405,13 +407,10 @@ class _PartitionDriver:
 
         pending: pa.Table | None = None
         next_id = 0
-        try:
-            from pyspark import TaskContext
+        from pyspark import TaskContext
 
-            ctx = TaskContext.get()
-            part = ctx.partitionId() if ctx is not None else 0
-        except Exception:  # noqa: BLE001
-            part = 0
+        ctx = TaskContext.get()  # None outside a Spark task
+        part = ctx.partitionId() if ctx is not None else 0
         base = part << _PARTITION_SHIFT
         for batch in batches:
             if batch.num_rows == 0:
