@@ -29,6 +29,15 @@ class ReplayPlan(Protocol):
     #: where the replay's emit times lie (first arrival, end of input), microseconds
     emit_range: tuple[int, int] | None
 
+    #: the driver's dropped-element counts per partition (an accumulator), and how
+    #: many partitions the driver runs in
+    dropped_by_partition: object
+    driver_partitions: int
+
+    def temp_view(self, df: DataFrame, name: str) -> None:
+        """Register a temp view that only the statement's own SQL reads."""
+        ...
+
     def name(self, base: str) -> str:
         """``base`` made unique to the statement (temp view names)."""
         ...

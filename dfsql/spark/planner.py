@@ -62,9 +62,22 @@ class BlockPlan:
         self.block = block
         self.clauses = block.clauses
         self.stages: Stages = rewrite(block, self.src)
-        self.emitted: DataFrame | None = None  # the replay driver's output, cached
+        self.emitted: DataFrame | None = None  # the replay driver's output
+        #: per driver partition, the elements it dropped (an accumulator the driver
+        #: fills as the query runs), and how many partitions the driver runs in
+        self.dropped_by_partition = None
+        self.driver_partitions = 0
+        #: the temp views this plan registered (dropped once the statement is planned)
+        self.views: list[str] = []
         #: where a replay's emit times lie (first arrival, end of input), microseconds
         self.emit_range: tuple[int, int] | None = None
+
+    def temp_view(self, df: DataFrame, name: str) -> None:
+        """Register ``df`` as a temp view that only this statement's SQL reads: it is
+        dropped once the statement is planned (a DataFrame is analysed when created, so
+        the result keeps the view's plan, not its name)."""
+        df.createOrReplaceTempView(name)
+        self.views.append(name)
 
     def name(self, base: str) -> str:
         return f"{base}_{self.uid}"
@@ -204,7 +217,7 @@ class BlockPlan:
     def batch_panes(self) -> DataFrame:
         """A batch input: every key and window gets one ON_TIME, last pane — natively."""
         inp = self.name("__dfsql_in")
-        self.input_df().createOrReplaceTempView(inp)
+        self.temp_view(self.input_df(), inp)
         with spark_errors(None):
             return self.spark.sql(self.batch_panes_sql(inp))
 
@@ -311,7 +324,7 @@ class BlockPlan:
         try:
             return self._output_df(self.batch_panes_sql(inp))
         except (PySparkException, DfsqlError):  # report it as the step-by-step path does
-            self.batch_panes().createOrReplaceTempView(self.name(PANES_TABLE))
+            self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
             return self._output_df()
 
     def result(self, ordered: bool = True) -> DataFrame:
@@ -333,7 +346,7 @@ class BlockPlan:
                         "TIMESTAMP) AS watermark_at_arrival WHERE false")
                 late.createOrReplaceTempView(self.clauses.late_rows_into)
         else:
-            self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
+            self.temp_view(self.panes(), self.name(PANES_TABLE))
             order_by = self.stages.default_order_by
             if order_by is not None and not ordered:
                 df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
@@ -366,6 +379,10 @@ class BlockPlan:
             return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
         if self.emitted is None:
             return 0
+        counts = self.dropped_by_partition.value if self.dropped_by_partition else {}
+        if len(counts) >= self.driver_partitions:
+            return sum(counts.values())  # what the query's run counted
+        # the query has not run (in full) yet: run the driver once, which fills the count
         from dfsql.spark.replay import KIND_DROPPED
 
         return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
@@ -473,15 +490,26 @@ def net_changelog(df: DataFrame) -> DataFrame:
 
 def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     """Run a statement with windowed blocks; see the module docstring."""
+    plans: list[BlockPlan] = []
+    inner_views: list[str] = []
+    try:
+        return _execute(stmt, spark, registry, plans, inner_views)
+    finally:
+        # every DataFrame above was analysed when created: the views are not needed
+        for name in [*inner_views, *(v for p in plans for v in p.views)]:
+            spark.catalog.dropTempView(name)
+
+
+def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
+             inner_views: list[str]) -> DataFrame:
     uid = f"{next(_counter)}"
     result = None
     top = stmt.top
     fed_to_window = {i for b in stmt.blocks for i in b.inner}
-    plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
-        df = plan.result(ordered=block is top or block.index not in fed_to_window)
         plans.append(plan)
+        df = plan.result(ordered=block is top or block.index not in fed_to_window)
         if block is top:
             result = df
         else:
@@ -489,6 +517,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
                     block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
                 df = net_changelog(df)
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
+            inner_views.append(f"__dfsql_{uid}_w{block.index}")
     if stmt.kind == "create_view":
         assert result is not None and stmt.view_name
         result.createOrReplaceTempView(stmt.view_name)
@@ -508,11 +537,18 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
 
 
 def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
-    """Keep the block plans on the result so that metrics (dropped elements) can be read."""
+    """Keep the block plans on the result so that metrics (dropped elements) can be read;
+    a driver output persisted for LATE ROWS INTO is released with the result (a view of
+    late rows read afterwards runs the driver again)."""
+    import weakref
+
     try:
         df._dfsql_plans = plans  # type: ignore[attr-defined]
     except AttributeError:  # a DataFrame class with __slots__ (e.g. a Connect DataFrame)
         pass
+    for p in plans:
+        if p.emitted is not None and p.emitted.is_cached:
+            weakref.finalize(df, p.emitted.unpersist)
     return df
 
 

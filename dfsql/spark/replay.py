@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pyspark.accumulators import AccumulatorParam
 
 from dfsql.errors import DataError, SourceError
 from dfsql.language import clauses as c
@@ -227,9 +228,12 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     merges = _two_level(plan, inp)
+    plan.driver_partitions = shuffle_partitions(plan.spark) if keys else 1
+    plan.dropped_by_partition = plan.spark.sparkContext.accumulator({}, _PerPartition())
     driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor,
-                              negate_marker_group=merges is not None)
-    ordered = (inp.repartition(shuffle_partitions(plan.spark), *keys) if keys
+                              negate_marker_group=merges is not None,
+                              dropped=plan.dropped_by_partition)
+    ordered = (inp.repartition(plan.driver_partitions, *keys) if keys
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*keys, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
@@ -242,7 +246,7 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
         meta += ["__repl_ws", "__repl_pi"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
-    emitted.createOrReplaceTempView(view)
+    plan.temp_view(emitted, view)
     if merges is not None:
         panes_sql = _panes_two_level(view, keys, meta, merges)
     else:
@@ -383,6 +387,18 @@ def _key_names(plan: ReplayPlan) -> list[str]:
     return names
 
 
+class _PerPartition(AccumulatorParam):
+    """An accumulator of {partition id: count}: a partition run again (a second action,
+    a retried task) replaces its own count instead of adding to it."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:  # noqa: N802 - Spark's name
+        value1.update(value2)
+        return value1
+
+
 class _PartitionDriver:
     """The function given to ``mapInArrow``: runs the driver over a partition's keys.
 
@@ -391,7 +407,10 @@ class _PartitionDriver:
     """
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
-                 negate_marker_group: bool = False) -> None:
+                 negate_marker_group: bool = False, dropped=None) -> None:
+        #: accumulator of {partition: elements dropped}, so that dropped_late reads what
+        #: the query's run counted (a re-run of a partition overwrites its own entry)
+        self.dropped = dropped
         #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
         #: it must not share a group with the elements its own pane first emitted)
         self.negate_marker_group = negate_marker_group
@@ -407,6 +426,7 @@ class _PartitionDriver:
 
         pending: pa.Table | None = None
         next_id = 0
+        n_dropped = 0
         from pyspark import TaskContext
 
         ctx = TaskContext.get()  # None outside a Spark task
@@ -428,15 +448,19 @@ class _PartitionDriver:
                 pending = table
                 continue
             done, pending = table.slice(0, last_start), table.slice(last_start)
-            out, used = self._run(done, key_ids[:last_start], base + next_id)
+            out, used, dropped = self._run(done, key_ids[:last_start], base + next_id)
             next_id += used
+            n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
         if pending is not None and pending.num_rows:
             key_ids, _ = self._key_ids(pending)
-            out, used = self._run(pending, key_ids, base + next_id)
+            out, used, dropped = self._run(pending, key_ids, base + next_id)
+            n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
+        if self.dropped is not None:
+            self.dropped.add({part: n_dropped})
 
     def _key_ids(self, table):
         """Dense ids 0..K-1 for runs of equal keys (null-safe)."""
@@ -546,9 +570,10 @@ class _PartitionDriver:
             for kk in self.keys:
                 cols[kk] = taken.column(kk)
             parts.append(cols)
+        n_dropped = len(r.dropped_row)
         if not parts:
-            return None, n_panes
-        return _union(parts, self.out_names, table.schema), n_panes
+            return None, n_panes, n_dropped
+        return _union(parts, self.out_names, table.schema), n_panes, n_dropped
 
 
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
