@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.language import Statement, parse_statement
+from dfsql.language.clauses import Watermark
 from dfsql.language.rewrite import rewrite
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 
@@ -19,12 +20,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Registration:
-    """Defaults for the extension clauses of a registered source (LANGUAGE.md §8)."""
+    """Defaults for the extension clauses of a registered source (LANGUAGE.md §8).
+
+    ``event_time`` and ``processing_time`` are Spark SQL expressions over the source's
+    columns (usually a column name); ``watermark`` is the parsed body of a WATERMARK
+    clause (its text was e.g. ``'DELAY 2 MINUTES'``, ``'PERCENTILE 95'``)."""
 
     name: str
     event_time: str | None = None
     processing_time: str | None = None
-    watermark: str | None = None
+    watermark: Watermark | None = None
 
 
 _REGISTRY: dict[str, Registration] = {}
@@ -84,6 +89,63 @@ def dropped_late(df: DataFrame) -> int:
 def register(name: str, df: DataFrame, event_time: str | None = None,
              processing_time: str | None = None, watermark: str | None = None) -> None:
     """Register ``df`` as temp view ``name`` with defaults for ON / PROCESSING TIME /
-    WATERMARK, so that queries over it may leave those clauses out."""
+    WATERMARK, so that queries over it (it is the table of their FROM, or one of its
+    joins) may leave those clauses out; a clause written in the query wins.
+
+    ``event_time`` and ``processing_time`` are column names (or Spark SQL expressions)
+    of ``df``: a TIMESTAMP (or DATE for the event time). ``watermark`` is what follows
+    the word WATERMARK in a query: ``'DELAY 2 MINUTES'``, ``'PERCENTILE 95 DELAY 10
+    SECONDS'``, ``'FROM marks'``, ``'PERFECT'``. A mistake in any of them raises a
+    DfsqlError positioned in that argument's text (line 1, its column) at once."""
+    wm = _registered_watermark(watermark) if watermark is not None else None
+    for arg, expr, types in (("event_time", event_time, ("timestamp", "timestamp_ntz", "date")),
+                             ("processing_time", processing_time,
+                              ("timestamp", "timestamp_ntz"))):
+        if expr is not None:
+            _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
-    _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, watermark)
+    _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, wm)
+
+
+def _registered_watermark(text: str) -> Watermark:
+    """A WATERMARK clause's body, parsed with the clause grammar; errors are positioned
+    in ``text`` itself."""
+    from dfsql.errors import DfsqlError
+    from dfsql.language import parse_clauses
+
+    head = "WINDOW GLOBAL WATERMARK "
+    try:
+        cl = parse_clauses(head + text)
+        if cl.processing_time is not None or cl.allowed_lateness.micros or \
+                cl.trigger_given or cl.emit_given:
+            from dfsql.errors import WatermarkError
+
+            raise WatermarkError(f"only a watermark is expected, got {text!r}",
+                                 1, len(head) + 1, "give ON, PROCESSING TIME and the "
+                                 "other clauses in the query or as their own arguments")
+        return cl.watermark
+    except DfsqlError as e:
+        col = None if e.column is None else max(1, e.column - len(head))
+        raise type(e)(f"register(watermark={text!r}): {e.message}", 1, col,
+                      e.hint or "write what follows WATERMARK in a query, "
+                                "e.g. watermark='DELAY 2 MINUTES'") from None
+
+
+def _check_column(df: DataFrame, arg: str, expr: str, types: tuple[str, ...]) -> None:
+    """``expr`` must name a time column of ``df`` (analysed by Spark, nothing runs)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from dfsql.errors import AnalysisError
+
+    try:
+        dtype = df.selectExpr(expr).schema.fields[0].dataType.typeName()
+    except (AnalysisException, ParseException) as e:
+        msg = str(e).strip().split("\n")[0]
+        raise AnalysisError(f"register({arg}={expr!r}): {msg}", 1, 1,
+                            f"name one of the DataFrame's columns: {', '.join(df.columns)}"
+                            ) from None
+    if dtype not in types:
+        raise AnalysisError(
+            f"register({arg}={expr!r}) must be a {' or '.join(t.upper() for t in types)}, "
+            f"but it is {dtype.upper()}", 1, 1,
+            f"convert it, e.g. {arg}='CAST({expr} AS TIMESTAMP)'")

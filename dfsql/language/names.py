@@ -14,3 +14,7 @@ PROCESSING_TIME = "__processing_time"
 #: The pane columns every windowed result ends with (LANGUAGE.md §7).
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
                 "emit_time", "is_retraction")
+#: Hidden columns of a retracting replay's panes table that place each row in §7's order:
+#: the window_start and pane_index of the row a retraction sorts with (the pane that
+#: replaces it); an insertion's own. Read by the default ORDER BY, never selected.
+SORT_COLUMNS = ("__sort_window_start", "__sort_pane_index")

@@ -25,7 +25,13 @@ from sqlglot.errors import ParseError
 from dfsql.errors import AnalysisError, DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language import clauses as c
 from dfsql.language.blocks import WindowedBlock
-from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PANES_TABLE, PROCESSING_TIME
+from dfsql.language.names import (
+    EVENT_TIME,
+    PANE_COLUMNS,
+    PANES_TABLE,
+    PROCESSING_TIME,
+    SORT_COLUMNS,
+)
 from dfsql.language.scan import Source
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
@@ -294,14 +300,28 @@ def _rewrite(block: WindowedBlock, src: Source) -> Stages:
         for o in order.expressions:
             ords.append(o.transform(to_output, copy=True).sql("spark"))
         parts.append("ORDER BY " + ", ".join(ords))
-    else:
+    elif cl.processing_time is not None:
+        # LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
+        # pane_index; a retraction sorts immediately before the row that replaces it
+        # (hidden SORT_COLUMNS), several in their own window_start order. A batch result
+        # (no PROCESSING TIME) has no order, as any Spark SQL result without ORDER BY.
         keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
                       if any(i.unalias() == k for k in keys)]
-        order_by = ("emit_time", "is_retraction DESC", *keys_order, "window_start")
-        row_by_row = limit is None and not select.args.get("distinct") and not any(
+        distinct = bool(select.args.get("distinct"))
+        if cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING and not distinct:
+            order_by = ("emit_time", *keys_order, *SORT_COLUMNS, "is_retraction DESC",
+                        "window_start")
+        else:  # (SELECT DISTINCT can only sort by what it selects)
+            order_by = ("emit_time", *keys_order, "window_start", "pane_index",
+                        "is_retraction DESC")
+        row_by_row = limit is None and not distinct and not any(
             e.find(exp.Window) for e in [*items, *([having] if having is not None else [])])
         if row_by_row:
-            default_order_by, output_sql_unordered = order_by, "\n".join(parts)
+            # the executor sorts itself: the stage selects the hidden columns it sorts by
+            hidden = [h for h in SORT_COLUMNS if h in order_by]
+            unordered = list(parts)
+            unordered[0] = ", ".join([parts[0], *hidden])
+            default_order_by, output_sql_unordered = order_by, "\n".join(unordered)
         parts.append("ORDER BY " + ", ".join(order_by))
     if limit is not None:
         parts.append(limit.sql("spark").strip())

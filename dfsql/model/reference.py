@@ -116,13 +116,24 @@ def run(
             "emit_time": None if emit == NULL_TIME else from_micros(emit, as_dt),
             "is_retraction": retraction,
             "value": agg[pid],
-            "_sort": (emit, 0 if retraction else 1, int(p.key[pid]), int(p.window_start[pid])),
         }
 
-    rows = [row(i, int(p.emit_time[i]), False) for i in range(len(p.pane_id))]
-    rows += [row(int(r), int(t), True) for r, t in
-             zip(res.retractions.retracted_pane_id, res.retractions.emit_time, strict=True)]
-    rows.sort(key=lambda r: r["_sort"])
-    for r in rows:
-        del r["_sort"]
-    return rows
+    # LANGUAGE.md §7's order: emit_time, key, window_start, pane_index; a retraction
+    # immediately before the pane that replaces it, several in their own window_start
+    # order: the sort key is (emit, key, the replacing pane's window_start and
+    # pane_index, insertion after retractions, own window_start).
+    ret = res.retractions
+    repl = ret.replacing_pane_id
+    rows, sort_keys = [], []
+    for i in range(len(p.pane_id)):
+        rows.append(row(i, int(p.emit_time[i]), False))
+        sort_keys.append((int(p.emit_time[i]), int(p.key[i]), int(p.window_start[i]),
+                          int(p.pane_index[i]), 1, int(p.window_start[i])))
+    for r, t, by in zip(ret.retracted_pane_id.tolist(), ret.emit_time.tolist(), repl.tolist(),
+                        strict=True):
+        rows.append(row(r, t, True))
+        s_ws, s_pi = ((int(p.window_start[by]), int(p.pane_index[by])) if by >= 0 else
+                      (int(p.window_start[r]), int(p.pane_index[r]) + 1))
+        sort_keys.append((t, int(p.key[r]), s_ws, s_pi, 0, int(p.window_start[r])))
+    order = sorted(range(len(rows)), key=sort_keys.__getitem__)
+    return [rows[i] for i in order]

@@ -63,9 +63,11 @@ def partition_stand_ins(partitions: int) -> tuple[int, ...]:
 
 def shuffle_partitions(spark) -> int:
     """The session's ``spark.sql.shuffle.partitions`` (4 when it cannot be read)."""
+    from pyspark.errors import PySparkException
+
     try:
         return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    except Exception:  # noqa: BLE001
+    except (PySparkException, TypeError, ValueError):  # unset or not a number
         return 4
 
 

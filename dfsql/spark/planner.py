@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import clauses as c
 from dfsql.language.functions import resolve_aggregates
-from dfsql.language.rewrite import EVENT_TIME, PANES_TABLE, PROCESSING_TIME, Stages, rewrite
+from dfsql.language.rewrite import (
+    EVENT_TIME,
+    PANES_TABLE,
+    PROCESSING_TIME,
+    SORT_COLUMNS,
+    Stages,
+    rewrite,
+)
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.spark.errors import map_spark_error, spark_errors
@@ -48,16 +55,30 @@ class BlockPlan:
     def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
                  registry: dict) -> None:
         self.stmt = stmt
-        self.block = block
         self.spark = spark
         self.uid = uid
         self.src: Source = stmt.source
-        self.clauses = block.clauses
         self.registry = registry
+        block = with_registered_defaults(block, registry)
+        self.block = block
+        self.clauses = block.clauses
         self.stages: Stages = rewrite(block, self.src)
-        self.emitted: DataFrame | None = None  # the replay driver's output, cached
+        self.emitted: DataFrame | None = None  # the replay driver's output
+        #: per driver partition, the elements it dropped (an accumulator the driver
+        #: fills as the query runs), and how many partitions the driver runs in
+        self.dropped_by_partition = None
+        self.driver_partitions = 0
+        #: the temp views this plan registered (dropped once the statement is planned)
+        self.views: list[str] = []
         #: where a replay's emit times lie (first arrival, end of input), microseconds
         self.emit_range: tuple[int, int] | None = None
+
+    def temp_view(self, df: DataFrame, name: str) -> None:
+        """Register ``df`` as a temp view that only this statement's SQL reads: it is
+        dropped once the statement is planned (a DataFrame is analysed when created, so
+        the result keeps the view's plan, not its name)."""
+        df.createOrReplaceTempView(name)
+        self.views.append(name)
 
     def name(self, base: str) -> str:
         return f"{base}_{self.uid}"
@@ -76,12 +97,9 @@ class BlockPlan:
         if mapped is None:
             return None
         frag = None
-        try:
-            for ctx in exc.getQueryContext():  # type: ignore[attr-defined]
-                frag = ctx.fragment()
-                break
-        except Exception:  # noqa: BLE001
-            frag = None
+        for ctx in getattr(exc, "getQueryContext", list)():
+            frag = ctx.fragment()
+            break
         m = re.search(r"`([^`]+)`", mapped.message)
         needles = [f for f in (frag, m.group(1) if m else None) if f]
         text = self.src.text
@@ -103,13 +121,14 @@ class BlockPlan:
         Its offsets are the user's, so unknown tables and columns are reported exactly
         where they were written; its schema gives Spark's own output column names.
         """
+        from pyspark.errors import PySparkException
+
         sql = self.sql_of(self.block.sql)
         try:
             df = self.spark.sql(sql)
             return list(df.columns)
-        except Exception as exc:  # noqa: BLE001
-            msg = str(exc)
-            if any(w in msg for w in _PANE_COLS):
+        except PySparkException as exc:
+            if _unresolved_pane_column(exc):
                 return None  # the SELECT names window columns that only exist after windowing
             mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
             if mapped is None:
@@ -117,11 +136,13 @@ class BlockPlan:
             raise mapped from None
 
     def input_df(self) -> DataFrame:
+        from pyspark.errors import PySparkException
+
         sql = self.sql_of(self.stages.input_sql)
         try:
             df = self.spark.sql(sql)
             schema = df.schema
-        except Exception as exc:  # noqa: BLE001
+        except PySparkException as exc:
             mapped = self._map_fragment(exc)
             if mapped is None:
                 raise
@@ -136,6 +157,11 @@ class BlockPlan:
                     f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
                     f"{t.simpleString()}", line, col,
                     f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
+            if isinstance(t, DateType):
+                # midnight of the session time zone, as Spark's window() reads a DATE
+                from pyspark.sql import functions as F  # noqa: N812
+
+                df = df.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp"))
         if PROCESSING_TIME in df.columns:
             t = schema[PROCESSING_TIME].dataType
             if not isinstance(t, TimestampType | TimestampNTZType):
@@ -144,11 +170,29 @@ class BlockPlan:
                 raise AnalysisError(
                     f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
                     line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
-        if df.isStreaming and self.clauses.processing_time is not None:
-            line, col = self._where(self.clauses.processing_time.pos)
-            raise SourceError("PROCESSING TIME replays a bounded table; this source is a stream",
-                              line, col, "drop PROCESSING TIME: a stream uses the engine's clock")
+        if df.isStreaming:
+            # Until live streams land, a stream is never planned as a batch (or replayed).
+            line, col = self._streaming_relation_pos()
+            raise SourceError(
+                "a windowed query over a streaming source is not supported yet", line, col,
+                "read the data as a bounded table (spark.read instead of spark.readStream) "
+                "and replay it with PROCESSING TIME <arrival column>")
         return df
+
+    def _streaming_relation_pos(self) -> tuple[int | None, int | None]:
+        """Where the block's streaming FROM relation is written (else its WINDOW)."""
+        from pyspark.errors import PySparkException
+
+        for table, _ in source_relations(self.block):
+            try:
+                streaming = self.spark.table(table).isStreaming
+            except PySparkException:
+                continue
+            m = re.search(rf"(?is)\b(?:FROM|JOIN)\s+`?({re.escape(table)})\b", self.block.sql)
+            if streaming and m:
+                p = self.src.pos(self.block.span[0] + m.start(1))
+                return p.line, p.column
+        return self._where(self.clauses.pos)
 
     def check_clauses(self) -> None:
         cl = self.clauses
@@ -157,20 +201,10 @@ class BlockPlan:
             raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
                                  "the perfect watermark looks ahead in a replayed table")
         if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
-            default = self._registered("event_time")
-            if default is None:
-                line, col = self._where(cl.window.pos)
-                raise AnalysisError("ON <event time> is required for this window", line, col,
-                                    "write e.g. ON event_time after the window, or register the "
-                                    "source with dfsql.register(name, df, event_time=...)")
-
-    def _registered(self, attr: str) -> str | None:
-        for name, reg in self.registry.items():
-            if re.search(rf"\b{re.escape(name)}\b", self.block.sql, re.IGNORECASE):
-                value = getattr(reg, attr)
-                if value:
-                    return value
-        return None
+            line, col = self._where(cl.window.pos)
+            raise AnalysisError("ON <event time> is required for this window", line, col,
+                                "write e.g. ON event_time after the window, or register the "
+                                "source with dfsql.register(name, df, event_time=...)")
 
     # ------------------------------------------------------------------ execution
     def panes(self) -> DataFrame:
@@ -184,7 +218,7 @@ class BlockPlan:
     def batch_panes(self) -> DataFrame:
         """A batch input: every key and window gets one ON_TIME, last pane — natively."""
         inp = self.name("__dfsql_in")
-        self.input_df().createOrReplaceTempView(inp)
+        self.temp_view(self.input_df(), inp)
         with spark_errors(None):
             return self.spark.sql(self.batch_panes_sql(inp))
 
@@ -201,21 +235,30 @@ class BlockPlan:
         elif isinstance(w, c.SlidingWindows):
             win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
                         f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SessionWindows) and w.gap.micros == 1:
+            # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
+            win_expr = f"window({EVENT_TIME}, '1 microseconds')"
         elif isinstance(w, c.SessionWindows):
-            win_expr = f"session_window({EVENT_TIME}, '{interval(w.gap)}')"
+            # Windows are half-open (LANGUAGE.md §3): [t1, t1+gap) and [t2, t2+gap) merge
+            # iff t2 < t1 + gap. Spark's session_window merges iff t2 <= t1 + its gap,
+            # so it runs with 1 µs less and 1 µs is added back to the end.
+            win_expr = f"session_window({EVENT_TIME}, '{w.gap.micros - 1} microseconds')"
         else:  # pragma: no cover - the grammar has no other window
             raise AssertionError(w)
         if win_expr is not None:
             # Spark names the grouping column after the function: window / session_window.
-            wcol = "session_window" if isinstance(w, c.SessionWindows) else "window"
+            wcol = win_expr.split("(")[0]
             start, end = f"{wcol}.start", f"{wcol}.end"
+            if wcol == "session_window":
+                end = f"{end} + INTERVAL 1 MICROSECOND"
         group = keys + ([win_expr] if win_expr else [])
         select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
         select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
         select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
                    "true AS is_last", "CAST(NULL AS TIMESTAMP) AS emit_time",
                    "false AS is_retraction"]
-        where = f" WHERE {EVENT_TIME} IS NOT NULL" if win_expr else ""
+        # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
+        where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in self._input_columns() else ""
         group_sql = f" GROUP BY {', '.join(group)}" if group else ""
         sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
         if isinstance(w, c.SessionWindows):
@@ -233,6 +276,23 @@ class BlockPlan:
                    f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
         return sql
 
+    def _input_columns(self) -> tuple[str, ...]:
+        """The input stage's column names, as the rewrite projects them (no Spark call)."""
+        cols = [*self.stages.key_columns]
+        if self.clauses.on is not None:
+            cols.append(EVENT_TIME)
+        return tuple(cols)
+
+    def null_time_rows_sql(self, inp: str) -> str:
+        """The batch path's dropped elements — the rows whose event time is NULL — as
+        the replay's LATE ROWS INTO rows (no arrival time, no watermark: a batch input
+        arrives all at once, before the watermark leaves -inf)."""
+        keys = [f"`{k}` AS key_{i}" for i, k in enumerate(self.stages.key_columns)]
+        return (f"SELECT {', '.join([*keys, f'{EVENT_TIME} AS event_time'])}, "
+                "CAST(NULL AS TIMESTAMP) AS arrival_time, 'null event time' AS reason, "
+                f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
+                f"WHERE {EVENT_TIME} IS NULL")
+
     def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
         """The output stage over the panes: the temp view, or else the given subquery;
         without its default ORDER BY when not ``ordered`` (the stage must have one)."""
@@ -242,9 +302,11 @@ class BlockPlan:
         out_sql = stage_sql.replace(PANES_TABLE, view)
         if panes_sql is not None:
             out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
+        from pyspark.errors import PySparkException
+
         try:
             return self.spark.sql(out_sql)
-        except Exception as exc:  # noqa: BLE001
+        except PySparkException as exc:
             mapped = self._map_fragment(exc)
             if mapped is None:
                 raise
@@ -256,12 +318,14 @@ class BlockPlan:
         The same SQL as the step-by-step path, without analysing each stage again for a
         temp view (planning time is a fair share of a small batch query's). Any failure
         is reported by the step-by-step path, so errors stay exactly what they were."""
+        from pyspark.errors import PySparkException
+
         self.input_df()  # checks the ON / PROCESSING TIME types
         inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
         try:
             return self._output_df(self.batch_panes_sql(inp))
-        except Exception:  # noqa: BLE001 - report it as the step-by-step path does
-            self.batch_panes().createOrReplaceTempView(self.name(PANES_TABLE))
+        except (PySparkException, DfsqlError):  # report it as the step-by-step path does
+            self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
             return self._output_df()
 
     def result(self, ordered: bool = True) -> DataFrame:
@@ -271,11 +335,22 @@ class BlockPlan:
         names = self.analyse_original()
         if self.clauses.processing_time is None:
             df = self._batch_result()
+            if self.clauses.late_rows_into:
+                if EVENT_TIME in self._input_columns():
+                    inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+                    late = self.spark.sql(self.null_time_rows_sql(inp))
+                    late = late.withColumn("event_time", late["event_time"].cast("timestamp"))
+                else:  # nothing can be dropped: GLOBAL without ON
+                    late = self.spark.sql(
+                        "SELECT CAST(NULL AS TIMESTAMP) AS event_time, CAST(NULL AS TIMESTAMP) "
+                        "AS arrival_time, CAST(NULL AS STRING) AS reason, CAST(NULL AS "
+                        "TIMESTAMP) AS watermark_at_arrival WHERE false")
+                late.createOrReplaceTempView(self.clauses.late_rows_into)
         else:
-            self.panes().createOrReplaceTempView(self.name(PANES_TABLE))
+            self.temp_view(self.panes(), self.name(PANES_TABLE))
             order_by = self.stages.default_order_by
             if order_by is not None and not ordered:
-                df = self._output_df(ordered=False)
+                df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
             elif order_by is not None and self.emit_range is not None:
                 # §7's order, partitioned by slices of the known emit-time range instead
                 # of a sampled range exchange (see dfsql.spark.ordering)
@@ -284,7 +359,7 @@ class BlockPlan:
                 df = self._output_df(ordered=False)
                 if _is_timestamp(df, "emit_time"):
                     df = in_emit_order(df, order_by, *self.emit_range,
-                                       shuffle_partitions(self.spark))
+                                       shuffle_partitions(self.spark)).drop(*SORT_COLUMNS)
                 else:  # the SELECT list named another column emit_time
                     df = self._output_df()
             else:
@@ -298,11 +373,96 @@ class BlockPlan:
 
     def dropped_count(self) -> int:
         """How many elements this block dropped as too late (0 for a batch input)."""
+        if self.clauses.processing_time is None:
+            if EVENT_TIME not in self._input_columns():
+                return 0
+            inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+            return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
         if self.emitted is None:
             return 0
+        counts = self.dropped_by_partition.value if self.dropped_by_partition else {}
+        if len(counts) >= self.driver_partitions:
+            return sum(counts.values())  # what the query's run counted
+        # the query has not run (in full) yet: run the driver once, which fills the count
         from dfsql.spark.replay import KIND_DROPPED
 
         return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
+
+def _unresolved_pane_column(exc: BaseException) -> bool:
+    """True when Spark's error is that a pane column (window_start, emit_time …) is not
+    a column of the user's FROM: those exist only after windowing. Any other error,
+    even one whose message or query text mentions a pane column, is the user's."""
+    cond = getattr(exc, "getCondition", lambda: None)() or ""
+    if not cond.startswith("UNRESOLVED_COLUMN"):
+        return False
+    params = getattr(exc, "getMessageParameters", dict)() or {}
+    name = params.get("objectName", "").split(".")[-1].strip("`").lower()
+    return name in _PANE_COLS
+
+
+def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
+    """The tables the block's SELECT reads directly — its FROM relation and joins, not
+    subqueries — as (table name, the name its columns are qualified with)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        tree = sqlglot.parse_one(block.sql, read="spark")
+    except ParseError:  # reported by the rewrite
+        return []
+    if isinstance(tree, exp.Subquery):
+        tree = tree.this
+    if not isinstance(tree, exp.Select):
+        return []
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
+    out = []
+    for rel in relations:
+        table = rel.this if rel is not None else None
+        if isinstance(table, exp.Table) and not table.args.get("db") and \
+                table.name.lower() not in ctes:
+            out.append((table.name, table.alias_or_name))
+    return out
+
+
+def with_registered_defaults(block: WindowedBlock, registry: dict) -> WindowedBlock:
+    """The block with the defaults of its registered source (dfsql.register) for each of
+    ON, PROCESSING TIME and WATERMARK that it leaves out. A default's column names are
+    qualified by the source's name in the FROM clause, so a join stays unambiguous; it
+    is positioned at the WINDOW clause, whose defaults it fills in."""
+    import dataclasses
+
+    import sqlglot
+    from sqlglot import exp
+
+    cl = block.clauses
+    if not registry or (cl.on is not None and cl.processing_time is not None
+                        and cl.watermark_given):
+        return block
+    changes: dict = {}
+    for table, qualifier in source_relations(block):
+        reg = registry.get(table.lower())
+        if reg is None:
+            continue
+
+        def qualified(expr: str, qualifier: str = qualifier) -> c.Expr:
+            node = sqlglot.parse_one(expr, read="spark").transform(
+                lambda n: exp.column(n.name, table=qualifier, quoted=True)
+                if isinstance(n, exp.Column) and not n.table else n)
+            return c.Expr(node.sql("spark"), cl.pos)
+
+        if cl.on is None and "on" not in changes and reg.event_time:
+            changes["on"] = qualified(reg.event_time)
+        if cl.processing_time is None and "processing_time" not in changes \
+                and reg.processing_time:
+            changes["processing_time"] = qualified(reg.processing_time)
+        if not cl.watermark_given and "watermark" not in changes and reg.watermark is not None:
+            changes["watermark"] = dataclasses.replace(reg.watermark, pos=cl.pos)
+    if not changes:
+        return block
+    return dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes))
 
 
 def _is_timestamp(df: DataFrame, name: str) -> bool:
@@ -331,18 +491,29 @@ def net_changelog(df: DataFrame) -> DataFrame:
 
 def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
     """Run a statement with windowed blocks; see the module docstring."""
+    plans: list[BlockPlan] = []
+    inner_views: list[str] = []
+    try:
+        return _execute(stmt, spark, registry, plans, inner_views)
+    finally:
+        # every DataFrame above was analysed when created: the views are not needed
+        for name in [*inner_views, *(v for p in plans for v in p.views)]:
+            spark.catalog.dropTempView(name)
+
+
+def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
+             inner_views: list[str]) -> DataFrame:
     uid = f"{next(_counter)}"
     result = None
     top = stmt.top
     fed_to_window = {i for b in stmt.blocks for i in b.inner}
-    plans = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
         resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
-        df = plan.result(ordered=block is top or block.index not in fed_to_window)
         plans.append(plan)
+        df = plan.result(ordered=block is top or block.index not in fed_to_window)
         if block is top:
             result = df
         else:
@@ -350,6 +521,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
                     block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
                 df = net_changelog(df)
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
+            inner_views.append(f"__dfsql_{uid}_w{block.index}")
     if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
         _create_view(stmt, result)
         return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
@@ -394,11 +566,18 @@ def _create_view(stmt: Statement, result: DataFrame) -> None:
 
 
 def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
-    """Keep the block plans on the result so that metrics (dropped elements) can be read."""
+    """Keep the block plans on the result so that metrics (dropped elements) can be read;
+    a driver output persisted for LATE ROWS INTO is released with the result (a view of
+    late rows read afterwards runs the driver again)."""
+    import weakref
+
     try:
         df._dfsql_plans = plans  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a DataFrame class that refuses attributes
+    except AttributeError:  # a DataFrame class with __slots__ (e.g. a Connect DataFrame)
         pass
+    for p in plans:
+        if p.emitted is not None and p.emitted.is_cached:
+            weakref.finalize(df, p.emitted.unpersist)
     return df
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dfsql.language import clauses as c
-from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
+from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
@@ -33,7 +33,7 @@ from dfsql.spark.timelines import us as _us
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.planner import BlockPlan
+    from dfsql.spark.plan_types import ReplayPlan
 
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
@@ -45,7 +45,7 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: BlockPlan) -> DataFrame:
+def replay_panes(plan: ReplayPlan) -> DataFrame:
     """The panes table of a replayed block (keys, aggregates, pane columns)."""
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -75,6 +75,10 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
+    retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    if retracting:
+        # where a pane's retraction sorts: with the pane that replaces it (§7)
+        fields += ["__repl_ws TIMESTAMP", "__repl_pi BIGINT"]
     if clauses.late_rows_into:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
@@ -85,10 +89,12 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     merges = _two_level(plan, inp)
     inp, per_window, driver_clauses = _by_window(inp, clauses)
     group = [*keys, *per_window]
+    plan.driver_partitions = shuffle_partitions(plan.spark) if group else 1
+    plan.dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
-                              group=group)
-    ordered = (inp.repartition(shuffle_partitions(plan.spark), *group) if group
+                              group=group, dropped=plan.dropped_by_partition)
+    ordered = (inp.repartition(plan.driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
@@ -97,9 +103,11 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
+    if retracting:
+        meta += ["__repl_ws", "__repl_pi"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
-    emitted.createOrReplaceTempView(view)
+    plan.temp_view(emitted, view)
     if merges is not None:
         panes_sql = _panes_two_level(view, keys, meta, merges)
     else:
@@ -109,13 +117,19 @@ def replay_panes(plan: BlockPlan) -> DataFrame:
     cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
                       "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
                       f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
-    if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+    if retracting:
         # A pane is retracted at most once (by the next pane of its window or of the
-        # window it merged into): one row as emitted, one more as retracted.
+        # window it merged into): one row as emitted, one more as retracted. Each row
+        # carries the window_start and pane_index of the row it sorts with (§7).
+        sort_ws, sort_pi = SORT_COLUMNS
         result_sql = (
-            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction FROM ("
-            "SELECT *, explode(array(named_struct('t', emit_time, 'r', false), "
-            "named_struct('t', __retract_time, 'r', true))) AS __row "
+            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction, "
+            f"__row.sw AS {sort_ws}, __row.sp AS {sort_pi} FROM ("
+            "SELECT *, explode(array("
+            "named_struct('t', emit_time, 'r', false, 'sw', window_start, "
+            "'sp', shiftright(__pane_info, 3)), "
+            "named_struct('t', __retract_time, 'r', true, 'sw', __repl_ws, "
+            "'sp', __repl_pi))) AS __row "
             f"FROM ({panes_sql}) AS __panes) AS __rows "
             "WHERE __row.t IS NOT NULL OR NOT __row.r")
     else:
@@ -166,11 +180,26 @@ def _by_window(inp: DataFrame, clauses: c.Clauses):
     return exploded, [WINDOW_START], replace(clauses, window=AssignedWindows(size=w.size))
 
 
+def _dropped_accumulator(spark):
+    """{partition: elements it dropped}, filled by the driver as the query runs, so that
+    ``dropped_late`` reads the count without running the query again; None on Spark
+    Connect, which has no accumulators (the count then runs the driver once more)."""
+    from pyspark.errors import PySparkAttributeError
+
+    from dfsql.spark.accumulators import PerPartition
+
+    try:
+        sc = spark.sparkContext
+    except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
+        return None
+    return sc.accumulator({}, PerPartition())
+
+
 def _q(names) -> list[str]:
     return [f"`{n}`" for n in names]
 
 
-def _panes_exploded(plan: BlockPlan, view: str, keys, payload, meta) -> str:
+def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta) -> str:
     """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
 
     A marker's list holds just its own pane. Aggregates see only the members
@@ -216,7 +245,7 @@ def _panes_two_level(view: str, keys, meta, merges) -> str:
         + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
-def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
+def _two_level(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
     """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
     aggregate, or None unless every one is SUM, COUNT, MIN or MAX without DISTINCT (an
     aggregate's own FILTER applies to the elements, in the first level)."""
@@ -239,9 +268,11 @@ def _two_level(plan: BlockPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
         second = {exp.Sum: f"SUM(`{part}`)", exp.Count: f"COALESCE(SUM(`{part}`), 0)",
                   exp.Min: f"MIN(`{part}`)", exp.Max: f"MAX(`{part}`)"}[type(inner)]
         out.append((sql, part, second, alias))
+    from pyspark.errors import PySparkException
+
     try:  # the types a one-level aggregate would have (analysis only, nothing runs)
         types = inp.groupBy().agg(*[F.expr(sql) for sql, _ in aggs]).schema
-    except Exception:  # noqa: BLE001 - let the one-level path report it
+    except PySparkException:  # let the one-level path report it
         return None
     return [(*m, f.dataType.simpleString()) for m, f in zip(out, types.fields, strict=True)]
 
@@ -261,7 +292,7 @@ def _filtered(agg_sql: str, cond: str) -> str:
     return node.sql("spark")
 
 
-def _key_names(plan: BlockPlan) -> list[str]:
+def _key_names(plan: ReplayPlan) -> list[str]:
     names = []
     for i, _k in enumerate(plan.stages.key_columns):
         names.append(f"key_{i}")
@@ -276,7 +307,11 @@ class _PartitionDriver:
     """
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
-                 negate_marker_group: bool = False, group: list[str] | None = None) -> None:
+                 negate_marker_group: bool = False, group: list[str] | None = None,
+                 dropped=None) -> None:
+        #: accumulator of {partition: elements dropped}, so that dropped_late reads what
+        #: the query's run counted (a re-run of a partition overwrites its own entry)
+        self.dropped = dropped
         #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
         #: it must not share a group with the elements its own pane first emitted)
         self.negate_marker_group = negate_marker_group
@@ -295,13 +330,11 @@ class _PartitionDriver:
 
         pending: pa.Table | None = None
         next_id = 0
-        try:
-            from pyspark import TaskContext
+        n_dropped = 0
+        from pyspark import TaskContext
 
-            ctx = TaskContext.get()
-            part = ctx.partitionId() if ctx is not None else 0
-        except Exception:  # noqa: BLE001
-            part = 0
+        ctx = TaskContext.get()  # None outside a Spark task
+        part = ctx.partitionId() if ctx is not None else 0
         base = part << _PARTITION_SHIFT
         for batch in batches:
             if batch.num_rows == 0:
@@ -319,15 +352,19 @@ class _PartitionDriver:
                 pending = table
                 continue
             done, pending = table.slice(0, last_start), table.slice(last_start)
-            out, used = self._run(done, key_ids[:last_start], base + next_id)
+            out, used, dropped = self._run(done, key_ids[:last_start], base + next_id)
             next_id += used
+            n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
         if pending is not None and pending.num_rows:
             key_ids, _ = self._key_ids(pending)
-            out, used = self._run(pending, key_ids, base + next_id)
+            out, used, dropped = self._run(pending, key_ids, base + next_id)
+            n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
+        if self.dropped is not None:
+            self.dropped.add({part: n_dropped})
 
     def _key_ids(self, table):
         """Dense ids 0..K-1 for runs of equal groups (keys, and window where it applies;
@@ -391,6 +428,7 @@ class _PartitionDriver:
             parts.append(cols)
         # pane markers: the pane's metadata (and when it is retracted)
         if n_panes:
+            cols = {}
             first_row = _first_row_of_key(key_ids, r.pane_key)
             taken = table.select(self.keys).take(pa.array(first_row)) if self.keys else None
             wstart, wend = r.pane_window_start, r.pane_window_end
@@ -398,19 +436,28 @@ class _PartitionDriver:
             retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
             if len(r.retraction_pane):
                 retract[r.retraction_pane] = r.retraction_emit_time
+            if "__repl_ws" in self.out_names:
+                # a retraction sorts with the pane that replaces it (the model says which)
+                repl = r.retraction_replacing
+                repl_ws, repl_pi = wstart.copy(), r.pane_index.astype(np.int64) + 1
+                has = repl >= 0
+                repl_ws[r.retraction_pane[has]] = wstart[repl[has]]
+                repl_pi[r.retraction_pane[has]] = r.pane_index[repl[has]]
+                cols["__repl_ws"] = ts(repl_ws, repl_ws != np.iinfo(np.int64).min)
+                cols["__repl_pi"] = pa.array(repl_pi)
             ids = np.arange(n_panes, dtype=np.int64) + id_base
             if self.negate_marker_group:
                 ids = -1 - ids
             info = (r.pane_index.astype(np.int64) << 3) | \
                 (r.pane_timing.astype(np.int64) << 1) | r.pane_is_last.astype(np.int64)
-            cols = {"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
-                    "__gids": pa.ListArray.from_arrays(
-                        pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
-                    "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
-                    "__pane_info": pa.array(info),
-                    "emit_time": ts(r.pane_emit_time,
-                                    r.pane_emit_time != np.iinfo(np.int64).min),
-                    "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)}
+            cols.update({"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
+                         "__gids": pa.ListArray.from_arrays(
+                             pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
+                         "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
+                         "__pane_info": pa.array(info),
+                         "emit_time": ts(r.pane_emit_time,
+                                         r.pane_emit_time != np.iinfo(np.int64).min),
+                         "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)})
             for k in self.keys:
                 cols[k] = taken.column(k)
             parts.append(cols)
@@ -427,9 +474,10 @@ class _PartitionDriver:
             for kk in self.keys:
                 cols[kk] = taken.column(kk)
             parts.append(cols)
+        n_dropped = len(r.dropped_row)
         if not parts:
-            return None, n_panes
-        return _union(parts, self.out_names, table.schema), n_panes
+            return None, n_panes, n_dropped
+        return _union(parts, self.out_names, table.schema), n_panes, n_dropped
 
 
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
@@ -447,6 +495,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
     types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
+                  "__repl_ws": ts, "__repl_pi": pa.int64(),
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),

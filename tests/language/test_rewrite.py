@@ -21,13 +21,30 @@ def test_figure_query() -> None:
                             "FROM scores")
     assert st.key_columns == ("__k0",)
     assert st.aggregates == (("SUM(__c0)", "__a0"),)
+    # a batch result (no PROCESSING TIME) comes in no particular order (LANGUAGE.md §7)
     assert st.output_sql == (
         f"SELECT __k0 AS `key`, __a0 AS `total`, window_start, {PANES}\n"
-        "FROM __dfsql_panes\n"
-        "ORDER BY emit_time, is_retraction DESC, `key`, window_start")
+        "FROM __dfsql_panes")
     assert st.output_names == ("key", "total", "window_start", "window_end", "pane_index",
                                "pane_timing", "is_last", "emit_time", "is_retraction")
     assert not st.has_processing_time and st.default_order
+
+
+def test_default_order_of_a_changelog() -> None:
+    """§7: emit_time, keys, then a retraction just before the row that replaces it (the
+    hidden sort columns), several in their own window_start order."""
+    q = ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\n"
+         "WINDOW SESSIONS(GAP 1 MINUTE) ON event_time PROCESSING TIME arrival_time\n")
+    st = stages(q + "EMIT ACCUMULATING AND RETRACTING")
+    assert st.default_order_by == ("emit_time", "`key`", "__sort_window_start",
+                                   "__sort_pane_index", "is_retraction DESC", "window_start")
+    assert st.output_sql.endswith("ORDER BY " + ", ".join(st.default_order_by))
+    assert st.output_sql_unordered.startswith(
+        f"SELECT __k0 AS `key`, __a0 AS `total`, window_start, {PANES}, "
+        "__sort_window_start, __sort_pane_index\nFROM __dfsql_panes")
+    st = stages(q + "EMIT ACCUMULATING")
+    assert st.default_order_by == ("emit_time", "`key`", "window_start", "pane_index",
+                                   "is_retraction DESC")
 
 
 def test_distinct_filter_having_order_limit_expressions() -> None:
@@ -56,11 +73,13 @@ def test_distinct_filter_having_order_limit_expressions() -> None:
 
 
 def test_expression_key_and_unnamed_aggregate() -> None:
-    st = stages("SELECT upper(k) AS uk, COUNT(*) FROM t GROUP BY upper(k) WINDOW GLOBAL")
-    assert st.input_sql == "SELECT UPPER(k) AS __k0 FROM t"
+    st = stages("SELECT upper(k) AS uk, COUNT(*) FROM t GROUP BY upper(k) WINDOW GLOBAL "
+                "PROCESSING TIME arr")
+    assert st.input_sql == "SELECT UPPER(k) AS __k0, arr AS __processing_time FROM t"
     assert st.aggregates == (("COUNT(*)", "__a0"),)
     assert st.output_sql.startswith("SELECT __k0 AS `uk`, __a0 AS `COUNT(*)`, window_start,")
-    assert st.output_sql.endswith("ORDER BY emit_time, is_retraction DESC, `uk`, window_start")
+    assert st.output_sql.endswith(
+        "ORDER BY emit_time, `uk`, window_start, pane_index, is_retraction DESC")
 
 
 def test_group_by_ordinal_and_alias() -> None:
@@ -75,7 +94,10 @@ def test_global_aggregate_without_keys() -> None:
     st = stages("SELECT COUNT(*) AS n FROM t WINDOW FIXED(1 MINUTE) ON ts")
     assert st.key_columns == ()
     assert st.input_sql == "SELECT ts AS __event_time FROM t"
-    assert st.output_sql.endswith("ORDER BY emit_time, is_retraction DESC, window_start")
+    assert "ORDER BY" not in st.output_sql  # a batch result: no order
+    st = stages("SELECT COUNT(*) AS n FROM t WINDOW FIXED(1 MINUTE) ON ts PROCESSING TIME a")
+    assert st.output_sql.endswith(
+        "ORDER BY emit_time, window_start, pane_index, is_retraction DESC")
 
 
 def test_outer_block_reads_placeholder() -> None:
@@ -129,4 +151,4 @@ def test_filtered_aggregate_beside_the_same_plain_aggregate() -> None:
                              ("SUM(__c0) FILTER(WHERE __c0 > 3)", "__a1"))
     assert st.output_sql.startswith(
         f"SELECT __k0 AS `k`, __a0 AS `total`, __a1 AS `big`, window_start, {PANES}\n"
-        "FROM __dfsql_panes\nWHERE __a0 > 1\n")
+        "FROM __dfsql_panes\nWHERE __a0 > 1")

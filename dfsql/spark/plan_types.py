@@ -1,0 +1,47 @@
+"""What the replay executor needs of a windowed block's plan.
+
+:mod:`dfsql.spark.planner` builds the plan and calls :mod:`dfsql.spark.replay`; the
+replay only reads the plan. This protocol is that read-only view, so the replay does not
+import the planner (not even for typing): the two modules form no import cycle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from dfsql.language import clauses as c
+    from dfsql.language.rewrite import Stages
+    from dfsql.language.scan import Source
+
+
+class ReplayPlan(Protocol):
+    """A windowed block as the replay sees it (see planner.BlockPlan)."""
+
+    spark: SparkSession
+    src: Source
+    clauses: c.Clauses
+    stages: Stages
+    #: the driver's output, set by the replay (dropped elements are read from it)
+    emitted: DataFrame | None
+    #: where the replay's emit times lie (first arrival, end of input), microseconds
+    emit_range: tuple[int, int] | None
+
+    #: the driver's dropped-element counts per partition (an accumulator), and how
+    #: many partitions the driver runs in
+    dropped_by_partition: object
+    driver_partitions: int
+
+    def temp_view(self, df: DataFrame, name: str) -> None:
+        """Register a temp view that only the statement's own SQL reads."""
+        ...
+
+    def name(self, base: str) -> str:
+        """``base`` made unique to the statement (temp view names)."""
+        ...
+
+    def input_df(self) -> DataFrame:
+        """The input stage, checked (ON / PROCESSING TIME types, no stream)."""
+        ...

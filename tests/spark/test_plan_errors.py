@@ -1,0 +1,54 @@
+"""Planning errors: an unknown column next to a pane column is reported where it was
+written, and a streaming source is rejected at plan time (never planned as a batch)."""
+
+from __future__ import annotations
+
+import pytest
+
+import dfsql
+from dfsql.errors import AnalysisError, SourceError
+
+
+@pytest.fixture(scope="module")
+def plan_events(spark):
+    spark.sql("""CREATE OR REPLACE TEMP VIEW plan_events AS SELECT * FROM VALUES
+                 ('a', 1, TIMESTAMP'2024-01-01 12:00:00') AS t(k, v, et)""")
+
+
+def test_unknown_column_next_to_a_pane_column_is_positioned(spark, plan_events):
+    """The SELECT names window_start (a column that exists only after windowing) and the
+    WHERE an unknown column ``n``: the error points at that ``n`` (line 3, col 7), not at
+    the first ``n`` of the text (inside window_start)."""
+    q = ("SELECT k, window_start, COUNT(*) AS cnt\n"
+         "FROM plan_events\n"
+         "WHERE n > 0\n"
+         "GROUP BY k WINDOW FIXED(1 MINUTE) ON et")
+    with pytest.raises(AnalysisError) as info:
+        dfsql.sql(q, spark)
+    err = info.value
+    assert "`n`" in err.message and (err.line, err.column) == (3, 7)
+    assert "__k0" not in str(err) and "__event_time" not in str(err)
+
+
+def test_pane_columns_alone_still_plan(spark, plan_events):
+    rows = dfsql.sql("SELECT k, window_start, window_end, COUNT(*) AS cnt FROM plan_events "
+                     "GROUP BY k WINDOW FIXED(1 MINUTE) ON et", spark).collect()
+    assert [(r.k, r.cnt) for r in rows] == [("a", 1)]
+
+
+@pytest.fixture(scope="module")
+def rate_stream(spark):
+    spark.readStream.format("rate").option("rowsPerSecond", 1).load() \
+        .createOrReplaceTempView("rate_stream")
+
+
+@pytest.mark.parametrize("window", ["FIXED(1 MINUTE) ON timestamp", "GLOBAL",
+                                    "SESSIONS(GAP 10 SECONDS) ON timestamp"])
+def test_streaming_source_is_rejected_at_plan_time(spark, rate_stream, window):
+    q = f"SELECT value % 2 AS parity, COUNT(*) AS n FROM rate_stream GROUP BY 1\nWINDOW {window}"
+    with pytest.raises(SourceError) as info:
+        dfsql.sql(q, spark)
+    err = info.value
+    assert "stream" in err.message and err.hint
+    assert (err.line, err.column) == (1, 48)  # the FROM relation rate_stream
+    assert not spark.streams.active
