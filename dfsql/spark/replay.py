@@ -229,7 +229,12 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
 
     merges = _two_level(plan, inp)
     plan.driver_partitions = shuffle_partitions(plan.spark) if keys else 1
-    plan.dropped_by_partition = plan.spark.sparkContext.accumulator({}, _PerPartition())
+    from pyspark.errors import PySparkAttributeError
+
+    try:
+        plan.dropped_by_partition = plan.spark.sparkContext.accumulator({}, _PerPartition())
+    except PySparkAttributeError:  # Spark Connect has no accumulators: dropped_late counts
+        plan.dropped_by_partition = None
     driver = _PartitionDriver(clauses, timeline, keys, payload, out_names, end_floor,
                               negate_marker_group=merges is not None,
                               dropped=plan.dropped_by_partition)
