@@ -13,7 +13,6 @@ from datetime import datetime
 import pytest
 
 import dfsql
-from dfsql.model import panes as model_panes
 
 T = datetime(2024, 1, 1, 12, 0, 0)
 #: (key, value, event_time, arrival_time): two NULL event times, one of them arriving last
@@ -24,12 +23,6 @@ ROWS = [
     ("b", 8, "2024-01-01 12:01:10", "2024-01-01 12:01:15"),
     ("b", 16, None, "2024-01-01 12:03:00"),
 ]
-#: the replay's NULL event times need the model's driver to drop them (DROP_NULL_TIME)
-needs_model_null_drop = pytest.mark.xfail(
-    not hasattr(model_panes, "DROP_NULL_TIME"), strict=False,
-    reason="the model's driver does not yet drop event time NULL (DROP_NULL_TIME)")
-
-
 @pytest.fixture(scope="module")
 def null_events(spark):
     values = ", ".join(
@@ -89,7 +82,6 @@ def test_batch_late_rows_into_keeps_null_event_times(spark, null_events):
     assert dfsql.dropped_late(df) == 2
 
 
-@needs_model_null_drop
 def test_replay_null_event_time_is_dropped_counted_and_kept(spark, null_events):
     q = ("SELECT k, SUM(v) AS total FROM {t} GROUP BY k WINDOW FIXED(1 MINUTE) ON et "
          "WATERMARK DELAY 0 SECONDS PROCESSING TIME at ALLOWED LATENESS 1 SECOND "
