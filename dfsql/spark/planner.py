@@ -62,7 +62,7 @@ class BlockPlan:
         block = with_registered_defaults(block, registry)
         self.block = block
         self.clauses = block.clauses
-        self.stages: Stages = rewrite(block, self.src)
+        self.stages: Stages = rewrite(block, self.src, signed=reads_changelog(stmt, block))
         self.emitted: DataFrame | None = None  # the replay driver's output
         #: per driver partition, the elements it dropped (an accumulator the driver
         #: fills as the query runs), and how many partitions the driver runs in
@@ -472,6 +472,17 @@ def _is_timestamp(df: DataFrame, name: str) -> bool:
     return len(fields) == 1 and isinstance(fields[0].dataType, TimestampType)
 
 
+def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
+    """Whether ``block`` replays (PROCESSING TIME) an ACCUMULATING AND RETRACTING result of
+    the statement as a changelog: every pane and retraction is an element at its
+    emit_time, and the block's aggregates subtract the retractions (LANGUAGE.md §6). A
+    batch block reads that result with its retractions cancelled in advance
+    (:func:`net_changelog`), which gives the same final values in one pane."""
+    return block.clauses.processing_time is not None and any(
+        stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+        for i in block.inner)
+
+
 def net_changelog(df: DataFrame) -> DataFrame:
     """A retracting result as a downstream windowed query sees it: every retraction
     cancels the insertion it repeats, so downstream aggregates subtract what was
@@ -507,6 +518,9 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
     result = None
     top = stmt.top
     fed_to_window = {i for b in stmt.blocks for i in b.inner}
+    # a retracting result cancelled in advance: only for a batch consumer, whose one pane
+    # per window holds exactly what is left once every retraction is subtracted
+    cancel = {i for b in stmt.blocks if b.clauses.processing_time is None for i in b.inner}
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
         resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
@@ -517,7 +531,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         if block is top:
             result = df
         else:
-            if block.index in fed_to_window and \
+            if block.index in cancel and \
                     block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
                 df = net_changelog(df)
             df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
