@@ -9,9 +9,10 @@ Workloads (LANGUAGE.md queries over ``benchmarks/gen_events.py`` output, 10k key
 
 Each is written to the ``noop`` sink (so the whole plan runs and nothing is collected);
 the figure is the median of ``--runs`` runs (interleaved) after one warm-up, and the ratio
-dfsql / native. dfsql's rows come in the order LANGUAGE.md §7 requires (keys, then
-window_start), a global sort that plain ``GROUP BY window()`` does not do; the native query
-with the equivalent ``ORDER BY key, start`` is timed too (``native_ord_s``, ``ratio_ord``).
+dfsql / native. A replayed result comes in LANGUAGE.md §7's changelog order (emit time,
+keys, window_start), a global sort that plain ``GROUP BY session_window()`` does not do;
+a batch result is unordered, as native's. The native query with ``ORDER BY key, start``
+is timed too (``native_ord_s``, ``ratio_ord``).
 Usage::
 
     python benchmarks/bench_spark.py [--events 1000000 4000000] [--runs 3] [--only NAME]
