@@ -22,10 +22,10 @@ class Progress(threading.Thread):
         self.interval = interval
         self._stop = threading.Event()
         self._shown = False
-        try:
-            self.tracker = spark.sparkContext.statusTracker()
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-            self.tracker = None
+        from dfsql.session import spark_context
+
+        sc = spark_context(spark)
+        self.tracker = None if sc is None else sc.statusTracker()
 
     def line(self) -> str | None:
         if self.tracker is None:

@@ -150,6 +150,17 @@ def session(master: str | None = None) -> SparkSession:
     return builder.getOrCreate()
 
 
+def spark_context(spark):
+    """The session's SparkContext, or None on Spark Connect, which has none (and so no
+    broadcast variables, accumulators or status tracker)."""
+    from pyspark.errors import PySparkAttributeError
+
+    try:
+        return spark.sparkContext
+    except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
+        return None
+
+
 def stop_session() -> None:
     """Stop the active session, if any, so the next :func:`session` starts afresh."""
     from pyspark.sql import SparkSession

@@ -184,15 +184,11 @@ def _dropped_accumulator(spark):
     """{partition: elements it dropped}, filled by the driver as the query runs, so that
     ``dropped_late`` reads the count without running the query again; None on Spark
     Connect, which has no accumulators (the count then runs the driver once more)."""
-    from pyspark.errors import PySparkAttributeError
-
+    from dfsql.session import spark_context
     from dfsql.spark.accumulators import PerPartition
 
-    try:
-        sc = spark.sparkContext
-    except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
-        return None
-    return sc.accumulator({}, PerPartition())
+    sc = spark_context(spark)
+    return None if sc is None else sc.accumulator({}, PerPartition())
 
 
 def _q(names) -> list[str]:

@@ -258,14 +258,11 @@ class Shipped:
     Connect has no broadcast)."""
 
     def __init__(self, spark, value: Any) -> None:
+        from dfsql.session import spark_context
+
         self._bc = None
         self._value = None
-        from pyspark.errors import PySparkAttributeError
-
-        try:
-            sc = spark.sparkContext
-        except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
-            sc = None
+        sc = spark_context(spark)
         if sc is not None:
             self._bc = sc.broadcast(value)
         else:
