@@ -14,7 +14,9 @@ PROCESSING_TIME = "__processing_time"
 #: The pane columns every windowed result ends with (LANGUAGE.md §7).
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
                 "emit_time", "is_retraction")
-#: Hidden columns of a retracting replay's panes table that place each row in §7's order:
-#: the window_start and pane_index of the row a retraction sorts with (the pane that
-#: replaces it); an insertion's own. Read by the default ORDER BY, never selected.
-SORT_COLUMNS = ("__sort_window_start", "__sort_pane_index")
+#: Hidden column of a replay's panes table where windows merge and panes are retracted:
+#: the row's place in §7's order among its key's rows at its emit_time (a retraction
+#: right before the pane of the merged window that replaces it). Read by the default
+#: ORDER BY, never selected. Without merging, a retraction's replacement is its window's
+#: next pane and (window_start, pane_index, is_retraction DESC) already says it.
+SORT_COLUMNS = ("__sort_rank",)

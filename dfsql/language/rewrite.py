@@ -382,15 +382,23 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False) -> Stages:
         parts.append("ORDER BY " + ", ".join(ords))
     elif cl.processing_time is not None:
         # LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
-        # pane_index; a retraction sorts immediately before the row that replaces it
-        # (hidden SORT_COLUMNS), several in their own window_start order. A batch result
-        # (no PROCESSING TIME) has no order, as any Spark SQL result without ORDER BY.
+        # pane_index; a retraction sorts immediately before the row that replaces it,
+        # several in their own window_start order. Without merging that row is its
+        # window's next pane; where windows merge the replay ranks the rows (hidden
+        # SORT_COLUMNS).
+        # A batch result (no PROCESSING TIME) has no order, as any Spark SQL result
+        # without ORDER BY.
         keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
                       if any(i.unalias() == k for k in keys)]
         distinct = bool(select.args.get("distinct"))
-        if cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING and not distinct:
-            order_by = ("emit_time", *keys_order, *SORT_COLUMNS, "is_retraction DESC",
-                        "window_start")
+        retracting = cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+        if retracting and not distinct and cl.window.merging:
+            order_by = ("emit_time", *keys_order, *SORT_COLUMNS)
+        elif retracting and not distinct:
+            # pane i's retraction sorts with pane i + 1 (a window may fire twice at one
+            # instant: EARLY then ON_TIME)
+            order_by = ("emit_time", *keys_order, "window_start",
+                        "pane_index + CAST(is_retraction AS INT)", "is_retraction DESC")
         else:  # (SELECT DISTINCT can only sort by what it selects)
             order_by = ("emit_time", *keys_order, "window_start", "pane_index",
                         "is_retraction DESC")

@@ -76,9 +76,10 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
     retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
-    if retracting:
-        # where a pane's retraction sorts: with the pane that replaces it (§7)
-        fields += ["__repl_ws TIMESTAMP", "__repl_pi BIGINT"]
+    ranked = retracting and clauses.window.merging
+    if ranked:
+        # where a pane's emission and retraction sort among their key's rows (§7)
+        fields += ["__pane_rank BIGINT"]
     if clauses.late_rows_into:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
@@ -103,8 +104,8 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
-    if retracting:
-        meta += ["__repl_ws", "__repl_pi"]
+    if ranked:
+        meta += ["__pane_rank"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     plan.temp_view(emitted, view)
@@ -119,17 +120,16 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
                       f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
     if retracting:
         # A pane is retracted at most once (by the next pane of its window or of the
-        # window it merged into): one row as emitted, one more as retracted. Each row
-        # carries the window_start and pane_index of the row it sorts with (§7).
-        sort_ws, sort_pi = SORT_COLUMNS
+        # window it merged into): one row as emitted, one more as retracted. Where windows
+        # merge, each row carries its place among its key's rows at its emit_time (§7).
+        rank = "__row.k AS {}, ".format(*SORT_COLUMNS) if ranked else ""
+        k_emit = ", 'k', shiftright(__pane_rank, 32)" if ranked else ""
+        k_retract = ", 'k', __pane_rank & 4294967295" if ranked else ""
         result_sql = (
-            f"SELECT {cols}, __row.t AS emit_time, __row.r AS is_retraction, "
-            f"__row.sw AS {sort_ws}, __row.sp AS {sort_pi} FROM ("
+            f"SELECT {cols}, __row.t AS emit_time, {rank}__row.r AS is_retraction FROM ("
             "SELECT *, explode(array("
-            "named_struct('t', emit_time, 'r', false, 'sw', window_start, "
-            "'sp', shiftright(__pane_info, 3)), "
-            "named_struct('t', __retract_time, 'r', true, 'sw', __repl_ws, "
-            "'sp', __repl_pi))) AS __row "
+            f"named_struct('t', emit_time, 'r', false{k_emit}), "
+            f"named_struct('t', __retract_time, 'r', true{k_retract}))) AS __row "
             f"FROM ({panes_sql}) AS __panes) AS __rows "
             "WHERE __row.t IS NOT NULL OR NOT __row.r")
     else:
@@ -432,15 +432,8 @@ class _PartitionDriver:
             retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
             if len(r.retraction_pane):
                 retract[r.retraction_pane] = r.retraction_emit_time
-            if "__repl_ws" in self.out_names:
-                # a retraction sorts with the pane that replaces it (the model says which)
-                repl = r.retraction_replacing
-                repl_ws, repl_pi = wstart.copy(), r.pane_index.astype(np.int64) + 1
-                has = repl >= 0
-                repl_ws[r.retraction_pane[has]] = wstart[repl[has]]
-                repl_pi[r.retraction_pane[has]] = r.pane_index[repl[has]]
-                cols["__repl_ws"] = ts(repl_ws, repl_ws != np.iinfo(np.int64).min)
-                cols["__repl_pi"] = pa.array(repl_pi)
+            if "__pane_rank" in self.out_names:
+                cols["__pane_rank"] = pa.array(_changelog_ranks(r, wstart))
             ids = np.arange(n_panes, dtype=np.int64) + id_base
             if self.negate_marker_group:
                 ids = -1 - ids
@@ -481,6 +474,77 @@ def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
     return starts.astype(np.int64)
 
 
+def _changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
+    """Each pane's place in LANGUAGE.md §7's order (high 32 bits) and its retraction's
+    (low 32 bits), as positions in this run's changelog: emit time, key, window_start,
+    pane_index, a retraction immediately before the pane that replaces it (the model says
+    which; in a merge another window's), several in their own window_start order. All of
+    a key's rows are in one run, so the output sorts by (emit_time, keys, rank): one sort
+    column where the tuple would be four, and no replacing window carried per pane.
+
+    The model's fast paths emit panes in (key, emit time, window) order already, so this
+    is linear unless a check finds otherwise; :func:`_changelog_ranks_by_sort` is the
+    plain definition (and what a retraction without a replacing pane needs)."""
+    n = len(r.pane_index)
+    pi = r.pane_index.astype(np.int64)
+    rp, repl = r.retraction_pane, r.retraction_replacing
+    if len(rp) and repl.min() < 0:
+        return _changelog_ranks_by_sort(r, wstart)
+    key, emit = r.pane_key, r.pane_emit_time
+    po = None if _nondecreasing(key, emit, wstart, pi) else np.lexsort((pi, wstart, emit, key))
+    before = np.bincount(repl, minlength=n)  # retractions placed right before each pane
+    before_s = before if po is None else before[po]
+    pos_s = np.arange(n, dtype=np.int64) + np.cumsum(before_s)
+    pane_pos = pos_s
+    if po is not None:
+        pane_pos = np.empty(n, np.int64)
+        pane_pos[po] = pos_s
+    ro = np.lexsort((wstart[rp], repl))  # retractions before one pane: window_start order
+    anchor = repl[ro]
+    idx = np.arange(len(ro), dtype=np.int64)
+    first = np.ones(len(ro), bool)
+    first[1:] = anchor[1:] != anchor[:-1]
+    within = idx - np.maximum.accumulate(np.where(first, idx, 0))
+    retract_pos = np.zeros(n, np.int64)
+    retract_pos[rp[ro]] = pane_pos[anchor] - before[anchor] + within
+    return (pane_pos << 32) | retract_pos
+
+
+def _changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
+    """:func:`_changelog_ranks` by sorting every row by §7's tuple; a retraction that no
+    pane replaces sorts where its window's next pane would."""
+    n = len(r.pane_index)
+    pi = r.pane_index.astype(np.int64)
+    rp, repl = r.retraction_pane, r.retraction_replacing
+    has = repl >= 0
+    to = np.where(has, repl, rp)
+    sort_ws = np.concatenate([wstart, wstart[to]])
+    sort_pi = np.concatenate([pi, np.where(has, pi[to], pi[rp] + 1)])
+    emit = np.concatenate([r.pane_emit_time, r.retraction_emit_time])
+    key = np.concatenate([r.pane_key, r.pane_key[rp]])
+    inserted = np.concatenate([np.ones(n, np.int8), np.zeros(len(rp), np.int8)])
+    own_ws = np.concatenate([wstart, wstart[rp]])
+    order = np.lexsort((own_ws, inserted, sort_pi, sort_ws, emit, key))
+    ranks = np.empty(len(order), np.int64)
+    ranks[order] = np.arange(len(order), dtype=np.int64)
+    retract_pos = np.zeros(n, np.int64)
+    retract_pos[rp] = ranks[n:]
+    return (ranks[:n] << 32) | retract_pos
+
+
+def _nondecreasing(*columns: np.ndarray) -> bool:
+    """Whether the rows of ``columns`` are in lexicographic (non-decreasing) order."""
+    if len(columns[0]) < 2:
+        return True
+    tied = np.ones(len(columns[0]) - 1, bool)  # equal in every column so far
+    for col in columns:
+        a, b = col[:-1], col[1:]
+        if (tied & (b < a)).any():
+            return False
+        tied &= b == a
+    return True
+
+
 def _union(parts: list[dict], names: list[str], in_schema):
     """Stack column dicts into one table of the union schema (missing columns null)."""
     import pyarrow as pa
@@ -491,7 +555,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
     types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
-                  "__repl_ws": ts, "__repl_pi": pa.int64(),
+                  "__pane_rank": pa.int64(),
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),

@@ -36,12 +36,16 @@ def test_default_order_of_a_changelog() -> None:
     q = ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\n"
          "WINDOW SESSIONS(GAP 1 MINUTE) ON event_time PROCESSING TIME arrival_time\n")
     st = stages(q + "EMIT ACCUMULATING AND RETRACTING")
-    assert st.default_order_by == ("emit_time", "`key`", "__sort_window_start",
-                                   "__sort_pane_index", "is_retraction DESC", "window_start")
+    assert st.default_order_by == ("emit_time", "`key`", "__sort_rank")
     assert st.output_sql.endswith("ORDER BY " + ", ".join(st.default_order_by))
     assert st.output_sql_unordered.startswith(
         f"SELECT __k0 AS `key`, __a0 AS `total`, window_start, {PANES}, "
-        "__sort_window_start, __sort_pane_index\nFROM __dfsql_panes")
+        "__sort_rank\nFROM __dfsql_panes")
+    # without merging a retraction's replacement is its window's next pane
+    st = stages(q.replace("SESSIONS(GAP", "FIXED(") + "EMIT ACCUMULATING AND RETRACTING")
+    assert st.default_order_by == ("emit_time", "`key`", "window_start",
+                                   "pane_index + CAST(is_retraction AS INT)",
+                                   "is_retraction DESC")
     st = stages(q + "EMIT ACCUMULATING")
     assert st.default_order_by == ("emit_time", "`key`", "window_start", "pane_index",
                                    "is_retraction DESC")
