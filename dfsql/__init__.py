@@ -16,12 +16,14 @@ from dfsql.errors import DfsqlError
 from dfsql.session import session  # pyspark is imported only when session() is called
 
 if TYPE_CHECKING:
-    from dfsql.api import dropped_late, explain, register, sql
+    from dfsql.api import dropped_late, explain, register, sql, start
+    from dfsql.spark.sinks import TableSink
 
-__all__ = ["sql", "explain", "register", "session", "dropped_late", "DfsqlError"]
+__all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
+           "DfsqlError"]
 __version__ = "0.1.0"
 
-_FROM_API = frozenset({"sql", "explain", "register", "dropped_late"})
+_FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
 
 
 def __getattr__(name: str) -> object:
@@ -31,8 +33,13 @@ def __getattr__(name: str) -> object:
         value = getattr(api, name)
         globals()[name] = value
         return value
+    if name == "TableSink":
+        from dfsql.spark.sinks import TableSink
+
+        globals()[name] = TableSink
+        return TableSink
     raise AttributeError(f"module 'dfsql' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_API)
+    return sorted(set(globals()) | _FROM_API | {"TableSink"})

@@ -1,4 +1,4 @@
-"""The public API: ``sql``, ``explain``, ``register``.
+"""The public API: ``sql``, ``start``, ``explain``, ``register``.
 
 Plain Spark SQL goes to ``spark.sql`` untouched (same DataFrame, same errors mapped to
 DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.planner`.
@@ -57,6 +57,34 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     from dfsql.spark.planner import execute
 
     return execute(stmt, s, _REGISTRY)
+
+
+def start(text: str, sink: object = "memory", checkpoint: str | None = None,
+          trigger: dict | None = None, name: str | None = None,
+          spark: SparkSession | None = None):
+    """Start a windowed query over a streaming source and return its StreamingQuery.
+
+    ``sink``: a directory (Spark's parquet file sink, exactly once), ``"memory"`` (a
+    table named ``name``), ``"console"``, a callable ``f(batch_df, batch_id)``
+    (foreachBatch), or a :class:`dfsql.TableSink` (the current row of every live window,
+    retractions applied). Console, callable and table sinks get each micro-batch in
+    LANGUAGE.md §7's changelog order. ``checkpoint``: where the query's state and progress
+    live (restart from it after a crash). ``trigger``: ``DataStreamWriter.trigger``'s
+    keyword arguments, e.g. ``{"processingTime": "10 seconds"}`` or
+    ``{"availableNow": True}``."""
+    from dfsql.errors import SourceError
+    from dfsql.spark.sinks import start_stream
+
+    df = sql(text, spark)
+    plans = [p for p in getattr(df, "_dfsql_plans", []) if p.stream_df is not None]
+    if not df.isStreaming or not plans:
+        raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
+                          "read the source with spark.readStream and register it as a view; "
+                          "for a bounded table use dfsql.sql")
+    plan = plans[-1]
+    with spark_errors(parse_statement(text).source, text=text):
+        return start_stream(plan.stream_df, plan.stream_order_by, sink, checkpoint, trigger,
+                            name)
 
 
 def explain_statement(stmt: Statement) -> str:

@@ -21,7 +21,7 @@ import itertools
 import re
 from typing import TYPE_CHECKING
 
-from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
+from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
 from dfsql.language import clauses as c
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import (
@@ -72,6 +72,11 @@ class BlockPlan:
         self.views: list[str] = []
         #: where a replay's emit times lie (first arrival, end of input), microseconds
         self.emit_range: tuple[int, int] | None = None
+        self._streaming: bool | None = None
+        #: a stream's result with its hidden §7 sort columns, and the order they make
+        #: (dfsql.start sorts each micro-batch by it)
+        self.stream_df: DataFrame | None = None
+        self.stream_order_by: tuple[str, ...] | None = None
 
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register ``df`` as a temp view that only this statement's SQL reads: it is
@@ -170,29 +175,13 @@ class BlockPlan:
                 raise AnalysisError(
                     f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
                     line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
-        if df.isStreaming:
-            # Until live streams land, a stream is never planned as a batch (or replayed).
-            line, col = self._streaming_relation_pos()
-            raise SourceError(
-                "a windowed query over a streaming source is not supported yet", line, col,
-                "read the data as a bounded table (spark.read instead of spark.readStream) "
-                "and replay it with PROCESSING TIME <arrival column>")
         return df
 
-    def _streaming_relation_pos(self) -> tuple[int | None, int | None]:
-        """Where the block's streaming FROM relation is written (else its WINDOW)."""
-        from pyspark.errors import PySparkException
-
-        for table, _ in source_relations(self.block):
-            try:
-                streaming = self.spark.table(table).isStreaming
-            except PySparkException:
-                continue
-            m = re.search(rf"(?is)\b(?:FROM|JOIN)\s+`?({re.escape(table)})\b", self.block.sql)
-            if streaming and m:
-                p = self.src.pos(self.block.span[0] + m.start(1))
-                return p.line, p.column
-        return self._where(self.clauses.pos)
+    def is_streaming(self) -> bool:
+        """Whether the block reads a streaming source (its input stage is a stream)."""
+        if self._streaming is None:
+            self._streaming = self.input_df().isStreaming
+        return self._streaming
 
     def check_clauses(self) -> None:
         cl = self.clauses
@@ -333,6 +322,8 @@ class BlockPlan:
         that only feeds another windowed query's aggregation, where order is lost)."""
         self.check_clauses()
         names = self.analyse_original()
+        if self.is_streaming():
+            return self._stream_result(names)
         if self.clauses.processing_time is None:
             df = self._batch_result()
             if self.clauses.late_rows_into:
@@ -370,6 +361,28 @@ class BlockPlan:
             if len(wanted) == len(columns) and wanted != columns:
                 df = df.toDF(*wanted)
         return df
+
+    def _stream_result(self, names: list[str] | None) -> DataFrame:
+        """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
+        through the output stage, each micro-batch's rows in no order (a streaming
+        DataFrame cannot be sorted); ``stream_df`` keeps the hidden sort columns."""
+        from dfsql.spark.streaming import check_streamable, stream_panes
+
+        check_streamable(self)
+        with spark_errors(self.src):
+            panes = stream_panes(self, self.input_df())
+        self.temp_view(panes, self.name(PANES_TABLE))
+        df = self._output_df(ordered=False)
+        hidden = [h for h in SORT_COLUMNS if h in df.columns]
+        visible = [n for n in df.columns if n not in hidden]
+        if names is not None:
+            wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
+            if len(wanted) == len(visible) and wanted != visible:
+                df = df.toDF(*wanted, *hidden)
+                visible = wanted
+        self.stream_df = df
+        self.stream_order_by = self.stages.default_order_by
+        return df.select(*[f"`{n}`" for n in visible])
 
     def dropped_count(self) -> int:
         """How many elements this block dropped as too late (0 for a batch input)."""

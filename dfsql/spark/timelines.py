@@ -87,12 +87,19 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int |
             t = _percentile_changes(inp, wm).toArrow()
         return wmod.Timeline.rising(us(t.column("t")), t.column("lag").to_numpy()), first, last
     if isinstance(wm, c.WatermarkFrom):
-        series, writers = _read_watermark_table(plan, wm)
-        if writers is None:
-            return wmod.series_timeline(*series), first, last
-        timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
-        return wmod.writers_timeline(*writers, timeout), first, last
+        return from_table_timeline(plan, wm), first, last
     raise TypeError(f"unknown watermark {wm!r}")
+
+
+def from_table_timeline(plan: BlockPlan, wm: c.WatermarkFrom) -> Timeline:
+    """``WATERMARK FROM <table> [BY writer [IDLE TIMEOUT d]]``: the table's timeline."""
+    from dfsql.model import watermarks as wmod
+
+    series, writers = _read_watermark_table(plan, wm)
+    if writers is None:
+        return wmod.series_timeline(*series)
+    timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
+    return wmod.writers_timeline(*writers, timeout)
 
 
 def _check_processing_time(cl: c.Clauses, nulls: int) -> None:

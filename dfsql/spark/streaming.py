@@ -1,0 +1,558 @@
+"""Live streams: a windowed query over a streaming source, on Structured Streaming.
+
+The model's GroupAlsoByWindow runs in ``transformWithStateInPandas`` with its state in
+Spark's state store (checkpointed with the query; RocksDB where the session configures
+it), so a restarted query continues exactly where its checkpoint left off.
+
+**State keyed by a bucket of user keys.** The stream is grouped by
+``pmod(hash(keys), B)`` (B = ``spark.sql.shuffle.partitions``), not by the user key: one
+Python call per bucket and micro-batch runs the driver over all of the bucket's keys as
+arrays, as the bounded replay's ``mapInArrow`` driver does. A call per user key costs a
+Python round trip per key and batch; ``../shared/design/STREAMING.md`` measured a
+count-only processor at 5.0× native per key against 1.5–1.8× per bucket, and
+``benchmarks/bench_stream_state.py`` repeats that measurement with this module's blob.
+A bucket's state is one ValueState holding Arrow IPC blobs: the elements of its keys'
+live windows, and the watermark's change points.
+
+**Time from the column.** With ``PROCESSING TIME <col>`` the clock is the column
+(LANGUAGE.md §4), so the result cannot depend on where Spark cuts the stream: rows come
+in arrival order, and after each micro-batch every instant before the latest arrival
+seen (the *frontier*) is complete. A bucket re-runs the model over its retained elements
+up to the frontier and emits exactly the panes and retractions whose emit time lies
+between the previous frontier and the new one; rows at the frontier wait for the next
+batch (more rows of that instant may follow). The run is the model's own, so a stream
+gives what the bounded replay of the same rows gives, row for row, up to the frontier.
+
+**The watermark is global.** Each input partition reduces its rows to the change points
+of its running maximum event time (and its latest arrival), and those few rows go to
+every bucket, which keeps the global change points: every bucket sees the same timeline.
+
+**State stays bounded by the live windows.** After each batch a bucket drops dropped
+elements and the elements of windows the watermark has passed by more than the allowed
+lateness (for sessions, conservatively, of the union of the key's proto-windows): the
+model has garbage-collected those windows, so nothing later depends on them. The
+watermark's change points before the oldest retained arrival fold into one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dfsql.errors import NotSupportedError, WatermarkError
+from dfsql.language import clauses as c
+from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from dfsql.spark.plan_types import ReplayPlan
+
+NEG = np.iinfo(np.int64).min
+POS = np.iinfo(np.int64).max
+#: input rows: an element, or a watermark point (arrival, max event time so far)
+KIND_ELEMENT, KIND_POINT = 0, 1
+_ET, _AT, _VALUE = "__et", "__at", "__point"
+# the packed rows' columns (no leading underscore: PySpark hands them to the processor
+# through namedtuples, which rename such fields)
+BUCKET, KIND, BLOB = "dfsql_bucket", "dfsql_kind", "dfsql_blob"
+#: the aggregates a stream computes itself (a streaming result cannot be aggregated again
+#: in Spark after the stateful operator)
+STREAM_AGGREGATES = {"SUM", "COUNT", "MIN", "MAX", "AVG"}
+TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
+
+
+def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
+    """The panes of a windowed block over a streaming input (a streaming DataFrame):
+    keys, aggregates, pane columns and the hidden §7 rank, in append mode."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.types import (
+        BooleanType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    cl = plan.clauses
+    _use_rocksdb(plan.spark)
+    keys = list(plan.stages.key_columns)
+    payload = [n for n in inp.columns if n.startswith("__c")]
+    aggs = _aggregates(plan, inp)
+    buckets = _buckets(plan.spark)
+
+    if EVENT_TIME not in inp.columns:
+        inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
+    # a row without an arrival time has no place in processing time: it is left out
+    elements = inp.where(F.col(PROCESSING_TIME).isNotNull()).select(
+        *keys, *payload, F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(_ET),
+        F.unix_micros(F.col(PROCESSING_TIME)).alias(_AT))
+    bucket_of = (F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(buckets)) if keys
+                 else F.lit(0))
+    packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
+        _Packer(buckets), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY")
+    schema = inp.schema
+    fields = [schema[k] for k in keys]
+    fields += [StructField(alias, t, True) for alias, t in aggs.types]
+    fields += [StructField("window_start", LongType()), StructField("window_end", LongType()),
+               StructField("pane_index", LongType()), StructField("pane_timing", StringType()),
+               StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
+               StructField("is_retraction", BooleanType()),
+               StructField(SORT_COLUMNS[0], LongType())]
+    out_schema = StructType(fields)
+    static = None
+    if isinstance(cl.watermark, c.WatermarkFrom):  # a bounded table of watermarks
+        from dfsql.spark.timelines import from_table_timeline
+
+        if plan.spark.table(cl.watermark.table).isStreaming:
+            raise NotSupportedError("WATERMARK FROM a stream is not supported yet",
+                                    *plan._where(cl.watermark.pos),  # type: ignore[attr-defined]
+                                    "give the watermarks as a bounded table")
+        static = from_table_timeline(plan, cl.watermark)  # type: ignore[arg-type]
+    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static)
+    panes = packed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
+        timeMode="None")
+    return panes.select(
+        *keys, *[a for a, _ in aggs.types],
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"),
+        "pane_index", "pane_timing", "is_last",
+        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0])
+
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _use_rocksdb(spark) -> None:
+    """transformWithState runs only on the RocksDB state store (Spark refuses the default
+    HDFS-backed one); it is the store for large state anyway. A session-level setting, so
+    it also applies to the session's other streaming queries started afterwards."""
+    key = "spark.sql.streaming.stateStore.providerClass"
+    if spark.conf.get(key, None) != ROCKSDB:
+        spark.conf.set(key, ROCKSDB)
+
+
+def check_streamable(plan: ReplayPlan) -> None:
+    """What a stream cannot do, as positioned errors at plan time (LANGUAGE.md §9)."""
+    cl = plan.clauses
+    where = plan._where  # type: ignore[attr-defined]
+    wm = cl.watermark
+    if isinstance(wm, c.WatermarkPerfect):
+        raise WatermarkError("WATERMARK PERFECT looks ahead in a bounded input: not on a "
+                             "stream", *where(wm.pos),
+                             "use WATERMARK DELAY d on a streaming source")
+    if wm is not None and not isinstance(wm, c.WatermarkDelay | c.WatermarkFrom):
+        raise NotSupportedError("WATERMARK PERCENTILE on a stream is not supported yet",
+                                *where(wm.pos), "use WATERMARK DELAY d, or FROM a table of "
+                                "watermarks, on a streaming source")
+    if cl.processing_time is None:
+        raise NotSupportedError(
+            "a windowed query over a stream needs PROCESSING TIME <column> (the engine's "
+            "clock is not supported yet)", *where(cl.window.pos),
+            "name the arrival column, e.g. PROCESSING TIME arrival_time")
+    if cl.late_rows_into:
+        raise NotSupportedError("LATE ROWS INTO on a stream is not supported yet",
+                                *where(cl.pos), "leave it out: dropped rows are counted")
+    st = plan.stages
+    if not st.default_order or st.default_order_by is None:
+        word = _first_word(plan, ("ORDER BY", "LIMIT", "DISTINCT", "OVER"))
+        raise NotSupportedError(
+            "a stream is ordered only inside each micro-batch: ORDER BY, LIMIT, DISTINCT and "
+            "window functions over its result need the whole result", *where(word or cl.pos),
+            "leave them out (dfsql.start sorts each micro-batch in the changelog order)")
+
+
+def _first_word(plan: ReplayPlan, words: tuple[str, ...]) -> c.Pos | None:
+    """Where the first of ``words`` appears in the block, outside the extension clauses
+    (for an error's position only; planning reads the parsed tree)."""
+    import re
+
+    block = plan.block  # type: ignore[attr-defined]
+    patterns = [r"(?i)\b" + w.replace(" ", r"\s+") + r"\b" for w in words]
+    hits = [m.start() for p in patterns for m in [re.search(p, block.sql)] if m]
+    if not hits:
+        return None
+    return plan.src.pos(block.span[0] + min(hits))
+
+
+class _Aggregates:
+    def __init__(self, specs: list[tuple[str, str, str | None]], types: list) -> None:
+        self.specs = specs  # (alias, function, payload column or None for COUNT(*))
+        self.types = types  # (alias, Spark type)
+
+
+def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
+    """The block's aggregates as (function, column), each one a stream computes; their
+    Spark result types come from Spark itself (the same SQL over an empty input)."""
+    import sqlglot
+    from sqlglot import exp
+
+    specs = []
+    for sql, alias in plan.stages.aggregates:
+        node = sqlglot.parse_one(sql, read="spark")
+        name = type(node).__name__.upper()
+        arg = node.this if isinstance(node, exp.AggFunc) else None
+        col = arg.name if isinstance(arg, exp.Column) else None
+        star = isinstance(arg, exp.Star)
+        ok = (isinstance(node, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg)
+              and (col is not None and col.startswith("__c") or (name == "COUNT" and star))
+              and not node.args.get("distinct") and not isinstance(arg, exp.Distinct))
+        if not ok:
+            line, column = plan._where(plan.clauses.pos)  # type: ignore[attr-defined]
+            raise NotSupportedError(
+                f"{sql.replace('__c', 'column ')} on a stream: a stream computes SUM, COUNT, "
+                "MIN, MAX and AVG of a column", line, column,
+                "compute other aggregates over a bounded replay, or aggregate a column "
+                "expression in a subquery first")
+        specs.append((alias, name, None if star else col))
+    empty = plan.spark.createDataFrame([], inp.schema)
+    select = [f"{sql} AS {alias}" for sql, alias in plan.stages.aggregates]
+    types = [(f.name, f.dataType) for f in empty.selectExpr(*select).schema] if select else []
+    return _Aggregates(specs, types)
+
+
+def _buckets(spark) -> int:
+    from dfsql.spark.ordering import shuffle_partitions
+
+    return shuffle_partitions(spark)
+
+
+class _Packer:
+    """``mapInArrow`` over one input partition of a micro-batch: its elements as one Arrow
+    IPC blob per bucket, and its watermark points as one blob sent to every bucket. The
+    stateful operator then receives a few rows per bucket instead of one per element
+    (PySpark hands its input to the processor row by row)."""
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+
+    def __call__(self, batches):
+        import pyarrow as pa
+
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches).combine_chunks()
+        bucket = table.column(BUCKET).to_numpy()
+        table = table.drop_columns([BUCKET])
+        o = np.argsort(bucket, kind="stable")
+        b_sorted = bucket[o]
+        starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
+        ends = np.r_[starts[1:], len(o)]
+        sorted_table = table.take(pa.array(o))
+        ids, kinds, blobs = [], [], []
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            ids.append(int(b_sorted[lo]))
+            kinds.append(KIND_ELEMENT)
+            blobs.append(_ipc(sorted_table.slice(lo, hi - lo)))
+        points = _ipc(_partition_points(table.column(_ET), table.column(_AT)))
+        for b in range(self.buckets):
+            ids.append(b)
+            kinds.append(KIND_POINT)
+            blobs.append(points)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(ids, pa.int32()), pa.array(kinds, pa.int8()), pa.array(blobs, pa.binary())],
+            names=[BUCKET, KIND, BLOB])
+
+
+def _partition_points(et, at):
+    """One input partition's watermark points: the change points of its running maximum
+    event time by arrival, and its latest arrival (value NULL). The global timeline is
+    their running maximum, whatever the partitioning."""
+    import pyarrow as pa
+
+    known = et.is_valid().to_numpy(zero_copy_only=False)
+    e = et.fill_null(0).to_numpy()
+    a = at.to_numpy()
+    times, values = _change_points(a[known], e[known])
+    times = np.r_[times, a.max()]
+    valid = np.r_[np.ones(len(values), bool), False]
+    values = np.r_[values, 0]
+    return pa.table({_AT: pa.array(times, pa.int64()),
+                     _VALUE: pa.array(values, pa.int64(), mask=~valid)})
+
+
+def _change_points(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the running maximum of ``values`` by ``times`` rises (per time, its max)."""
+    if len(times) == 0:
+        return times, values
+    o = np.lexsort((values, times))
+    t, v = times[o], np.maximum.accumulate(values[o])
+    last = np.r_[t[1:] != t[:-1], True]
+    t, v = t[last], v[last]
+    rise = np.r_[True, v[1:] > v[:-1]]
+    return t[rise], v[rise]
+
+
+try:  # the processor's base class (PySpark's state API needs protobuf and grpcio)
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor as _Base
+except ImportError:  # pragma: no cover
+    _Base = object  # type: ignore[assignment,misc]
+
+
+class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
+    """GroupAlsoByWindow for one bucket of user keys (see the module doc)."""
+
+    def __init__(self, clauses: c.Clauses, keys: list[str], payload: list[str],
+                 aggs: list[tuple[str, str, str | None]], out_names: list[str],
+                 static_timeline=None) -> None:
+        self.clauses = clauses
+        self.static_timeline = static_timeline  # WATERMARK FROM a bounded table
+        self.keys = keys
+        self.payload = payload
+        self.aggs = aggs
+        self.out_names = out_names
+
+    def init(self, handle) -> None:
+        from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+        schema = StructType([StructField("elements", BinaryType()),
+                             StructField("points", BinaryType()),
+                             StructField("frontier", LongType())])
+        self.state = handle.getValueState("bucket", schema)
+
+    def close(self) -> None:
+        pass
+
+    def handleInputRows(self, key, rows, timerValues=None):  # noqa: N802 (Spark's name)
+        import pandas as pd
+        import pyarrow as pa
+
+        elem_tables, point_tables = [], []
+        for frame in rows:
+            kinds = frame[KIND].to_numpy()
+            for kind, blob in zip(kinds.tolist(), frame[BLOB].tolist(), strict=True):
+                (point_tables if kind == KIND_POINT else elem_tables).append(_unipc(blob))
+        if not elem_tables and not point_tables:
+            return
+        pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
+            pd.DataFrame({_AT: [], _VALUE: []})
+        fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
+        old_elems, old_t, old_v, frontier = self._load()
+        if fresh is not None and frontier != NEG:  # rows come in arrival order: one
+            # behind the frontier arrives now
+            fresh = fresh.assign(**{_AT: np.maximum(fresh[_AT].to_numpy(np.int64), frontier)})
+        parts = [f for f in (old_elems, fresh) if f is not None]
+        elems = pd.concat(parts, ignore_index=True) if len(parts) > 1 else \
+            (parts[0] if parts else pd.DataFrame())
+        has_v = pts[_VALUE].notna().to_numpy()
+        t_all = np.r_[old_t, pts[_AT].to_numpy()[has_v].astype(np.int64)]
+        v_all = np.r_[old_v, pts[_VALUE].to_numpy()[has_v].astype(np.int64)]
+        latest = int(pts[_AT].max()) if len(pts) else NEG
+        new_frontier = max(frontier, latest)
+        out = None
+        if new_frontier > frontier and len(elems):
+            out, elems, t_all, v_all = self._advance(elems, t_all, v_all, frontier,
+                                                     new_frontier)
+        self._save(elems, t_all, v_all, new_frontier)
+        if out is not None and len(out):
+            yield out
+
+    # ------------------------------------------------------------------ state
+    def _load(self):
+        """(retained elements, watermark change points, frontier) of the bucket."""
+        if not self.state.exists():
+            return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG
+        elements, points, frontier = self.state.get()
+        elems = _unipc(elements).to_pandas() if elements else None
+        t = v = np.empty(0, np.int64)
+        if points:
+            p = _unipc(points)
+            t, v = p.column(0).to_numpy(), p.column(1).to_numpy()
+        return elems, t.astype(np.int64), v.astype(np.int64), int(frontier)
+
+    def _save(self, elems, t, v, frontier: int) -> None:
+        import pyarrow as pa
+
+        e = _ipc(pa.Table.from_pandas(elems, preserve_index=False)) if len(elems) else b""
+        p = _ipc(pa.table({"t": pa.array(t, pa.int64()), "v": pa.array(v, pa.int64())}))
+        self.state.update((e, p, int(frontier)))
+
+    # ------------------------------------------------------------------ the run
+    def _advance(self, elems, t_all, v_all, lo: int, hi: int):
+        """Run the model over the retained elements; the rows emitted in [lo, hi); what
+        stays retained."""
+        import pandas as pd
+
+        from dfsql.model.group_also_by_window import drive
+        from dfsql.model.watermarks import delay_timeline
+        from dfsql.model.windows import NULL_EVENT_TIME
+        from dfsql.spark.replay import _changelog_ranks
+
+        cl = self.clauses
+        t_all, v_all = _change_points(t_all, v_all)
+        if self.static_timeline is not None:
+            timeline = self.static_timeline
+        else:
+            delay = cl.watermark.delay.micros if isinstance(cl.watermark, c.WatermarkDelay) \
+                else 0
+            timeline = delay_timeline(v_all, t_all, delay)
+        if self.keys:
+            key_ids = elems.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy()
+        else:
+            key_ids = np.zeros(len(elems), np.int64)
+        at = elems[_AT].to_numpy(np.int64)
+        o = np.lexsort((at, key_ids))
+        elems = elems.iloc[o].reset_index(drop=True)
+        # dense ids in key order, as the driver wants
+        kid = key_ids[o]
+        dense = np.r_[0, np.cumsum(kid[1:] != kid[:-1])].astype(np.int64)
+        at = at[o]
+        et_raw = elems[_ET]
+        et = np.where(et_raw.isna().to_numpy(), NULL_EVENT_TIME,
+                      et_raw.fillna(0).to_numpy().astype(np.int64))
+        r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
+
+        n_panes = len(r.pane_key)
+        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+        retracted = r.retraction_pane[rmask]
+        needed = np.zeros(n_panes, bool)
+        needed[emitted] = True
+        needed[retracted] = True
+        out = None
+        if needed.any():
+            values = self._aggregate(r, elems, needed)
+            ranks = _changelog_ranks(r, r.pane_window_start)
+            e_ids = np.flatnonzero(emitted)
+            ids = np.r_[e_ids, retracted]
+            is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
+            emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
+            rank = np.r_[ranks[e_ids] >> 32, ranks[retracted] & 0xFFFFFFFF]
+            first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
+            cols = {}
+            for k in self.keys:
+                cols[k] = elems[k].to_numpy()[first_row]
+            for alias, _, _ in self.aggs:
+                cols[alias] = values[alias][ids]
+            ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
+            cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
+            cols["window_start"][ws == NEG] = pd.NA
+            cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
+            cols["window_end"][we == POS] = pd.NA
+            cols["pane_index"] = r.pane_index[ids].astype(np.int64)
+            cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
+            cols["is_last"] = r.pane_is_last[ids].astype(bool)
+            cols["emit_time"] = emit.astype(np.int64)
+            cols["is_retraction"] = is_ret
+            cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+            out = pd.DataFrame(cols, columns=self.out_names)
+
+        keep = self._retained(r, elems, dense, et, at, timeline, hi)
+        elems = elems[keep].reset_index(drop=True)
+        t_all, v_all = _fold_points(t_all, v_all, int(at[keep].min()) if keep.any() else hi)
+        return out, elems, t_all, v_all
+
+    def _aggregate(self, r, elems, needed: np.ndarray) -> dict[str, np.ndarray]:
+        """Each needed pane's aggregates over its member elements (the panes that cover
+        an element's first delta), vectorised with pandas."""
+        import pandas as pd
+
+        from dfsql.model.windows import concat_ranges
+
+        n_panes = len(needed)
+        ok = r.element_first_pane >= 0
+        fp = r.element_first_pane[ok]
+        co = np.argsort(r.cover_delta, kind="stable")
+        c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
+        per_delta = np.bincount(c_delta, minlength=n_panes)
+        c_start = np.cumsum(per_delta) - per_delta
+        lens = per_delta[fp]
+        pane = c_pane[concat_ranges(c_start[fp], lens)]
+        row = np.repeat(r.element_row[ok], lens)
+        sel = needed[pane]
+        pane, row = pane[sel], row[sel]
+        index = pd.RangeIndex(n_panes)
+        out = {}
+        for alias, fn, col in self.aggs:
+            if col is None:  # COUNT(*)
+                out[alias] = np.bincount(pane, minlength=n_panes).astype(np.int64)
+                continue
+            s = pd.Series(elems[col].to_numpy()[row])
+            g = s.groupby(pane)
+            if fn == "SUM":
+                v = g.sum(min_count=1)
+            elif fn == "COUNT":
+                v = g.count()
+            elif fn == "MIN":
+                v = g.min()
+            elif fn == "MAX":
+                v = g.max()
+            else:
+                v = g.mean()
+            v = v.reindex(index)
+            if fn == "COUNT":
+                v = v.fillna(0).astype(np.int64)
+            out[alias] = v.to_numpy(dtype=object) if v.isna().any() else v.to_numpy()
+        return out
+
+    def _retained(self, r, elems, key_ids, et, at, timeline, hi: int) -> np.ndarray:
+        """Elements a later run still needs: not dropped before ``hi``, and in a window
+        the watermark has not passed by more than the allowed lateness."""
+        from dfsql.model.windows import NULL_EVENT_TIME
+
+        n = len(elems)
+        keep = np.ones(n, bool)
+        done = at < hi
+        dropped = np.zeros(n, bool)
+        dropped[r.dropped_row] = True
+        keep &= ~(dropped & done)
+        wm = int(timeline.at(hi - 1)) if len(timeline.times) else NEG
+        if wm == NEG:
+            return keep
+        lateness = self.clauses.allowed_lateness.micros if self.clauses.allowed_lateness else 0
+        w = self.clauses.window
+        if isinstance(w, c.GlobalWindows):
+            return keep
+        live_end = np.full(n, NEG, np.int64)
+        if isinstance(w, c.SessionWindows):
+            # the union of the key's proto-windows: at least as late as any merged window
+            ok = (et != NULL_EVENT_TIME) & ~dropped
+            idx = np.flatnonzero(ok)
+            o = idx[np.lexsort((et[idx], key_ids[idx]))]
+            start, end, k = et[o], et[o] + w.gap.micros, key_ids[o]
+            new_key = np.r_[True, k[1:] != k[:-1]]
+            # running max of end within a key: offset each key's ends above the previous
+            run_end = _segmented_cummax(end, new_key)
+            new_run = new_key | np.r_[True, start[1:] >= run_end[:-1]]
+            run_id = np.cumsum(new_run) - 1
+            run_max = np.maximum.reduceat(end, np.flatnonzero(new_run)) if len(o) else end
+            live_end[o] = run_max[run_id]
+        else:
+            np.maximum.at(live_end, r.element_row, r.element_window_end)
+        expired = (live_end != NEG) & (live_end + lateness < wm) & done
+        return keep & ~expired
+
+
+def _segmented_cummax(values: np.ndarray, new_segment: np.ndarray) -> np.ndarray:
+    import pandas as pd
+
+    seg = np.cumsum(new_segment)
+    return pd.Series(values).groupby(seg).cummax().to_numpy()
+
+
+def _fold_points(t: np.ndarray, v: np.ndarray, oldest: int) -> tuple[np.ndarray, np.ndarray]:
+    """Change points before the oldest retained arrival folded into the last of them
+    (the value then in force); a later run needs no earlier instant."""
+    before = t < oldest
+    if before.sum() <= 1:
+        return t, v
+    last = np.flatnonzero(before)[-1]
+    return t[last:], v[last:]
+
+
+def _ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _unipc(blob: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()

@@ -1,0 +1,183 @@
+"""Live streams (issue #11): a windowed query over a streaming source gives, row for row
+and in order, what the bounded replay of the same rows gives (LANGUAGE.md §4: with
+``PROCESSING TIME <col>`` the clock is the column, so where Spark cuts the stream into
+micro-batches does not matter).
+
+A stream has no end: rows at its latest arrival wait for the next batch (more of that
+instant may come), and the bounded replay's final +inf watermark never comes. Every
+stream here therefore ends with a sentinel row (NULL event time: it belongs to no window
+and moves no watermark) at a later arrival, and is compared with the replay of the same
+rows up to that instant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dfsql
+from dfsql.errors import DfsqlError
+
+PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
+FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
+STREAMED = [f for f in FIGURES if "PROCESSING TIME" in f["query"]]
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def _paper_events() -> pd.DataFrame:
+    frame = pd.read_csv(PAPER / "events.csv", parse_dates=["event_time", "arrival_time"])
+    for col in ("event_time", "arrival_time"):
+        frame[col] = frame[col].dt.tz_localize("UTC")
+    return frame
+
+
+def _write_parts(frame: pd.DataFrame, cuts: list[int], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)  # one schema for every part
+    bounds = [0, *cuts, len(frame)]
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        part = path / f"part-{i:04d}.parquet"
+        pq.write_table(table.slice(a, b - a), part, coerce_timestamps="us")
+        # a file source reads files in modification-time order: one second apart
+        os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
+                       arrival: str = "arrival_time"):
+    """(the stream's rows, batch by batch in order; the replay's rows before the stream's
+    frontier, the sentinel's arrival). ``query`` reads the table ``{t}``."""
+    sentinel = frame.iloc[-1:].copy()
+    for col in frame.columns:
+        if col == arrival:
+            sentinel[col] = frame[arrival].max() + pd.Timedelta(hours=1)
+        elif col == "event_time":
+            sentinel[col] = pd.NaT
+    frame = pd.concat([frame, sentinel], ignore_index=True)
+    src = tmp / "in"
+    _write_parts(frame, [*cuts, len(frame) - 1], src)
+    schema = spark.read.parquet(str(src)).schema
+    spark.read.parquet(str(src)).createOrReplaceTempView("bounded_src")
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+     .createOrReplaceTempView("live_src"))
+    batches: list[list] = []
+    q = dfsql.start(query.format(t="live_src"), sink=lambda b, i: batches.append(b.collect()),
+                    checkpoint=str(tmp / "ck"), trigger={"availableNow": True}, spark=spark)
+    q.awaitTermination()
+    frontier = frame[arrival].max().to_pydatetime().replace(tzinfo=None)
+    replay = [r for r in dfsql.sql(query.format(t="bounded_src"), spark).collect()
+              if r.emit_time < frontier]
+    return [r for b in batches for r in b], replay, len(batches)
+
+
+def _workload(seed: int, n: int = 300) -> pd.DataFrame:
+    """Three keys with bursts of events (sessions that merge), arrivals up to 90 s late
+    in arrival order, some stragglers beyond the allowed lateness."""
+    rng = np.random.default_rng(seed)
+    et = np.sort(rng.integers(0, 900, n))
+    delay = rng.integers(0, 40, n)
+    delay[rng.random(n) < 0.05] += 150
+    at = et + delay
+    o = np.argsort(at, kind="stable")
+    return pd.DataFrame({
+        "key": rng.choice(["a", "b", "c"], n)[o],
+        "value": rng.integers(1, 10, n)[o].astype(np.int64),
+        "event_time": [T0 + timedelta(seconds=int(s)) for s in et[o]],
+        "arrival_time": [T0 + timedelta(seconds=int(s)) for s in at[o]],
+    })
+
+
+QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MIN(value) AS lo, MAX(value) AS hi, "
+         "AVG(value) AS mean FROM {{t}} GROUP BY key "
+         "WINDOW {window} ON event_time WATERMARK DELAY 20 SECONDS "
+         "PROCESSING TIME arrival_time ALLOWED LATENESS 60 SECONDS "
+         "TRIGGER {trigger} EMIT {emit}")
+
+
+@pytest.mark.parametrize("seed,window,trigger,emit", [
+    (1, "SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
+     "ACCUMULATING AND RETRACTING"),
+    (2, "SESSIONS(GAP 45 SECONDS)", "AT WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROW",
+     "ACCUMULATING AND RETRACTING"),
+    (3, "FIXED(1 MINUTE)", "EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
+     "ACCUMULATING AND RETRACTING"),
+    (4, "SLIDING(1 MINUTE, EVERY 20 SECONDS)", "REPEAT WATERMARK", "DISCARDING"),
+])
+def test_stream_cut_at_random_points_equals_the_replay(spark, tmp_path, seed, window,
+                                                       trigger, emit):
+    frame = _workload(seed)
+    rng = np.random.default_rng(100 + seed)
+    cuts = sorted(rng.choice(np.arange(1, len(frame)), 7, replace=False).tolist())
+    q = QUERY.format(window=window, trigger=trigger, emit=emit)
+    stream, replay, n_batches = _stream_and_replay(spark, frame, q, cuts, tmp_path)
+    assert n_batches >= 8
+    assert len(replay) > 50
+    assert any(r.is_retraction for r in replay) == ("RETRACTING" in emit)
+    assert stream == replay
+
+
+@pytest.mark.parametrize("fig", STREAMED, ids=[f["name"] for f in STREAMED])
+def test_paper_figures_streamed(spark, paper_tables, tmp_path, fig):
+    """Each replayed figure of the paper, its rows streamed one file per row."""
+    frame = _paper_events()
+    query = fig["query"].replace("FROM scores", "FROM {t}")
+    stream, replay, _ = _stream_and_replay(spark, frame, query, list(range(1, len(frame))),
+                                           tmp_path)
+    assert stream == replay
+    # and the replay is the figure (the expected rows hand-derived from the paper)
+    want = [r for r in fig["expected"] if r["emit_time"] is not None]
+    assert len(stream) == len(want)
+    assert [r.total for r in stream] == [r["total"] for r in want]
+
+
+def _start_error(spark, text: str) -> DfsqlError:
+    with pytest.raises(DfsqlError) as info:
+        dfsql.start(text, sink="memory", name="never", spark=spark)
+    return info.value
+
+
+@pytest.fixture
+def live_scores(spark, tmp_path):
+    frame = _paper_events()
+    _write_parts(frame, [3], tmp_path / "scores")
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "scores")).schema)
+     .parquet(str(tmp_path / "scores")).createOrReplaceTempView("live_scores"))
+    return "live_scores"
+
+
+BASE = ("SELECT key, SUM(value) AS total FROM live_scores GROUP BY key\n"
+        "WINDOW FIXED(2 MINUTES) ON event_time {wm}PROCESSING TIME arrival_time{tail}")
+
+
+@pytest.mark.parametrize("wm,tail,line,col,word", [
+    ("WATERMARK PERFECT ", "", 2, 39, "WATERMARK"),
+    ("", "\nORDER BY total", 3, 1, "ORDER BY"),
+    ("", "\nLIMIT 3", 3, 1, "LIMIT"),
+])
+def test_what_a_stream_cannot_do_is_a_positioned_error(spark, live_scores, wm, tail, line,
+                                                       col, word):
+    err = _start_error(spark, BASE.format(wm=wm, tail=tail))
+    assert (err.line, err.column) == (line, col), err
+    assert err.hint
+    assert not spark.streams.active  # nothing started, nothing written
+
+
+def test_a_stream_aggregate_it_cannot_compute_is_a_positioned_error(spark, live_scores):
+    err = _start_error(spark, "SELECT key, collect_set(value) AS s FROM live_scores GROUP BY key "
+                              "WINDOW FIXED(2 MINUTES) ON event_time PROCESSING TIME "
+                              "arrival_time")
+    assert "SUM, COUNT, MIN, MAX and AVG" in str(err)
+
+
+def test_start_needs_a_stream(spark, paper_tables):
+    with pytest.raises(DfsqlError, match="streaming source"):
+        dfsql.start("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
+                    "WINDOW FIXED(2 MINUTES) ON event_time", spark=spark)
