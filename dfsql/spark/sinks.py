@@ -44,6 +44,9 @@ class TableSink:
         self.current = None  # pandas DataFrame
         self.last_batch = -1
         self.keys: list[str] = []
+        #: the session the view is registered in (the query's own session: a
+        #: foreachBatch batch belongs to a clone whose temp views nobody else sees)
+        self.spark = None
 
     def _load(self, spark) -> None:
         import json
@@ -62,7 +65,7 @@ class TableSink:
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         import pandas as pd
 
-        spark = batch.sparkSession
+        spark = self.spark or batch.sparkSession
         self._load(spark)
         if batch_id <= self.last_batch:  # applied before a crash: once only
             self._publish(spark, batch)
@@ -117,6 +120,7 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any, che
     visible = df.drop(*SORT_COLUMNS)
     if isinstance(sink, TableSink):
         sink.keys = key_names(order_by)
+        sink.spark = df.sparkSession
         writer = df.writeStream.foreachBatch(
             lambda b, i: sink.apply(in_changelog_order(b, order_by), i))
     elif callable(sink):

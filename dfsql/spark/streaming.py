@@ -88,8 +88,12 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     elements = inp.where(F.col(PROCESSING_TIME).isNotNull()).select(
         *keys, *payload, F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(_ET),
         F.unix_micros(F.col(PROCESSING_TIME)).alias(_AT))
-    bucket_of = (F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(buckets)) if keys
-                 else F.lit(0))
+    if not keys:
+        bucket_of = F.lit(0)
+    elif buckets:
+        bucket_of = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(buckets))
+    else:  # one state key per user key (its hash; a collision shares a state row)
+        bucket_of = F.hash(*[F.col(k) for k in keys])
     packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
         _Packer(buckets), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY")
     schema = inp.schema
@@ -213,10 +217,18 @@ def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
     return _Aggregates(specs, types)
 
 
+#: Session setting: how many buckets of user keys hold the state (default: the shuffle
+#: partitions); 0 keys the state by the user key itself (the design measured against).
+BUCKETS_CONF = "dfsql.stream.buckets"
+
+
 def _buckets(spark) -> int:
     from dfsql.spark.ordering import shuffle_partitions
 
-    return shuffle_partitions(spark)
+    try:
+        return max(0, int(spark.conf.get(BUCKETS_CONF, None) or shuffle_partitions(spark)))
+    except ValueError:
+        return shuffle_partitions(spark)
 
 
 class _Packer:
@@ -248,8 +260,11 @@ class _Packer:
             kinds.append(KIND_ELEMENT)
             blobs.append(_ipc(sorted_table.slice(lo, hi - lo)))
         points = _ipc(_partition_points(table.column(_ET), table.column(_AT)))
-        for b in range(self.buckets):
-            ids.append(b)
+        # every bucket (per user key: only the keys of this partition, a lower bound on
+        # that design's cost; a key without rows would need the points too)
+        targets = range(self.buckets) if self.buckets else np.unique(bucket).tolist()
+        for b in targets:
+            ids.append(int(b))
             kinds.append(KIND_POINT)
             blobs.append(points)
         yield pa.RecordBatch.from_arrays(

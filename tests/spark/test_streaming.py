@@ -181,3 +181,47 @@ def test_start_needs_a_stream(spark, paper_tables):
     with pytest.raises(DfsqlError, match="streaming source"):
         dfsql.start("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
                     "WINDOW FIXED(2 MINUTES) ON event_time", spark=spark)
+
+
+def test_table_sink_holds_the_current_row_of_every_live_window(spark, paper_tables,
+                                                                tmp_path):
+    """Figure 14's retracting sessions streamed into a TableSink: the table ends as the
+    figure's changelog applied row by row (hand-derived rows: a retraction removes its
+    window's row, a pane replaces it)."""
+    fig = next(f for f in FIGURES if f["name"] == "fig14_sessions_retracting")
+    frame = _paper_events()
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.NaT
+    frame = pd.concat([frame, sentinel], ignore_index=True)
+    _write_parts(frame, list(range(1, len(frame))), tmp_path / "in")
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+     .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+     .createOrReplaceTempView("fig14_live"))
+    sink = dfsql.TableSink("fig14_current", path=str(tmp_path / "table"))
+    q = dfsql.start(fig["query"].replace("FROM scores", "FROM fig14_live"), sink=sink,
+                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                    spark=spark)
+    q.awaitTermination()
+    current: dict = {}
+    for r in fig["expected"]:
+        window = (r["key"], r["window_start"], r["window_end"])
+        if r["is_retraction"]:
+            current.pop(window, None)
+        else:
+            current[window] = r["total"]
+    want = {(k, datetime.strptime(s, "%Y-%m-%d %H:%M:%S"),
+             datetime.strptime(e, "%Y-%m-%d %H:%M:%S"), t) for (k, s, e), t in current.items()}
+    got = {(r.key, r.window_start, r.window_end, r.total)
+           for r in spark.table("fig14_current").collect()}
+    assert got == want
+    assert len(want) == 2  # the sessions 39 [12:00:30, 12:05) and 12 [12:06:30, 12:08:50)
+    # a restart from the same table and checkpoint applies nothing twice
+    again = dfsql.TableSink("fig14_current", path=str(tmp_path / "table"))
+    q = dfsql.start(fig["query"].replace("FROM scores", "FROM fig14_live"), sink=again,
+                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                    spark=spark)
+    q.awaitTermination()
+    again._load(spark)
+    assert {(r.key, r.window_start.to_pydatetime(), r.window_end.to_pydatetime(), r.total)
+            for r in again.current.itertuples()} == want
