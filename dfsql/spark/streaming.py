@@ -526,6 +526,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             # the union of the key's proto-windows: at least as late as any merged window
             ok = (et != NULL_EVENT_TIME) & ~dropped
             idx = np.flatnonzero(ok)
+            if len(idx) == 0:
+                return keep
             o = idx[np.lexsort((et[idx], key_ids[idx]))]
             start, end, k = et[o], et[o] + w.gap.micros, key_ids[o]
             new_key = np.r_[True, k[1:] != k[:-1]]
@@ -533,7 +535,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             run_end = _segmented_cummax(end, new_key)
             new_run = new_key | np.r_[True, start[1:] >= run_end[:-1]]
             run_id = np.cumsum(new_run) - 1
-            run_max = np.maximum.reduceat(end, np.flatnonzero(new_run)) if len(o) else end
+            run_max = np.maximum.reduceat(end, np.flatnonzero(new_run))
             live_end[o] = run_max[run_id]
         else:
             np.maximum.at(live_end, r.element_row, r.element_window_end)
