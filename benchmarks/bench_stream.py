@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="state designs: buckets of user keys (0 = the default, the shuffle "
                          "partitions); -1 = one state key per user key")
     ap.add_argument("--only", nargs="*", default=list(TAILS))
+    ap.add_argument("--warmups", type=int, default=1)
     args = ap.parse_args(argv)
 
     from pyspark.sql import functions as F  # noqa: N812
@@ -105,18 +106,22 @@ def main(argv: list[str] | None = None) -> int:
 
     variants = [(name, b) for b in args.buckets for name in args.only]
     fns = [native] + [lambda n=n, b=b: ours(TAILS[n], b) for n, b in variants]
-    for fn in fns:
-        fn()  # warm-up
+    labels = ["native"] + [f"{n}, " + ("per user key" if b < 0 else
+                                       f"{b or 'shuffle partitions'} buckets")
+                           for n, b in variants]
+    for _ in range(args.warmups):
+        for fn in fns:
+            fn()  # JIT, caches, Python workers
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(args.runs):
-        for fn, ts in zip(fns, times, strict=True):
+        for label, fn, ts in zip(labels, fns, times, strict=True):
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
+            print(f"# {label}: {ts[-1]:.2f} s", flush=True)
     med = [statistics.median(ts) for ts in times]
-    for (name, b), t in zip(variants, med[1:], strict=True):
-        design = "per user key" if b < 0 else f"{b or 'shuffle partitions'} buckets"
-        print(json.dumps({"events": args.events, "workload": name, "state": design,
+    for label, t in zip(labels[1:], med[1:], strict=True):
+        print(json.dumps({"events": args.events, "workload": label,
                           "native_s": round(med[0], 3), "dfsql_s": round(t, 3),
                           "ratio": round(t / med[0], 2)}), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
