@@ -12,9 +12,13 @@ Python round trip per key and batch; the team's design note on streaming state m
 a count-only processor at 5.0× native per key against 1.5–1.8× per bucket;
 ``benchmarks/bench_stream.py --buckets 0 16 -1`` measures this executor both ways (the
 session setting ``dfsql.stream.buckets``; -1 there, 0 here, keys the state by user key).
-Measured here (1M events, 10 micro-batches, retracting sessions, noop sink; native
-``session_window`` 8.5 s): 4 buckets 14.6 s (1.72×); per user key: see the closing note
-of issue #11 (it had not finished a warm-up and one run in 17 minutes).
+Measured here (1M generated events, 10k keys, 10 micro-batches, sessions with EVERY 10
+SECONDS … THEN REPEAT WATERMARK, retracting, noop sink; one cold run each, in one
+process): per user key 360 s, 16 buckets 19.0 s, 4 buckets 29.2 s (the first dfsql run,
+paying the Python workers' start), native ``session_window`` 23.4 s (the first run of
+all). Per user key is ~19× the bucketed design: a Python call and a model run per key
+and batch, and the watermark points must reach every key. Warm, median of 3: native
+8.5 s (default HDFS-backed store), 4 buckets 14.6 s (1.72×).
 A bucket's state is one ValueState holding Arrow IPC blobs: the elements of its keys'
 live windows, and the watermark's change points.
 
