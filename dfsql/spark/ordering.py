@@ -83,11 +83,13 @@ def in_emit_order(df: DataFrame, order_by: tuple[str, ...], lo: int, hi: int,
     stand_in = F.array(*[F.lit(v).cast("bigint") for v in partition_stand_ins(n)])
     slice_of = F.floor((F.unix_micros("emit_time") - F.lit(lo)) / F.lit(span) * F.lit(n))
     slice_of = F.coalesce(F.least(F.lit(n - 1), F.greatest(F.lit(0), slice_of)), F.lit(0))
-    cols = []
-    for item in order_by:
-        if item.upper().endswith(" DESC"):
-            cols.append(F.expr(item[:-5]).desc())
-        else:
-            cols.append(F.expr(item).asc())
     return (df.repartition(n, F.element_at(stand_in, slice_of.cast("int") + 1))
-            .sortWithinPartitions(*cols))
+            .sortWithinPartitions(*sort_columns(order_by)))
+
+
+def sort_columns(order_by: tuple[str, ...]) -> list:
+    """SQL ORDER BY items (``expr`` or ``expr DESC``) as Spark sort columns."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    return [F.expr(item[:-5]).desc() if item.upper().endswith(" DESC") else F.expr(item).asc()
+            for item in order_by]

@@ -72,7 +72,7 @@ class BlockPlan:
         self.views: list[str] = []
         #: where a replay's emit times lie (first arrival, end of input), microseconds
         self.emit_range: tuple[int, int] | None = None
-        self._streaming: bool | None = None
+        self._input: DataFrame | None = None
         #: a stream's result with its hidden §7 sort columns, and the order they make
         #: (dfsql.start sorts each micro-batch by it)
         self.stream_df: DataFrame | None = None
@@ -141,6 +141,13 @@ class BlockPlan:
             raise mapped from None
 
     def input_df(self) -> DataFrame:
+        """The input stage, checked; analysed once per plan (every path reads it, and
+        :meth:`is_streaming` before them)."""
+        if self._input is None:
+            self._input = self._checked_input()
+        return self._input
+
+    def _checked_input(self) -> DataFrame:
         from pyspark.errors import PySparkException
 
         sql = self.sql_of(self.stages.input_sql)
@@ -179,9 +186,7 @@ class BlockPlan:
 
     def is_streaming(self) -> bool:
         """Whether the block reads a streaming source (its input stage is a stream)."""
-        if self._streaming is None:
-            self._streaming = self.input_df().isStreaming
-        return self._streaming
+        return self.input_df().isStreaming
 
     def check_clauses(self) -> None:
         cl = self.clauses
@@ -355,11 +360,18 @@ class BlockPlan:
                     df = self._output_df()
             else:
                 df = self._output_df()
-        if names is not None:
-            wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
-            columns = df.columns
-            if len(wanted) == len(columns) and wanted != columns:
-                df = df.toDF(*wanted)
+        return self._with_original_names(df, names)
+
+    def _with_original_names(self, df: DataFrame, names: list[str] | None,
+                             hidden: tuple[str, ...] = ()) -> DataFrame:
+        """The output columns under the names the user's query gives them (Spark's own
+        analysis of the original text), the ``hidden`` columns after them kept as they are."""
+        if names is None:
+            return df
+        wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
+        visible = [n for n in df.columns if n not in hidden]
+        if len(wanted) == len(visible) and wanted != visible:
+            df = df.toDF(*wanted, *[h for h in hidden if h in df.columns])
         return df
 
     def _stream_result(self, names: list[str] | None) -> DataFrame:
@@ -372,17 +384,10 @@ class BlockPlan:
         with spark_errors(self.src):
             panes = stream_panes(self, self.input_df())
         self.temp_view(panes, self.name(PANES_TABLE))
-        df = self._output_df(ordered=False)
-        hidden = [h for h in SORT_COLUMNS if h in df.columns]
-        visible = [n for n in df.columns if n not in hidden]
-        if names is not None:
-            wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
-            if len(wanted) == len(visible) and wanted != visible:
-                df = df.toDF(*wanted, *hidden)
-                visible = wanted
+        df = self._with_original_names(self._output_df(ordered=False), names, SORT_COLUMNS)
         self.stream_df = df
         self.stream_order_by = self.stages.default_order_by
-        return df.select(*[f"`{n}`" for n in visible])
+        return df.drop(*SORT_COLUMNS)
 
     def dropped_count(self) -> int:
         """How many elements this block dropped as too late (0 for a batch input)."""

@@ -384,7 +384,7 @@ class _PartitionDriver:
         import pyarrow as pa
 
         from dfsql.model.group_also_by_window import drive
-        from dfsql.model.windows import NULL_EVENT_TIME, AssignedWindows, concat_ranges
+        from dfsql.model.windows import NULL_EVENT_TIME, AssignedWindows
 
         # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
         # window, and the driver drops and counts it (LANGUAGE.md §3).
@@ -404,17 +404,11 @@ class _PartitionDriver:
                 pa.timestamp("us", tz="UTC"))
 
         # elements: one row each, listing the panes that aggregate it (cover pairs by delta)
-        ok = r.element_first_pane >= 0
+        ok, lens, member_panes = pane_members(r, n_panes)
         m = int(ok.sum())
         if m:
-            fp = r.element_first_pane[ok]
-            co = np.argsort(r.cover_delta, kind="stable")
-            c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
-            per_delta = np.bincount(c_delta, minlength=n_panes)
-            c_start = np.cumsum(per_delta) - per_delta
-            lens = per_delta[fp]
             offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
-            gids = c_pane[concat_ranges(c_start[fp], lens)] + id_base
+            gids = member_panes + id_base
             taken = table.select([*self.keys, *self.payload]).take(
                 pa.array(r.element_row[ok]))
             cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
@@ -472,6 +466,22 @@ class _PartitionDriver:
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
     starts = np.searchsorted(key_ids, pane_key, side="left")
     return starts.astype(np.int64)
+
+
+def pane_members(r, n_panes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which panes aggregate each element: those that cover its first delta. Returns the
+    mask of elements in some pane, how many panes each of those is in, and the panes,
+    element after element."""
+    from dfsql.model.windows import concat_ranges
+
+    ok = r.element_first_pane >= 0
+    fp = r.element_first_pane[ok]
+    co = np.argsort(r.cover_delta, kind="stable")
+    c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
+    per_delta = np.bincount(c_delta, minlength=n_panes)
+    c_start = np.cumsum(per_delta) - per_delta
+    lens = per_delta[fp]
+    return ok, lens, c_pane[concat_ranges(c_start[fp], lens)]
 
 
 def _changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:

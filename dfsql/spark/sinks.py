@@ -19,14 +19,12 @@ if TYPE_CHECKING:
 
 def in_changelog_order(batch: DataFrame, order_by: tuple[str, ...] | None) -> DataFrame:
     """One micro-batch (a bounded DataFrame) in §7's order, the hidden columns dropped."""
-    from pyspark.sql import functions as F  # noqa: N812
+    from dfsql.spark.ordering import sort_columns
 
     if order_by:
-        cols = [F.expr(o[:-5]).desc() if o.endswith(" DESC") else F.expr(o).asc()
-                for o in order_by]
         # one task sorts (a micro-batch's panes are few); no range exchange, whose
         # sampling job would run the stateful operator a second time
-        batch = batch.repartition(1).sortWithinPartitions(*cols)
+        batch = batch.repartition(1).sortWithinPartitions(*sort_columns(order_by))
     return batch.drop(*SORT_COLUMNS)
 
 
@@ -48,7 +46,7 @@ class TableSink:
         #: foreachBatch batch belongs to a clone whose temp views nobody else sees)
         self.spark = None
 
-    def _load(self, spark) -> None:
+    def _load(self) -> None:
         import json
         import os
 
@@ -66,7 +64,7 @@ class TableSink:
         import pandas as pd
 
         spark = self.spark or batch.sparkSession
-        self._load(spark)
+        self._load()
         if batch_id <= self.last_batch:  # applied before a crash: once only
             self._publish(spark, batch)
             return

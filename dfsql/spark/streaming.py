@@ -51,6 +51,7 @@ import numpy as np
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.spark.replay import TIMING, _changelog_ranks, pane_members
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -65,10 +66,6 @@ _ET, _AT, _VALUE = "__et", "__at", "__point"
 # the packed rows' columns (no leading underscore: PySpark hands them to the processor
 # through namedtuples, which rename such fields)
 BUCKET, KIND, BLOB = "dfsql_bucket", "dfsql_kind", "dfsql_blob"
-#: the aggregates a stream computes itself (a streaming result cannot be aggregated again
-#: in Spark after the stateful operator)
-STREAM_AGGREGATES = {"SUM", "COUNT", "MIN", "MAX", "AVG"}
-TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
 
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
@@ -298,15 +295,12 @@ def _partition_points(et, at):
 
 
 def _change_points(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where the running maximum of ``values`` by ``times`` rises (per time, its max)."""
-    if len(times) == 0:
-        return times, values
-    o = np.lexsort((values, times))
-    t, v = times[o], np.maximum.accumulate(values[o])
-    last = np.r_[t[1:] != t[:-1], True]
-    t, v = t[last], v[last]
-    rise = np.r_[True, v[1:] > v[:-1]]
-    return t[rise], v[rise]
+    """Where the running maximum of ``values`` by ``times`` rises (per time, its max):
+    the model's own reduction of a timeline's raw points."""
+    from dfsql.model.watermarks import Timeline
+
+    tl = Timeline.of(times, values)
+    return tl.times, tl.values
 
 
 try:  # the processor's base class (PySpark's state API needs protobuf and grpcio)
@@ -402,7 +396,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         from dfsql.model.group_also_by_window import drive
         from dfsql.model.watermarks import delay_timeline
         from dfsql.model.windows import NULL_EVENT_TIME
-        from dfsql.spark.replay import _changelog_ranks
 
         cl = self.clauses
         t_all, v_all = _change_points(t_all, v_all)
@@ -473,17 +466,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         an element's first delta), vectorised with pandas."""
         import pandas as pd
 
-        from dfsql.model.windows import concat_ranges
-
         n_panes = len(needed)
-        ok = r.element_first_pane >= 0
-        fp = r.element_first_pane[ok]
-        co = np.argsort(r.cover_delta, kind="stable")
-        c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
-        per_delta = np.bincount(c_delta, minlength=n_panes)
-        c_start = np.cumsum(per_delta) - per_delta
-        lens = per_delta[fp]
-        pane = c_pane[concat_ranges(c_start[fp], lens)]
+        ok, lens, pane = pane_members(r, n_panes)
         row = np.repeat(r.element_row[ok], lens)
         sel = needed[pane]
         pane, row = pane[sel], row[sel]

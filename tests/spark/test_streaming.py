@@ -222,6 +222,6 @@ def test_table_sink_holds_the_current_row_of_every_live_window(spark, paper_tabl
                     checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
                     spark=spark)
     q.awaitTermination()
-    again._load(spark)
+    again._load()
     assert {(r.key, r.window_start.to_pydatetime(), r.window_end.to_pydatetime(), r.total)
             for r in again.current.itertuples()} == want
