@@ -56,7 +56,11 @@ def test_kill_9_mid_stream_then_restart_writes_exactly_the_uninterrupted_result(
     job = _job(src, sink, ck)
     _, err = job.communicate(timeout=300)
     assert job.returncode == 0, err.decode()[-3000:]
-    assert _commits(ck) == 16
+    # 16 files, one per batch; but a kill between the file source's log entry for batch N
+    # and the offset log's lets the restart plan batch N over two files (Spark's
+    # FileStreamSource numbers its next batch after its own log), so 15 is also a full run.
+    # The rows below are the real test: a batch's cut does not change them.
+    assert _commits(ck) in (15, 16)
 
     # the same query, uninterrupted, in this process
     schema = spark.read.parquet(str(src)).schema
