@@ -147,22 +147,26 @@ def _lambda_vars(node: exp.Expression) -> set[str]:
     return names
 
 
-def rewrite(block: WindowedBlock, src: Source, signed: bool = False) -> Stages:
+def rewrite(block: WindowedBlock, src: Source, signed: bool = False,
+            changelog: bool = False) -> Stages:
     """Split ``block`` into the input, aggregate and output stages.
 
     ``signed``: the block reads a changelog (an ACCUMULATING AND RETRACTING result) row
     by row, so its aggregates subtract retraction rows (:func:`_signed_aggregates`).
+    ``changelog``: the result is a changelog even without PROCESSING TIME (a stream on
+    the engine's clock), so it gets §7's default order.
 
     Cached per block and source: :func:`~dfsql.language.parse_statement` rewrites every
     block once to report SELECT mistakes before any Spark session exists, and the planner
     then gets the same (immutable) stages without parsing the SELECT again.
     """
-    return _rewrite_cached(block, src, signed)
+    return _rewrite_cached(block, src, signed, changelog)
 
 
 @functools.lru_cache(maxsize=256)
-def _rewrite_cached(block: WindowedBlock, src: Source, signed: bool) -> Stages:
-    return _rewrite(block, src, signed)
+def _rewrite_cached(block: WindowedBlock, src: Source, signed: bool,
+                    changelog: bool) -> Stages:
+    return _rewrite(block, src, signed, changelog)
 
 
 #: The changelog column that marks a retraction row (LANGUAGE.md §6, §7).
@@ -240,7 +244,8 @@ def _signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
     walk(having.this if having is not None else None)
 
 
-def _rewrite(block: WindowedBlock, src: Source, signed: bool = False) -> Stages:
+def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
+             changelog: bool = False) -> Stages:
     select = parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
@@ -380,7 +385,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False) -> Stages:
         for o in order.expressions:
             ords.append(o.transform(to_output, copy=True).sql("spark"))
         parts.append("ORDER BY " + ", ".join(ords))
-    elif cl.processing_time is not None:
+    elif cl.processing_time is not None or changelog:
         # LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
         # pane_index; a retraction sorts immediately before the row that replaces it,
         # several in their own window_start order. Without merging that row is its

@@ -216,8 +216,10 @@ class BlockPlan:
         with spark_errors(None):
             return self.spark.sql(self.batch_panes_sql(inp))
 
-    def batch_panes_sql(self, inp: str) -> str:
-        """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``."""
+    def batch_panes_sql(self, inp: str, stream: bool = False) -> str:
+        """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``;
+        with ``stream``, Spark's streaming aggregation in append mode (a watermarked
+        streaming input, on the engine's clock: see :func:`dfsql.spark.streaming.native_panes`)."""
         keys = list(self.stages.key_columns)
         w = self.clauses.window
         if isinstance(w, c.GlobalWindows):
@@ -248,14 +250,19 @@ class BlockPlan:
         group = keys + ([win_expr] if win_expr else [])
         select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
         select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
+        # a stream's pane is emitted by the micro-batch whose watermark passes the window's
+        # end: its processing time is that batch's timestamp (current_timestamp() is the
+        # batch's, kept in the offset log, so a batch replayed after a crash gets the same)
+        emit = "current_timestamp()" if stream else "CAST(NULL AS TIMESTAMP)"
         select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
-                   "true AS is_last", "CAST(NULL AS TIMESTAMP) AS emit_time",
-                   "false AS is_retraction"]
+                   "true AS is_last", f"{emit} AS emit_time", "false AS is_retraction"]
+        if stream:
+            select.append(f"CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]}")
         # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
         where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in self._input_columns() else ""
         group_sql = f" GROUP BY {', '.join(group)}" if group else ""
         sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
-        if isinstance(w, c.SessionWindows):
+        if isinstance(w, c.SessionWindows) and not stream:
             # The output stage's ORDER BY (LANGUAGE.md §7) is a range exchange, whose
             # sampling job recomputes the stage below it: here the sort, MergingSessions and
             # aggregate over every element, which would then run twice. Shuffling the (much
@@ -378,11 +385,17 @@ class BlockPlan:
         """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
         through the output stage, each micro-batch's rows in no order (a streaming
         DataFrame cannot be sorted); ``stream_df`` keeps the hidden sort columns."""
-        from dfsql.spark.streaming import check_streamable, stream_panes
+        from dfsql.spark.streaming import check_streamable, native_panes, stream_panes
 
+        if self.clauses.processing_time is None:  # the engine's clock: still a changelog
+            self.stages = rewrite(self.block, self.src, changelog=True,
+                                  signed=reads_changelog(self.stmt, self.block))
         check_streamable(self)
         with spark_errors(self.src):
-            panes = stream_panes(self, self.input_df())
+            if self.clauses.processing_time is None:
+                panes = native_panes(self)
+            else:
+                panes = stream_panes(self, self.input_df())
         self.temp_view(panes, self.name(PANES_TABLE))
         df = self._with_original_names(self._output_df(ordered=False), names, SORT_COLUMNS)
         self.stream_df = df

@@ -42,19 +42,31 @@ def rate_stream(spark):
         .createOrReplaceTempView("rate_stream")
 
 
-@pytest.mark.parametrize("window", ["FIXED(1 MINUTE) ON timestamp", "GLOBAL",
+@pytest.mark.parametrize("window", ["FIXED(1 MINUTE) ON timestamp",
                                     "SESSIONS(GAP 10 SECONDS) ON timestamp"])
-def test_a_stream_without_processing_time_is_refused_at_plan_time(spark, rate_stream,
-                                                                    window):
-    """The engine clock is not built yet: a stream needs PROCESSING TIME <column>; the
-    error points at the WINDOW clause and nothing starts. With the column it plans."""
+def test_a_stream_on_the_engine_clock_plans_only_what_sparks_operator_does(spark, rate_stream,
+                                                                          window):
+    """Without PROCESSING TIME a stream runs on the engine's clock: the default trigger
+    plans (Spark's own operator) and nothing starts; another trigger is refused at the
+    TRIGGER clause. With the column, any trigger plans."""
     q = f"SELECT value % 2 AS parity, COUNT(*) AS n FROM rate_stream GROUP BY 1\nWINDOW {window}"
+    df = dfsql.sql(q, spark)
+    assert df.isStreaming and df.columns[:2] == ["parity", "n"]
+    early = " TRIGGER EVERY 1 MINUTE UNTIL WATERMARK"
     with pytest.raises(NotSupportedError) as info:
-        dfsql.sql(q, spark)
+        dfsql.sql(q + early, spark)
     err = info.value
     assert "stream" in err.message and "PROCESSING TIME" in err.hint
-    assert (err.line, err.column) == (2, 8)
+    assert (err.line, err.column) == (2, len(f"WINDOW {window} ") + 1)
     assert not spark.streams.active
-    df = dfsql.sql(q + " PROCESSING TIME timestamp", spark)
+    df = dfsql.sql(q + " PROCESSING TIME timestamp" + early, spark)
     assert df.isStreaming and df.columns[:2] == ["parity", "n"]
+    assert not spark.streams.active
+
+
+def test_a_global_window_on_the_engine_clock_is_refused_at_plan_time(spark, rate_stream):
+    q = "SELECT value % 2 AS parity, COUNT(*) AS n FROM rate_stream GROUP BY 1\nWINDOW GLOBAL"
+    with pytest.raises(NotSupportedError) as info:
+        dfsql.sql(q, spark)
+    assert (info.value.line, info.value.column) == (2, 8)
     assert not spark.streams.active

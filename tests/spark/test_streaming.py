@@ -225,3 +225,40 @@ def test_table_sink_holds_the_current_row_of_every_live_window(spark, paper_tabl
     again._load()
     assert {(r.key, r.window_start.to_pydatetime(), r.window_end.to_pydatetime(), r.total)
             for r in again.current.itertuples()} == want
+
+
+def test_progress_events_carry_panes_late_rows_state_and_watermark(spark, tmp_path):
+    """dfsql's figures are in each micro-batch's progress (``observedMetrics["dfsql"]``):
+    they add up to the rows the sink got, the elements read, the replay's late drops,
+    and the last watermark is the largest event time less the delay."""
+    frame = _workload(5)
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.NaT
+    _write_parts(pd.concat([frame, sentinel], ignore_index=True), [40, 90, 150, 220, 300],
+                 tmp_path / "in")
+    spark.read.parquet(str(tmp_path / "in")).where("event_time IS NOT NULL") \
+        .createOrReplaceTempView("metrics_bounded")
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+     .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+     .createOrReplaceTempView("metrics_live"))
+    q = QUERY.format(window="SESSIONS(GAP 30 SECONDS)",
+                     trigger="EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
+                     emit="ACCUMULATING AND RETRACTING")
+    rows: list = []
+    query = dfsql.start(q.format(t="metrics_live"), sink=lambda b, i: rows.extend(b.collect()),
+                        checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                        spark=spark)
+    query.awaitTermination()
+    metrics = [p.observedMetrics["dfsql"] for p in query.recentProgress
+               if "dfsql" in p.observedMetrics]
+    assert len(metrics) == 6
+    assert sum(m["panes"] for m in metrics) == sum(not r.is_retraction for r in rows) > 20
+    assert sum(m["retractions"] for m in metrics) == sum(r.is_retraction for r in rows) > 0
+    assert sum(m["elements_in"] for m in metrics) == len(frame) + 1
+    dropped = dfsql.dropped_late(dfsql.sql(q.format(t="metrics_bounded"), spark))
+    assert sum(m["late_dropped"] for m in metrics) == dropped > 0
+    last_wm = frame["event_time"].max() - pd.Timedelta(seconds=20)
+    assert str(metrics[-1]["watermark"]) == last_wm.strftime("%Y-%m-%d %H:%M:%S")
+    # retained at the end: the elements of windows still live, not the whole input
+    assert 0 < metrics[-1]["state_elements"] < len(frame) // 3

@@ -1,0 +1,168 @@
+"""Streams on the engine's clock (issue #11, LANGUAGE.md §4: without PROCESSING TIME,
+processing time is the engine's): every micro-batch is an instant, its rows arrive then,
+and the watermark at batch N is the maximum event time of the batches before N minus the
+delay (Spark's own rule; a batch's maximum moves it at the next batch, run without data
+if none comes). With the default trigger and no allowed lateness that is exactly Spark's
+streaming aggregation, which dfsql compiles to.
+
+The expected rows are the bounded replay of the same rows with that clock written out:
+``PROCESSING TIME`` = the batch's instant and ``WATERMARK FROM`` a table holding Spark's
+watermark per batch. The stream's batch ids stand for its instants.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_streaming import _write_parts
+
+import dfsql
+from dfsql.errors import DfsqlError
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+#: the replay's processing time of micro-batch N: P0 + N seconds
+P0 = datetime(2030, 1, 1)
+
+
+def _batches(seed: int, n: int, k: int) -> list[pd.DataFrame]:
+    """``n`` rows of three keys in ``k`` micro-batches: event times out of order (up to
+    a minute behind the batch's newest), some rows later than that, a few NULL times."""
+    rng = np.random.default_rng(seed)
+    et = np.sort(rng.integers(0, 3000, n)).astype(float)
+    at = et + rng.integers(0, 60, n)
+    at[rng.random(n) < 0.08] += 200
+    o = np.argsort(at, kind="stable")
+    et = et[o]
+    et[rng.random(n) < 0.02] = np.nan
+    frame = pd.DataFrame({
+        "key": rng.choice(["a", "b", "c"], n),
+        "value": rng.integers(1, 10, n).astype(np.int64),
+        "event_time": [pd.NaT if np.isnan(s) else T0 + timedelta(seconds=int(s)) for s in et],
+    })
+    cuts = sorted(rng.choice(np.arange(1, n), k - 1, replace=False).tolist())
+    return [frame.iloc[a:b] for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+
+
+def _instant(n: int) -> datetime:
+    return P0 + timedelta(seconds=n)
+
+
+QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MAX(value) AS hi FROM {src} "
+         "GROUP BY key WINDOW {window} ON event_time {tail}")
+
+
+@pytest.mark.parametrize("seed,window,delay", [
+    (1, "SESSIONS(GAP 30 SECONDS)", 10),
+    (2, "SESSIONS(GAP 45 SECONDS)", 0),
+    (3, "FIXED(1 MINUTE)", 20),
+    (4, "SLIDING(1 MINUTE, EVERY 20 SECONDS)", 5),
+])
+def test_engine_clock_stream_equals_the_replay_on_sparks_watermark(spark, tmp_path, seed,
+                                                                    window, delay):
+    batches = _batches(seed, 240, 8)
+    frame = pd.concat(batches, ignore_index=True)
+    _write_parts(frame, list(np.cumsum([len(b) for b in batches])[:-1]), tmp_path / "in")
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+     .parquet(str(tmp_path / "in")).createOrReplaceTempView("live_ec"))
+    got: list[tuple] = []
+    q = dfsql.start(QUERY.format(src="live_ec", window=window,
+                                 tail=f"WATERMARK DELAY {delay} SECONDS"),
+                    sink=lambda b, i: got.extend((i, *r) for r in b.collect()),
+                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                    spark=spark)
+    q.awaitTermination()
+    assert sum(p.observedMetrics["dfsql"]["panes"] for p in q.recentProgress
+               if "dfsql" in p.observedMetrics) == len(got)
+
+    # the replay of the same rows on that clock: batch N's rows arrive at instant N; the
+    # watermark at N (N >= 1, including the data-less batch after the last) is the
+    # largest event time of batches 0..N-1 minus the delay
+    k = len(batches)
+    arrivals = np.concatenate([[i] * len(b) for i, b in enumerate(batches)])
+    bounded = frame.assign(arrival_time=[_instant(int(i)) for i in arrivals])
+    spark.createDataFrame(bounded).createOrReplaceTempView("bounded_ec")
+    seen = pd.Series([b["event_time"].max() for b in batches]).cummax()
+    marks = [(_instant(n), (seen[n - 1] - timedelta(seconds=delay)).to_pydatetime()
+              .replace(tzinfo=None)) for n in range(1, k + 1)]
+    # a last mark one instant on: the replay's end-of-input flush (+inf) happens there,
+    # after everything the stream fires, and is left out
+    marks.append((_instant(k + 1), marks[-1][1]))
+    spark.createDataFrame(marks, "processing_time TIMESTAMP, watermark TIMESTAMP") \
+        .createOrReplaceTempView("marks_ec")
+    replay = dfsql.sql(QUERY.format(
+        src="bounded_ec", window=window,
+        tail="WATERMARK FROM marks_ec PROCESSING TIME arrival_time"), spark).collect()
+    want = [((r.emit_time - P0).seconds, *r[:-2], r.is_retraction) for r in replay
+            if r.emit_time < _instant(k + 1)]
+    # (batch, key, total, n, hi, window_start, window_end, pane_index, pane_timing,
+    # is_last, [emit_time,] is_retraction): the stream's emit time is its batch's clock
+    got = [(*g[:-2], g[-1]) for g in got]
+    assert len(want) > 10
+    assert got == want
+    assert all(g[8] == "ON_TIME" and g[9] for g in got)
+
+
+def test_engine_clock_emit_time_is_the_batch_timestamp(spark, tmp_path):
+    """A pane's emit_time is the timestamp of the micro-batch that fired it: after the
+    query started, before it ended, and the same for every pane of one batch."""
+    batches = _batches(9, 60, 3)
+    frame = pd.concat(batches, ignore_index=True)
+    _write_parts(frame, list(np.cumsum([len(b) for b in batches])[:-1]), tmp_path / "in")
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+     .parquet(str(tmp_path / "in")).createOrReplaceTempView("live_ec2"))
+    got: list[tuple] = []
+    before = datetime.now()
+    q = dfsql.start(QUERY.format(src="live_ec2", window="FIXED(1 MINUTE)", tail=""),
+                    sink=lambda b, i: got.extend((i, r.emit_time) for r in b.collect()),
+                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                    spark=spark)
+    q.awaitTermination()
+    after = datetime.now()
+    assert got
+    per_batch = {}
+    for i, t in got:
+        per_batch.setdefault(i, set()).add(t)
+        assert before - timedelta(seconds=1) <= t <= after
+    assert all(len(ts) == 1 for ts in per_batch.values())
+    times = [next(iter(per_batch[i])) for i in sorted(per_batch)]
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+
+@pytest.mark.parametrize("tail,at", [
+    ("TRIGGER EVERY 1 MINUTE UNTIL WATERMARK", "TRIGGER"),
+    ("ALLOWED LATENESS 1 MINUTE", "ALLOWED"),
+    ("WATERMARK FROM marks_ec3", "WATERMARK"),
+])
+def test_engine_clock_beyond_sparks_operator_is_a_positioned_error(spark, tmp_path, tail, at):
+    spark.createDataFrame([(datetime(2030, 1, 1), datetime(2024, 1, 1))],
+                          "processing_time TIMESTAMP, watermark TIMESTAMP") \
+        .createOrReplaceTempView("marks_ec3")
+    batches = _batches(5, 20, 1)
+    _write_parts(batches[0], [], tmp_path / "in")
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    (spark.readStream.schema(schema).parquet(str(tmp_path / "in"))
+     .createOrReplaceTempView("live_ec3"))
+    text = QUERY.format(src="live_ec3", window="FIXED(1 MINUTE)", tail=tail)
+    with pytest.raises(DfsqlError) as err:
+        dfsql.sql(text, spark)
+    assert err.value.line == 1
+    assert err.value.column == text.index(at) + 1, str(err.value)
+    assert "PROCESSING TIME" in err.value.hint
+    assert not spark.streams.active
+
+
+def test_engine_clock_global_window_is_a_positioned_error(spark, tmp_path):
+    _write_parts(_batches(6, 10, 1)[0], [], tmp_path / "in")
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    spark.readStream.schema(schema).parquet(str(tmp_path / "in")) \
+        .createOrReplaceTempView("live_ec4")
+    text = "SELECT key, COUNT(*) AS n FROM live_ec4 GROUP BY key WINDOW GLOBAL"
+    with pytest.raises(DfsqlError) as err:
+        dfsql.sql(text, spark)
+    assert err.value.column == text.index("GLOBAL") + 1
+    assert "never" in str(err.value)
