@@ -3,22 +3,23 @@ data and retractions; does dfsql keep up, and do its state and memory stop growi
 
 Spark's ``rate`` source offers ``--rate`` rows per second. Each run of 50 consecutive
 rows is one user key's burst (20,000 keys, so a key comes back every 50 s); event time is
-the row's timestamp minus up to 3 s of jitter (so sessions merge and some rows are late),
+the row's timestamp minus up to 6 s of jitter (so sessions merge, some rows come late
+and some too late to keep),
 and the timestamp is the arrival (``PROCESSING TIME``). The query::
 
     SESSIONS(GAP 1 SECOND), WATERMARK DELAY 2 SECONDS, ALLOWED LATENESS 2 SECONDS,
     TRIGGER EVERY 1 SECOND UNTIL WATERMARK THEN REPEAT WATERMARK,
     EMIT ACCUMULATING AND RETRACTING
 
-runs with a 2-second processing-time trigger into a callable sink that counts rows.
+runs with a 5-second processing-time trigger into a callable sink that counts rows.
 Every ``--sample`` seconds it records: rows in and processed per second (Spark's
 progress), the elements the state holds and the late rows (dfsql's metrics in the
 progress' ``observedMetrics``), the JVM's heap in use after a full GC (driver and
 executor: one JVM in local mode) and the resident memory of Spark's Python workers.
 
 An element can only be needed while its window is live: for at most jitter + gap +
-delay + lateness = 8 s of event time after it arrives, plus a trigger period; so the
-state should never hold more than about ``12 × rate`` elements however long it runs.
+delay + lateness = 11 s of event time after it arrives, plus a trigger period; so the
+state should never hold more than ``16 × rate`` elements however long it runs.
 
 Usage (the CI test runs 3 minutes)::
 
@@ -42,7 +43,9 @@ QUERY = ("SELECT key, SUM(v) AS total, COUNT(*) AS n FROM soak GROUP BY key "
          "TRIGGER EVERY 1 SECOND UNTIL WATERMARK THEN REPEAT WATERMARK "
          "EMIT ACCUMULATING AND RETRACTING")
 #: the most event time an element stays needed after it arrives (see the module doc)
-LIVE_SECONDS = 3 + 1 + 2 + 2
+LIVE_SECONDS = 6 + 1 + 2 + 2
+#: the micro-batch period
+TRIGGER_SECONDS = 5
 
 
 def _descendants(pid: int) -> list[int]:
@@ -99,7 +102,7 @@ def soak(spark, seconds: float, rate: int, sample: float, checkpoint: str,
      .option("numPartitions", 2).load()
      .selectExpr(f"CAST(pmod(value DIV {BURST}, {KEYS}) AS INT) AS key",
                  "CAST(pmod(value, 7) AS BIGINT) AS v",
-                 "timestamp - make_dt_interval(0, 0, 0, pmod(value * 7919, 3000) / 1000.0) "
+                 "timestamp - make_dt_interval(0, 0, 0, pmod(value * 7919, 6000) / 1000.0) "
                  "AS event_time",
                  "timestamp AS arrival_time")
      .createOrReplaceTempView("soak"))
@@ -112,7 +115,7 @@ def soak(spark, seconds: float, rate: int, sample: float, checkpoint: str,
     jvm_pid = int(jvm.ProcessHandle.current().pid())
     runtime = jvm.java.lang.Runtime.getRuntime()
     q = dfsql.start(QUERY, sink=count, checkpoint=checkpoint,
-                    trigger={"processingTime": "2 seconds"}, spark=spark)
+                    trigger={"processingTime": f"{TRIGGER_SECONDS} seconds"}, spark=spark)
     samples: list[dict] = []
     seen: set[int] = set()
     progress: list[dict] = []
@@ -169,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         "rows_in": samples[-1]["rows_in"], "rows_out": samples[-1]["rows_out"],
         "processed_per_s_min_2nd_half": min(s["processed_per_s"] for s in half),
         "state_elements_max": max(s["state_elements"] or 0 for s in samples),
-        "state_bound": LIVE_SECONDS * args.rate * 3 // 2,
+        "state_bound": (LIVE_SECONDS + TRIGGER_SECONDS) * args.rate,
+        "heap_mb_min_1st_2nd_half": [min(s["heap_mb"] for s in samples[1:len(samples) // 2]),
+                                     min(s["heap_mb"] for s in half)],
         "heap_mb_2nd_half": [min(s["heap_mb"] for s in half), max(s["heap_mb"] for s in half)],
         "workers_mb_2nd_half": [min(s["workers_mb"] for s in half),
                                 max(s["workers_mb"] for s in half)],

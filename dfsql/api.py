@@ -68,7 +68,9 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     table named ``name``), ``"console"``, a callable ``f(batch_df, batch_id)``
     (foreachBatch), or a :class:`dfsql.TableSink` (the current row of every live window,
     retractions applied). Console, callable and table sinks get each micro-batch in
-    LANGUAGE.md §7's changelog order. ``checkpoint``: where the query's state and progress
+    LANGUAGE.md §7's changelog order. With ``LATE ROWS INTO v`` the dropped rows go to the
+    temp view ``v`` (growing by each batch), the panes to ``sink`` — a directory then gets
+    each batch as files named after its id, and "memory" a temp view ``name``. ``checkpoint``: where the query's state and progress
     live (restart from it after a crash). ``trigger``: ``DataStreamWriter.trigger``'s
     keyword arguments, e.g. ``{"processingTime": "10 seconds"}`` or
     ``{"availableNow": True}``."""
@@ -84,7 +86,7 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     plan = plans[-1]
     with spark_errors(parse_statement(text).source, text=text):
         return start_stream(plan.stream_df, plan.stream_order_by, sink, checkpoint, trigger,
-                            name)
+                            name, late_view=plan.stream_late_view)
 
 
 def explain_statement(stmt: Statement) -> str:

@@ -20,3 +20,5 @@ PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_l
 #: ORDER BY, never selected. Without merging, a retraction's replacement is its window's
 #: next pane and (window_start, pane_index, is_retraction DESC) already says it.
 SORT_COLUMNS = ("__sort_rank",)
+#: a stream's dropped element riding with its panes to the LATE ROWS INTO side sink
+LATE_ROW = "__late_row"

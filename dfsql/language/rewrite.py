@@ -27,6 +27,7 @@ from dfsql.language import clauses as c
 from dfsql.language.blocks import WindowedBlock
 from dfsql.language.names import (
     EVENT_TIME,
+    LATE_ROW,
     PANE_COLUMNS,
     PANES_TABLE,
     PROCESSING_TIME,
@@ -148,25 +149,28 @@ def _lambda_vars(node: exp.Expression) -> set[str]:
 
 
 def rewrite(block: WindowedBlock, src: Source, signed: bool = False,
-            changelog: bool = False) -> Stages:
+            changelog: bool = False, late_rows: bool = False) -> Stages:
     """Split ``block`` into the input, aggregate and output stages.
 
     ``signed``: the block reads a changelog (an ACCUMULATING AND RETRACTING result) row
     by row, so its aggregates subtract retraction rows (:func:`_signed_aggregates`).
     ``changelog``: the result is a changelog even without PROCESSING TIME (a stream on
     the engine's clock), so it gets §7's default order.
+    ``late_rows``: the panes carry a stream's dropped rows in the hidden column
+    :data:`~dfsql.language.names.LATE_ROW` (LATE ROWS INTO a side sink); the unordered
+    output stage passes them through, past HAVING, for the sink to split off.
 
     Cached per block and source: :func:`~dfsql.language.parse_statement` rewrites every
     block once to report SELECT mistakes before any Spark session exists, and the planner
     then gets the same (immutable) stages without parsing the SELECT again.
     """
-    return _rewrite_cached(block, src, signed, changelog)
+    return _rewrite_cached(block, src, signed, changelog, late_rows)
 
 
 @functools.lru_cache(maxsize=256)
 def _rewrite_cached(block: WindowedBlock, src: Source, signed: bool,
-                    changelog: bool) -> Stages:
-    return _rewrite(block, src, signed, changelog)
+                    changelog: bool, late_rows: bool) -> Stages:
+    return _rewrite(block, src, signed, changelog, late_rows)
 
 
 #: The changelog column that marks a retraction row (LANGUAGE.md §6, §7).
@@ -245,7 +249,7 @@ def _signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
 
 
 def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
-             changelog: bool = False) -> Stages:
+             changelog: bool = False, late_rows: bool = False) -> Stages:
     select = parse_select(block, src)
     cl = block.clauses
     region_pos = src.pos(block.region[0])
@@ -413,6 +417,11 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
             # the executor sorts itself: the stage selects the hidden columns it sorts by
             hidden = [h for h in SORT_COLUMNS if h in order_by]
             unordered = list(parts)
+            if late_rows:
+                hidden.append(LATE_ROW)
+                if having is not None:  # parts: SELECT, FROM, WHERE <HAVING>
+                    unordered[2] = f"WHERE ({unordered[2][len('WHERE '):]}) OR " \
+                                   f"{LATE_ROW} IS NOT NULL"
             unordered[0] = ", ".join([parts[0], *hidden])
             default_order_by, output_sql_unordered = order_by, "\n".join(unordered)
         parts.append("ORDER BY " + ", ".join(order_by))

@@ -26,6 +26,7 @@ from dfsql.language import clauses as c
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import (
     EVENT_TIME,
+    LATE_ROW,
     PANES_TABLE,
     PROCESSING_TIME,
     SORT_COLUMNS,
@@ -77,6 +78,8 @@ class BlockPlan:
         #: (dfsql.start sorts each micro-batch by it)
         self.stream_df: DataFrame | None = None
         self.stream_order_by: tuple[str, ...] | None = None
+        #: LATE ROWS INTO on a stream: the view its dropped rows go to (dfsql.start)
+        self.stream_late_view: str | None = None
 
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register ``df`` as a temp view that only this statement's SQL reads: it is
@@ -390,6 +393,9 @@ class BlockPlan:
         if self.clauses.processing_time is None:  # the engine's clock: still a changelog
             self.stages = rewrite(self.block, self.src, changelog=True,
                                   signed=reads_changelog(self.stmt, self.block))
+        elif self.clauses.late_rows_into:  # dropped rows ride with the panes to the sink
+            self.stages = rewrite(self.block, self.src, late_rows=True,
+                                  signed=reads_changelog(self.stmt, self.block))
         check_streamable(self)
         with spark_errors(self.src):
             if self.clauses.processing_time is None:
@@ -397,10 +403,15 @@ class BlockPlan:
             else:
                 panes = stream_panes(self, self.input_df())
         self.temp_view(panes, self.name(PANES_TABLE))
-        df = self._with_original_names(self._output_df(ordered=False), names, SORT_COLUMNS)
+        late = self.clauses.late_rows_into if self.clauses.processing_time is not None else None
+        hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
+        df = self._with_original_names(self._output_df(ordered=False), names, hidden)
         self.stream_df = df
         self.stream_order_by = self.stages.default_order_by
-        return df.drop(*SORT_COLUMNS)
+        self.stream_late_view = late
+        if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
+            df = df.where(f"{LATE_ROW} IS NULL")
+        return df.drop(*hidden)
 
     def dropped_count(self) -> int:
         """How many elements this block dropped as too late (0 for a batch input)."""

@@ -112,9 +112,63 @@ def key_names(order_by: tuple[str, ...] | None) -> list[str]:
     return [o.strip("`") for o in (order_by or ())[1:] if o not in rest]
 
 
-def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any, checkpoint: str | None, trigger: dict | None,
-                 name: str | None):
-    """Start ``df`` (a stream with its hidden sort columns) into ``sink``."""
+class AppendView:
+    """A temp view that grows by each micro-batch's rows, once per batch id: a stream's
+    LATE ROWS INTO side sink (and, beside it, a "memory" sink). Kept in the driver's
+    memory, as Spark's memory sink is."""
+
+    def __init__(self, name: str, spark, schema) -> None:
+        self.name = name
+        self.spark = spark
+        self.schema = schema
+        self.frames: list = []
+        self.last_batch = -1
+        self._publish()
+
+    def append(self, batch: DataFrame, batch_id: int) -> None:
+        if batch_id <= self.last_batch:  # a batch replayed after a failure: once only
+            return
+        rows = batch.toPandas()
+        if len(rows):
+            self.frames.append(rows)
+            self._publish()
+        self.last_batch = batch_id
+
+    def _publish(self) -> None:
+        import pandas as pd
+
+        if self.frames:
+            df = self.spark.createDataFrame(pd.concat(self.frames, ignore_index=True),
+                                            schema=self.schema)
+        else:
+            df = self.spark.createDataFrame([], self.schema)
+        df.createOrReplaceTempView(self.name)
+
+
+def _write_batch_files(batch: DataFrame, path: str, batch_id: int) -> None:
+    """One micro-batch's rows as parquet files in ``path`` named after the batch, so a
+    batch replayed after a crash replaces its own files (exactly once; local paths)."""
+    import glob
+    import os
+    import shutil
+
+    tmp = os.path.join(path, f"_dfsql_batch_{batch_id}")
+    batch.write.mode("overwrite").parquet(tmp)
+    for old in glob.glob(os.path.join(path, f"batch-{batch_id:010d}-*")):
+        os.remove(old)
+    for f in sorted(glob.glob(os.path.join(tmp, "part-*"))):
+        os.replace(f, os.path.join(path, f"batch-{batch_id:010d}-{os.path.basename(f)}"))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
+                 checkpoint: str | None, trigger: dict | None, name: str | None,
+                 late_view: str | None = None):
+    """Start ``df`` (a stream with its hidden sort columns) into ``sink``; with
+    ``late_view``, each batch's dropped rows (the hidden LATE_ROW column) go to that
+    temp view instead, in the same query (one stateful operator, one checkpoint)."""
+    if late_view:
+        return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name, late_view)
     visible = df.drop(*SORT_COLUMNS)
     if isinstance(sink, TableSink):
         sink.keys = key_names(order_by)
@@ -131,6 +185,11 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any, che
         writer = visible.writeStream.format("memory").queryName(name or "dfsql_panes")
     else:  # a directory: Spark's file sink (parquet), exactly once
         writer = visible.writeStream.format("parquet").option("path", str(sink))
+    return _finish(writer, sink, checkpoint, trigger, name)
+
+
+def _finish(writer, sink: Any, checkpoint: str | None, trigger: dict | None,
+            name: str | None):
     writer = writer.outputMode("append")
     if checkpoint:
         writer = writer.option("checkpointLocation", str(checkpoint))
@@ -139,3 +198,46 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any, che
     if trigger:
         writer = writer.trigger(**trigger)
     return writer.start()
+
+
+def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
+                          checkpoint: str | None, trigger: dict | None, name: str | None,
+                          late_view: str):
+    """Every sink through ``foreachBatch``: each batch is split into its dropped rows
+    (appended to ``late_view``) and its panes (to ``sink``). A directory gets each batch
+    as files named after it; "memory" a growing temp view ``name``."""
+    from dfsql.language.names import LATE_ROW
+
+    spark = df.sparkSession
+    late_schema = df.schema[LATE_ROW].dataType
+    side = AppendView(late_view, spark, late_schema)
+    panes_schema = df.drop(*SORT_COLUMNS, LATE_ROW).schema
+    if isinstance(sink, TableSink):
+        sink.keys = key_names(order_by)
+        sink.spark = spark
+        deliver = sink.apply
+    elif callable(sink):
+        deliver = sink
+    elif sink == "console":
+        def deliver(b, _i):
+            b.show(1000, truncate=False)
+    elif sink == "memory":
+        deliver = AppendView(name or "dfsql_panes", spark, panes_schema).append
+    else:
+        path = str(sink)
+
+        def deliver(b, i):
+            _write_batch_files(b, path, i)
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()  # read twice: its panes and its dropped rows
+        try:
+            side.append(batch.where(f"{LATE_ROW} IS NOT NULL").select(f"{LATE_ROW}.*"),
+                        batch_id)
+            deliver(in_changelog_order(batch.where(f"{LATE_ROW} IS NULL").drop(LATE_ROW),
+                                       order_by), batch_id)
+        finally:
+            batch.unpersist()
+
+    writer = df.writeStream.foreachBatch(each_batch)
+    return _finish(writer, "foreach", checkpoint, trigger, name)

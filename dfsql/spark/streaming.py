@@ -58,7 +58,7 @@ import numpy as np
 
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language import clauses as c
-from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.spark.replay import TIMING, _changelog_ranks, pane_members
 
 if TYPE_CHECKING:
@@ -117,6 +117,8 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
                StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
                StructField("is_retraction", BooleanType()),
                StructField(SORT_COLUMNS[0], LongType())]
+    if cl.late_rows_into:  # a dropped element's reason (see BucketProcessor._late_rows)
+        fields.append(StructField("late_reason", StringType()))
     out_schema = StructType(fields)
     static = None
     if isinstance(cl.watermark, c.WatermarkFrom):  # a bounded table of watermarks
@@ -142,12 +144,26 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
         F.count(F.when(pane, 1)).alias("panes"),
         F.count(F.when(~stats & F.col("is_retraction"), 1)).alias("retractions"),
     ).where(~stats)
+    late = []
+    if cl.late_rows_into:
+        # a dropped element rides along as one struct (the LATE ROWS INTO view's row);
+        # the sink splits it off (dfsql.spark.sinks.start_stream)
+        from dfsql.spark.replay import _key_names
+
+        is_late = F.col("pane_timing") == LATE
+        late = [F.when(is_late, F.struct(
+            *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
+            F.timestamp_micros("window_start").alias("event_time"),
+            F.timestamp_micros("emit_time").alias("arrival_time"),
+            F.col("late_reason").alias("reason"),
+            F.timestamp_micros("window_end").alias("watermark_at_arrival"))).alias(LATE_ROW)]
     return panes.select(
         *keys, *[a for a, _ in aggs.types],
         F.timestamp_micros("window_start").alias("window_start"),
         F.timestamp_micros("window_end").alias("window_end"),
         "pane_index", "pane_timing", "is_last",
-        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0])
+        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
+        *late)
 
 
 #: the observed metrics' name in a stream's progress (``progress.observedMetrics``):
@@ -157,6 +173,8 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
 METRICS = "dfsql"
 #: the pane_timing of the row each bucket call adds for the metrics (filtered out)
 STATS = "__stats"
+#: the pane_timing of a dropped element's row (LATE ROWS INTO)
+LATE = "__late"
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -185,9 +203,6 @@ def check_streamable(plan: ReplayPlan) -> None:
                                 "watermarks, on a streaming source")
     if cl.processing_time is None:
         _check_engine_clock(plan)
-    if cl.late_rows_into:
-        raise NotSupportedError("LATE ROWS INTO on a stream is not supported yet",
-                                *where(cl.pos), "leave it out: dropped rows are counted")
     st = plan.stages
     if not st.default_order or st.default_order_by is None:
         word = _first_word(plan, ("ORDER BY", "LIMIT", "DISTINCT", "OVER"))
@@ -216,6 +231,10 @@ def _check_engine_clock(plan: ReplayPlan) -> None:
         raise NotSupportedError(
             "ALLOWED LATENESS on a stream needs PROCESSING TIME <column> (not supported on "
             "the engine's clock yet)", *where(_clause_pos(plan, "ALLOWED LATENESS")), hint)
+    if cl.late_rows_into:
+        raise NotSupportedError(
+            "LATE ROWS INTO on a stream needs PROCESSING TIME <column> (Spark's own operator "
+            "drops late rows unseen)", *where(_clause_pos(plan, "LATE ROWS")), hint)
     if not isinstance(cl.watermark, c.WatermarkDelay):
         raise NotSupportedError(
             "on the engine's clock a stream's watermark is WATERMARK DELAY d (Spark's own); "
@@ -567,12 +586,37 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         dropped = np.zeros(len(elems), bool)
         dropped[r.dropped_row] = True
         self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
+        if self.clauses.late_rows_into and self._dropped:
+            late = self._late_rows(r, elems, at, lo, hi)
+            out = late if out is None else pd.concat([out, late], ignore_index=True)
         if len(timeline.times):
             self._watermark = int(timeline.at(hi - 1))
         keep = self._retained(r, elems, dense, et, at, timeline, hi)
         elems = elems[keep].reset_index(drop=True)
         t_all, v_all = _fold_points(t_all, v_all, int(at[keep].min()) if keep.any() else hi)
         return out, elems, t_all, v_all
+
+    def _late_rows(self, r, elems, at: np.ndarray, lo: int, hi: int):
+        """The elements dropped in [lo, hi), each as one row of the output's schema:
+        pane_timing LATE, window_start its event time, window_end the watermark at its
+        arrival, emit_time its arrival, late_reason why (the replay's LATE ROWS INTO)."""
+        import pandas as pd
+
+        rows = r.dropped_row
+        sel = (at[rows] >= lo) & (at[rows] < hi)
+        rows = rows[sel]
+        row = {n: pd.Series([None] * len(rows), dtype=object) for n in self.out_names}
+        for k in self.keys:
+            row[k] = elems[k].to_numpy()[rows]
+        wm = r.dropped_watermark[sel]
+        row["window_start"] = pd.Series(elems[_ET].to_numpy()[rows]).astype("Int64").array
+        row["window_end"] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
+        row["window_end"][wm == NEG] = pd.NA
+        row["emit_time"] = at[rows]
+        row["pane_timing"] = LATE
+        row[SORT_COLUMNS[0]] = 0
+        row["late_reason"] = np.asarray(r.dropped_reason_text)[sel]
+        return pd.DataFrame(row, columns=self.out_names)
 
     def _aggregate(self, r, elems, needed: np.ndarray) -> dict[str, np.ndarray]:
         """Each needed pane's aggregates over its member elements (the panes that cover

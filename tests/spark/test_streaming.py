@@ -262,3 +262,42 @@ def test_progress_events_carry_panes_late_rows_state_and_watermark(spark, tmp_pa
     assert str(metrics[-1]["watermark"]) == last_wm.strftime("%Y-%m-%d %H:%M:%S")
     # retained at the end: the elements of windows still live, not the whole input
     assert 0 < metrics[-1]["state_elements"] < len(frame) // 3
+
+
+@pytest.mark.parametrize("sink", ["dir", "memory"])
+def test_late_rows_into_a_side_view_and_the_panes_into_the_sink(spark, tmp_path, sink):
+    """LATE ROWS INTO on a stream: the dropped rows (reason, watermark at arrival) go to
+    the view, the panes to the sink, in one query; both equal the bounded replay's."""
+    frame = _workload(3)
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.NaT
+    _write_parts(pd.concat([frame, sentinel], ignore_index=True), [50, 120, 200, 260, 300],
+                 tmp_path / "in")
+    spark.read.parquet(str(tmp_path / "in")).createOrReplaceTempView("late_bounded")
+    frontier = sentinel["arrival_time"].iloc[0].to_pydatetime().replace(tzinfo=None)
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+     .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+     .createOrReplaceTempView("late_live"))
+    q = ("SELECT key, SUM(value) AS total FROM {t} GROUP BY key HAVING SUM(value) > 5 "
+         "WINDOW FIXED(1 MINUTE) ON event_time WATERMARK DELAY 20 SECONDS "
+         "PROCESSING TIME arrival_time ALLOWED LATENESS 30 SECONDS LATE ROWS INTO {v} "
+         "TRIGGER EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
+         "EMIT ACCUMULATING AND RETRACTING")
+    out = str(tmp_path / "out") if sink == "dir" else "memory"
+    query = dfsql.start(q.format(t="late_live", v="late_stream"), sink=out, name="late_panes",
+                        checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                        spark=spark)
+    query.awaitTermination()
+    replay = dfsql.sql(q.format(t="late_bounded", v="late_replay"), spark)
+    # the replay up to the stream's frontier (the sentinel's arrival)
+    want_panes = sorted((tuple(r) for r in replay.collect() if r.emit_time < frontier),
+                        key=repr)
+    got = spark.read.parquet(out) if sink == "dir" else spark.table("late_panes")
+    assert sorted((tuple(r) for r in got.collect()), key=repr) == want_panes
+    assert len(want_panes) > 20
+    want_late = sorted((tuple(r) for r in spark.table("late_replay").collect()
+                        if r.arrival_time < frontier), key=repr)
+    got_late = sorted((tuple(r) for r in spark.table("late_stream").collect()), key=repr)
+    assert got_late == want_late
+    assert len(want_late) >= 5 and {r[3] for r in want_late} >= {"expired"}
