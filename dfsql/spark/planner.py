@@ -388,22 +388,29 @@ class BlockPlan:
         """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
         through the output stage, each micro-batch's rows in no order (a streaming
         DataFrame cannot be sorted); ``stream_df`` keeps the hidden sort columns."""
-        from dfsql.spark.streaming import check_streamable, native_panes, stream_panes
+        from dfsql.spark.streaming import (
+            NATIVE_CONF,
+            check_streamable,
+            native_panes,
+            runs_natively,
+            stream_panes,
+        )
 
-        if self.clauses.processing_time is None:  # the engine's clock: still a changelog
-            self.stages = rewrite(self.block, self.src, changelog=True,
-                                  signed=reads_changelog(self.stmt, self.block))
-        elif self.clauses.late_rows_into:  # dropped rows ride with the panes to the sink
-            self.stages = rewrite(self.block, self.src, late_rows=True,
+        cl = self.clauses
+        native = runs_natively(cl) and self.spark.conf.get(NATIVE_CONF, "true") != "false"
+        if cl.processing_time is None or cl.late_rows_into:
+            # the engine's clock is still a changelog; dropped rows ride with the panes
+            self.stages = rewrite(self.block, self.src, changelog=cl.processing_time is None,
+                                  late_rows=bool(cl.late_rows_into),
                                   signed=reads_changelog(self.stmt, self.block))
         check_streamable(self)
         with spark_errors(self.src):
-            if self.clauses.processing_time is None:
+            if native:
                 panes = native_panes(self)
             else:
                 panes = stream_panes(self, self.input_df())
         self.temp_view(panes, self.name(PANES_TABLE))
-        late = self.clauses.late_rows_into if self.clauses.processing_time is not None else None
+        late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
         df = self._with_original_names(self._output_df(ordered=False), names, hidden)
         self.stream_df = df

@@ -36,8 +36,17 @@ timestamp) and the watermark is Spark's own (:func:`native_panes`). With the def
 trigger and no allowed lateness every window fires exactly once, when that watermark
 passes its end: exactly Spark's append-mode aggregation, which such a query compiles to
 (measured with ``bench_stream.py``, 1M events, median of 3: native on the HDFS-backed
-store 5.70 s, dfsql on RocksDB 7.47 s, 1.31×). Other triggers on the engine's clock are
-a positioned error for now: they need timers that fire without new rows.
+store 5.70 s, dfsql on RocksDB 7.47 s, 1.31×). Any other trigger, lateness or LATE ROWS
+INTO runs in the bucket processor with the same clock: a row's arrival is its batch's
+timestamp (``current_timestamp()``, kept in the offset log), the batch is complete when
+it runs, and the watermark at a batch is the buckets' record of the largest event time
+before it, less the delay. Spark's own watermark is kept beside (over each blob's
+largest event time: it filters nothing, the column is gone before the stateful
+operator) so that Spark runs a batch without data when it moves, and an event-time
+timer just past it calls every bucket with live state then: windows close and triggers
+fire after the last rows. (A processing-time timer would do the same at every batch, but
+with processing-time timers Spark runs batches for ever, and ``availableNow`` never
+ends.) A source with no batches at all holds the clock still.
 
 **The watermark is global.** Each input partition reduces its rows to the change points
 of its running maximum event time (and its latest arrival), and those few rows go to
@@ -68,12 +77,17 @@ if TYPE_CHECKING:
 
 NEG = np.iinfo(np.int64).min
 POS = np.iinfo(np.int64).max
-#: input rows: an element, or a watermark point (arrival, max event time so far)
-KIND_ELEMENT, KIND_POINT = 0, 1
+#: input rows: an element, a watermark point (arrival, max event time so far), or a
+#: writer's marks (WATERMARK FROM a stream BY writer)
+KIND_ELEMENT, KIND_POINT, KIND_MARKS = 0, 1, 2
+#: where the watermark comes from: the elements (DELAY) or a bounded table; a stream of
+#: marks (FROM); a stream of writers' notes (FROM … BY writer)
+MARKS_NONE, MARKS_SERIES, MARKS_WRITERS = 0, 1, 2
+_MARK, _WRITER = "__mark", "__writer"
 _ET, _AT, _VALUE = "__et", "__at", "__point"
 # the packed rows' columns (no leading underscore: PySpark hands them to the processor
 # through namedtuples, which rename such fields)
-BUCKET, KIND, BLOB = "dfsql_bucket", "dfsql_kind", "dfsql_blob"
+BUCKET, KIND, BLOB, MAX_ET = "dfsql_bucket", "dfsql_kind", "dfsql_blob", "dfsql_max_et"
 
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
@@ -97,10 +111,24 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
 
     if EVENT_TIME not in inp.columns:
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
+    engine = cl.processing_time is None
+    if engine:  # the engine's clock: every row arrives at its micro-batch's timestamp
+        inp = inp.withColumn(PROCESSING_TIME, F.current_timestamp())
     # a row without an arrival time has no place in processing time: it is left out
     elements = inp.where(F.col(PROCESSING_TIME).isNotNull()).select(
         *keys, *payload, F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(_ET),
         F.unix_micros(F.col(PROCESSING_TIME)).alias(_AT))
+    static, marks = None, MARKS_NONE
+    if isinstance(cl.watermark, c.WatermarkFrom):
+        from dfsql.spark.timelines import from_table_timeline, watermark_table
+
+        if plan.spark.table(cl.watermark.table).isStreaming:
+            # a stream of marks joins the elements' stream (see _Packer)
+            marks = MARKS_SERIES if cl.watermark.writer is None else MARKS_WRITERS
+            elements = elements.unionByName(
+                _marks_rows(watermark_table(plan, cl.watermark)), allowMissingColumns=True)
+        else:  # a bounded table of watermarks
+            static = from_table_timeline(plan, cl.watermark)  # type: ignore[arg-type]
     if not keys:
         bucket_of = F.lit(0)
     elif buckets:
@@ -108,7 +136,16 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     else:  # one state key per user key (its hash; a collision shares a state row)
         bucket_of = F.hash(*[F.col(k) for k in keys])
     packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
-        _Packer(buckets), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY")
+        _Packer(buckets, marks), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, "
+                                 f"{MAX_ET} TIMESTAMP")
+    if engine:
+        # Spark's own watermark over the blobs' largest event times, only so that Spark
+        # runs a batch without data when it moves (for the buckets' event-time timers);
+        # the column goes before the stateful operator, which filters nothing then
+        assert isinstance(cl.watermark, c.WatermarkDelay)
+        packed = packed.withWatermark(MAX_ET, f"{cl.watermark.delay.micros // 1000} "
+                                              "milliseconds")
+    packed = packed.drop(MAX_ET)
     schema = inp.schema
     fields = [schema[k] for k in keys]
     fields += [StructField(alias, t, True) for alias, t in aggs.types]
@@ -120,19 +157,11 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     if cl.late_rows_into:  # a dropped element's reason (see BucketProcessor._late_rows)
         fields.append(StructField("late_reason", StringType()))
     out_schema = StructType(fields)
-    static = None
-    if isinstance(cl.watermark, c.WatermarkFrom):  # a bounded table of watermarks
-        from dfsql.spark.timelines import from_table_timeline
-
-        if plan.spark.table(cl.watermark.table).isStreaming:
-            raise NotSupportedError("WATERMARK FROM a stream is not supported yet",
-                                    *plan._where(cl.watermark.pos),  # type: ignore[attr-defined]
-                                    "give the watermarks as a bounded table")
-        static = from_table_timeline(plan, cl.watermark)  # type: ignore[arg-type]
-    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static)
+    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
+                           marks)
     panes = packed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
-        timeMode="None")
+        timeMode="EventTime" if engine else "None")
     stats = F.col("pane_timing") == STATS
     pane = ~stats & ~F.col("is_retraction")
     panes = panes.observe(
@@ -176,6 +205,21 @@ STATS = "__stats"
 #: the pane_timing of a dropped element's row (LATE ROWS INTO)
 LATE = "__late"
 
+def _marks_rows(table: DataFrame) -> DataFrame:
+    """A stream of watermark marks as rows beside the elements: ``__mark`` 1, the mark's
+    processing time as the arrival, its watermark (or noted time) as the event time, and
+    the writer, if any, as a string."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    cols = table.columns
+    out = [F.lit(1).cast("tinyint").alias(_MARK),
+           F.unix_micros(F.col(cols[-2]).cast("timestamp")).alias(_AT),
+           F.unix_micros(F.col(cols[-1]).cast("timestamp")).alias(_ET)]
+    if len(cols) == 3:
+        out.append(F.col(cols[0]).cast("string").alias(_WRITER))
+    return table.where(F.col(cols[-2]).isNotNull() & F.col(cols[-1]).isNotNull()).select(*out)
+
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -213,36 +257,35 @@ def check_streamable(plan: ReplayPlan) -> None:
 
 
 def _check_engine_clock(plan: ReplayPlan) -> None:
-    """A stream without PROCESSING TIME runs on the engine's clock; what that supports
-    today is exactly Spark's own streaming aggregation (:func:`native_panes`)."""
+    """A stream without PROCESSING TIME runs on the engine's clock (each micro-batch an
+    instant, Spark's watermark): its watermark is WATERMARK DELAY d (Spark's own rule)."""
     cl = plan.clauses
     where = plan._where  # type: ignore[attr-defined]
-    hint = ("name the arrival column (PROCESSING TIME arrival_time) for any trigger; on "
-            "the engine's clock a stream runs the default trigger, no allowed lateness")
-    if isinstance(cl.window, c.GlobalWindows):
-        raise NotSupportedError("WINDOW GLOBAL over a stream never ends: its one pane would "
-                                "never fire on the engine's clock", *where(cl.window.pos), hint)
-    if cl.trigger not in ENGINE_CLOCK_TRIGGERS:
-        raise NotSupportedError(
-            "this trigger needs PROCESSING TIME <column> on a stream (on the engine's clock "
-            "only the default trigger is supported yet)", *where(_clause_pos(plan, "TRIGGER")),
-            hint)
-    if cl.allowed_lateness.micros:
-        raise NotSupportedError(
-            "ALLOWED LATENESS on a stream needs PROCESSING TIME <column> (not supported on "
-            "the engine's clock yet)", *where(_clause_pos(plan, "ALLOWED LATENESS")), hint)
-    if cl.late_rows_into:
-        raise NotSupportedError(
-            "LATE ROWS INTO on a stream needs PROCESSING TIME <column> (Spark's own operator "
-            "drops late rows unseen)", *where(_clause_pos(plan, "LATE ROWS")), hint)
+    hint = ("on the engine's clock the watermark is WATERMARK DELAY d; name the arrival "
+            "column (PROCESSING TIME arrival_time) for the other forms")
+    if isinstance(cl.window, c.GlobalWindows) and cl.trigger in ENGINE_CLOCK_TRIGGERS:
+        raise NotSupportedError("WINDOW GLOBAL over a stream never ends: with the default "
+                                "trigger its one pane would never fire", *where(cl.window.pos),
+                                "give it a trigger that fires early, e.g. TRIGGER EVERY "
+                                "1 MINUTE")
     if not isinstance(cl.watermark, c.WatermarkDelay):
         raise NotSupportedError(
             "on the engine's clock a stream's watermark is WATERMARK DELAY d (Spark's own); "
             "WATERMARK FROM needs PROCESSING TIME <column>", *where(cl.watermark.pos), hint)
 
 
+def runs_natively(cl: c.Clauses) -> bool:
+    """Whether a stream on the engine's clock is exactly Spark's own operator: the
+    default trigger, no allowed lateness, no LATE ROWS INTO, a window that ends (the
+    session setting ``dfsql.stream.native`` = false runs it in dfsql's executor)."""
+    return (cl.processing_time is None and cl.trigger in ENGINE_CLOCK_TRIGGERS
+            and not cl.allowed_lateness.micros and not cl.late_rows_into
+            and not isinstance(cl.window, c.GlobalWindows))
+
+
 #: the triggers whose panes on the engine's clock are exactly Spark's append-mode output
 #: (with no allowed lateness a window fires once, when the watermark passes its end)
+NATIVE_CONF = "dfsql.stream.native"
 ENGINE_CLOCK_TRIGGERS = (c.Repeat(c.EndOfWindow()), c.EndOfWindow())
 
 
@@ -272,16 +315,6 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
     # state rows, rows dropped by the watermark, the watermark)
     return plan.spark.sql(plan.batch_panes_sql(view, stream=True)).observe(
         METRICS, F.count(F.lit(1)).alias("panes"))
-
-
-def _clause_pos(plan: ReplayPlan, word: str) -> c.Pos:
-    """Where the extension clause starting with ``word`` is (else the WINDOW clause)."""
-    import re
-
-    block = plan.block  # type: ignore[attr-defined]
-    start, end = block.region
-    m = re.search(r"(?i)\b" + word.replace(" ", r"\s+") + r"\b", plan.src.text[start:end])
-    return plan.src.pos(start + m.start()) if m else plan.clauses.pos
 
 
 def _first_word(plan: ReplayPlan, words: tuple[str, ...]) -> c.Pos | None:
@@ -353,39 +386,76 @@ class _Packer:
     stateful operator then receives a few rows per bucket instead of one per element
     (PySpark hands its input to the processor row by row)."""
 
-    def __init__(self, buckets: int) -> None:
+    def __init__(self, buckets: int, marks: int = MARKS_NONE) -> None:
         self.buckets = buckets
+        self.marks = marks
 
     def __call__(self, batches):
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
         table = pa.Table.from_batches(batches).combine_chunks()
+        marks = None
+        if self.marks != MARKS_NONE:  # the marks' rows apart from the elements'
+            is_mark = pc.fill_null(pc.equal(table.column(_MARK), 1), False)
+            marks = table.filter(is_mark)
+            table = table.filter(pc.invert(is_mark)).drop_columns(
+                [c for c in (_MARK, _WRITER) if c in table.column_names])
         bucket = table.column(BUCKET).to_numpy()
         table = table.drop_columns([BUCKET])
         o = np.argsort(bucket, kind="stable")
-        b_sorted = bucket[o]
-        starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
-        ends = np.r_[starts[1:], len(o)]
+        b_sorted = bucket[o] if len(bucket) else np.empty(0, np.int64)
+        starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if len(o) else \
+            np.empty(0, np.int64)
+        ends = np.r_[starts[1:], len(o)] if len(o) else starts
         sorted_table = table.take(pa.array(o))
         ids, kinds, blobs = [], [], []
         for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
             ids.append(int(b_sorted[lo]))
             kinds.append(KIND_ELEMENT)
             blobs.append(_ipc(sorted_table.slice(lo, hi - lo)))
-        points = _ipc(_partition_points(table.column(_ET), table.column(_AT)))
+        shared = [(KIND_POINT, _ipc(self._points(table, marks)))]
+        if marks is not None and self.marks == MARKS_WRITERS and marks.num_rows:
+            shared.append((KIND_MARKS, _ipc(marks.select([_AT, _ET, _WRITER]))))
         # every bucket (per user key: only the keys of this partition, a lower bound on
         # that design's cost; a key without rows would need the points too)
         targets = range(self.buckets) if self.buckets else np.unique(bucket).tolist()
         for b in targets:
-            ids.append(int(b))
-            kinds.append(KIND_POINT)
-            blobs.append(points)
+            for kind, blob in shared:
+                ids.append(int(b))
+                kinds.append(kind)
+                blobs.append(blob)
+        max_et = pa.array([None] * len(ids), pa.timestamp("us", tz="UTC"))
+        if len(starts) and table.num_rows:
+            et = pc.max(table.column(_ET)).as_py()
+            if et is not None:  # on the first element blob: Spark's watermark sees it
+                max_et = pa.array([et if i == 0 else None for i in range(len(ids))],
+                                  pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         yield pa.RecordBatch.from_arrays(
-            [pa.array(ids, pa.int32()), pa.array(kinds, pa.int8()), pa.array(blobs, pa.binary())],
-            names=[BUCKET, KIND, BLOB])
+            [pa.array(ids, pa.int32()), pa.array(kinds, pa.int8()), pa.array(blobs, pa.binary()),
+             max_et], names=[BUCKET, KIND, BLOB, MAX_ET])
+
+
+    def _points(self, elements, marks):
+        """The partition's watermark points: from the elements' event times (DELAY), or
+        from the marks (FROM a stream: the elements give only their latest arrival)."""
+        import pyarrow as pa
+
+        if self.marks == MARKS_NONE:
+            return _partition_points(elements.column(_ET), elements.column(_AT))
+        parts = []
+        if self.marks == MARKS_SERIES and marks.num_rows:
+            parts.append(_partition_points(marks.column(_ET), marks.column(_AT)))
+        arrivals = [t.column(_AT).to_numpy() for t in (elements, marks) if t.num_rows]
+        if arrivals:  # the latest arrival of elements and marks: the frontier
+            parts.append(pa.table({_AT: pa.array([max(int(a.max()) for a in arrivals)],
+                                                 pa.int64()),
+                                   _VALUE: pa.nulls(1, pa.int64())}))
+        return pa.concat_tables(parts) if parts else pa.table(
+            {_AT: pa.array([], pa.int64()), _VALUE: pa.array([], pa.int64())})
 
 
 def _partition_points(et, at):
@@ -425,9 +495,16 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, clauses: c.Clauses, keys: list[str], payload: list[str],
                  aggs: list[tuple[str, str, str | None]], out_names: list[str],
-                 static_timeline=None) -> None:
+                 static_timeline=None, marks: int = MARKS_NONE) -> None:
+        self.engine = clauses.processing_time is None  # the engine's clock
+        if self.engine:  # to the model, the batch timestamps are the processing time
+            import dataclasses
+
+            clauses = dataclasses.replace(clauses, processing_time=c.Expr("current_timestamp()"))
         self.clauses = clauses
         self.static_timeline = static_timeline  # WATERMARK FROM a bounded table
+        self.marks = marks  # WATERMARK FROM a stream (of marks, or of writers' notes)
+        self._notes = None  # the writers' notes a run needs (MARKS_WRITERS)
         self.keys = keys
         self.payload = payload
         self.aggs = aggs
@@ -438,7 +515,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
         schema = StructType([StructField("elements", BinaryType()),
                              StructField("points", BinaryType()),
-                             StructField("frontier", LongType())])
+                             StructField("frontier", LongType()),
+                             StructField("notes", BinaryType()),
+                             StructField("pending", LongType()),
+                             StructField("timer", LongType())])
+        self.handle = handle
         self.state = handle.getValueState("bucket", schema)
 
     def close(self) -> None:
@@ -448,17 +529,40 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         import pandas as pd
         import pyarrow as pa
 
-        elem_tables, point_tables = [], []
+        elem_tables, point_tables, note_tables = [], [], []
+        by_kind = {KIND_ELEMENT: elem_tables, KIND_POINT: point_tables, KIND_MARKS: note_tables}
         for frame in rows:
             kinds = frame[KIND].to_numpy()
             for kind, blob in zip(kinds.tolist(), frame[BLOB].tolist(), strict=True):
-                (point_tables if kind == KIND_POINT else elem_tables).append(_unipc(blob))
+                by_kind[kind].append(_unipc(blob))
         if not elem_tables and not point_tables:
             return
         pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
             pd.DataFrame({_AT: [], _VALUE: []})
         fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
-        old_elems, old_t, old_v, frontier = self._load()
+        yield from self._step(fresh, pts, note_tables, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo=None):  # noqa: N802
+        """The engine's clock: a micro-batch without rows for this bucket is still an
+        instant (its timestamp), at which the watermark moves and triggers fire."""
+        import pandas as pd
+
+        now = int(timerValues.getCurrentProcessingTimeInMs()) * 1000
+        yield from self._step(None, pd.DataFrame({_AT: [now], _VALUE: [None]}), [],
+                              timerValues)
+
+    def _step(self, fresh, pts, note_tables, timer_values=None):
+        """Add a micro-batch's elements, points and notes to the bucket's state; run the
+        model up to the new frontier; yield the rows emitted before it and the metrics."""
+        import pandas as pd
+        import pyarrow as pa
+
+        old_elems, old_t, old_v, frontier, notes, pending, timer = self._load()
+        if note_tables:  # the writers' notes so far (FROM a stream BY writer)
+            self._notes = pa.concat_tables([*([notes] if notes is not None else []),
+                                            *note_tables])
+        else:
+            self._notes = notes
         if fresh is not None and frontier != NEG:  # rows come in arrival order: one
             # behind the frontier arrives now
             fresh = fresh.assign(**{_AT: np.maximum(fresh[_AT].to_numpy(np.int64), frontier)})
@@ -466,9 +570,21 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         elems = pd.concat(parts, ignore_index=True) if len(parts) > 1 else \
             (parts[0] if parts else pd.DataFrame())
         has_v = pts[_VALUE].notna().to_numpy()
-        t_all = np.r_[old_t, pts[_AT].to_numpy()[has_v].astype(np.int64)]
-        v_all = np.r_[old_v, pts[_VALUE].to_numpy()[has_v].astype(np.int64)]
+        t_new = pts[_AT].to_numpy()[has_v].astype(np.int64)
+        v_new = pts[_VALUE].to_numpy()[has_v].astype(np.int64)
         latest = int(pts[_AT].max()) if len(pts) else NEG
+        if self.engine and latest != NEG:
+            # the engine's clock: the batch is the instant `latest`, complete once it
+            # runs; the watermark there is Spark's (the batches before it), and this
+            # batch's largest event time moves it at the next instant
+            now = latest
+            latest = now + 1
+            t_new, v_new, seen = (np.array([now], np.int64), np.array([pending], np.int64),
+                                  max([pending, *v_new.tolist()]))
+            if pending == NEG or now < frontier:
+                t_new, v_new = t_new[:0], v_new[:0]
+            pending = seen
+        t_all, v_all = np.r_[old_t, t_new], np.r_[old_v, v_new]
         new_frontier = max(frontier, latest)
         out = None
         self._dropped = 0
@@ -476,7 +592,13 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if new_frontier > frontier and len(elems):
             out, elems, t_all, v_all = self._advance(elems, t_all, v_all, frontier,
                                                      new_frontier)
-        self._save(elems, t_all, v_all, new_frontier)
+        spark_wm = int(timer_values.getCurrentWatermarkInMs()) if timer_values else -1
+        if self.engine and len(elems) and timer <= max(spark_wm, 0):
+            # run again when Spark's watermark next moves (Spark runs a batch for it,
+            # rows or not): an event-time timer just past the current watermark
+            timer = max(spark_wm, 0) + 1
+            self.handle.registerTimer(timer)
+        self._save(elems, t_all, v_all, new_frontier, pending, timer)
         if out is not None and len(out):
             yield out
         yield self._stats(0 if fresh is None else len(fresh), len(elems))
@@ -498,21 +620,24 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
     def _load(self):
         """(retained elements, watermark change points, frontier) of the bucket."""
         if not self.state.exists():
-            return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG
-        elements, points, frontier = self.state.get()
+            return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
+        elements, points, frontier, notes, pending, timer = self.state.get()
         elems = _unipc(elements).to_pandas() if elements else None
         t = v = np.empty(0, np.int64)
         if points:
             p = _unipc(points)
             t, v = p.column(0).to_numpy(), p.column(1).to_numpy()
-        return elems, t.astype(np.int64), v.astype(np.int64), int(frontier)
+        notes = _unipc(notes) if notes else None
+        return (elems, t.astype(np.int64), v.astype(np.int64), int(frontier), notes,
+                int(pending), int(timer))
 
-    def _save(self, elems, t, v, frontier: int) -> None:
+    def _save(self, elems, t, v, frontier: int, pending: int, timer: int) -> None:
         import pyarrow as pa
 
         e = _ipc(pa.Table.from_pandas(elems, preserve_index=False)) if len(elems) else b""
         p = _ipc(pa.table({"t": pa.array(t, pa.int64()), "v": pa.array(v, pa.int64())}))
-        self.state.update((e, p, int(frontier)))
+        notes = _ipc(self._notes) if self._notes is not None and self._notes.num_rows else None
+        self.state.update((e, p, int(frontier), notes, int(pending), int(timer)))
 
     # ------------------------------------------------------------------ the run
     def _advance(self, elems, t_all, v_all, lo: int, hi: int):
@@ -528,7 +653,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         t_all, v_all = _change_points(t_all, v_all)
         if self.static_timeline is not None:
             timeline = self.static_timeline
-        else:
+        elif self.marks == MARKS_WRITERS:
+            timeline = self._writers_timeline()
+        else:  # DELAY: the elements' running max; FROM a stream: the marks' (no delay)
             delay = cl.watermark.delay.micros if isinstance(cl.watermark, c.WatermarkDelay) \
                 else 0
             timeline = delay_timeline(v_all, t_all, delay)
@@ -590,11 +717,27 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             late = self._late_rows(r, elems, at, lo, hi)
             out = late if out is None else pd.concat([out, late], ignore_index=True)
         if len(timeline.times):
-            self._watermark = int(timeline.at(hi - 1))
+            wm_now = int(timeline.at(hi - 1))
+            self._watermark = wm_now if NEG < wm_now < POS else NEG
         keep = self._retained(r, elems, dense, et, at, timeline, hi)
         elems = elems[keep].reset_index(drop=True)
-        t_all, v_all = _fold_points(t_all, v_all, int(at[keep].min()) if keep.any() else hi)
+        oldest = int(at[keep].min()) if keep.any() else hi
+        t_all, v_all = _fold_points(t_all, v_all, oldest)
+        if self._notes is not None:
+            self._notes = _fold_notes(self._notes, oldest)
         return out, elems, t_all, v_all
+
+    def _writers_timeline(self):
+        """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""
+        from dfsql.model.watermarks import Timeline, writers_timeline
+
+        wm = self.clauses.watermark
+        if self._notes is None or not self._notes.num_rows:
+            return Timeline.of([], [])
+        timeout = wm.idle_timeout.micros if wm.idle_timeout is not None else None
+        n = self._notes
+        return writers_timeline(n.column(_WRITER).to_pylist(), n.column(_AT).to_numpy(),
+                                n.column(_ET).to_numpy(), timeout)
 
     def _late_rows(self, r, elems, at: np.ndarray, lo: int, hi: int):
         """The elements dropped in [lo, hi), each as one row of the output's schema:
@@ -707,6 +850,26 @@ def _fold_points(t: np.ndarray, v: np.ndarray, oldest: int) -> tuple[np.ndarray,
         return t, v
     last = np.flatnonzero(before)[-1]
     return t[last:], v[last:]
+
+
+def _fold_notes(notes, oldest: int):
+    """Writers' notes a later run needs: those at or after the oldest retained arrival,
+    and each writer's last note before it (its latest noted time then, and the start of
+    its idle timeout)."""
+    import pyarrow as pa
+
+    at = notes.column(_AT).to_numpy()
+    before = at < oldest
+    if before.sum() <= 1:
+        return notes
+    import pandas as pd
+
+    frame = pd.DataFrame({"w": notes.column(_WRITER).to_pandas(), "t": at})
+    last_before = frame[before].sort_values("t", kind="stable").groupby(
+        "w", dropna=False).tail(1).index.to_numpy()
+    keep = ~before
+    keep[last_before] = True
+    return notes.filter(pa.array(keep))
 
 
 def _ipc(table) -> bytes:

@@ -230,7 +230,9 @@ class _PercentileLags:
 # --------------------------------------------------------------------------- FROM
 
 
-def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+def watermark_table(plan: BlockPlan, wm: c.WatermarkFrom) -> DataFrame:
+    """The FROM table's columns, in order: (processing_time, watermark), or with BY
+    (writer, processing_time, noted_time); a positioned error names what is missing."""
     from dfsql.spark.errors import spark_errors
 
     pos = wm.pos
@@ -246,7 +248,11 @@ def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
             f"it has ({', '.join(df.columns)})", pos.line, pos.column,
             "a watermark table has one row per (processing_time, watermark)" if wm.writer is None
             else "a writers' table has one row per (writer, processing_time, noted_time)")
-    t = df.select(*want).toArrow()
+    return df.select(*want)
+
+
+def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+    t = watermark_table(plan, wm).toArrow()
     if wm.writer is None:
         return (us(t.column(0)), us(t.column(1))), None
     import pyarrow.compute as pc

@@ -44,23 +44,21 @@ def rate_stream(spark):
 
 @pytest.mark.parametrize("window", ["FIXED(1 MINUTE) ON timestamp",
                                     "SESSIONS(GAP 10 SECONDS) ON timestamp"])
-def test_a_stream_on_the_engine_clock_plans_only_what_sparks_operator_does(spark, rate_stream,
-                                                                          window):
+def test_a_stream_on_the_engine_clock_plans_and_percentile_is_refused(spark, rate_stream,
+                                                                     window):
     """Without PROCESSING TIME a stream runs on the engine's clock: the default trigger
-    plans (Spark's own operator) and nothing starts; another trigger is refused at the
-    TRIGGER clause. With the column, any trigger plans."""
+    (Spark's own operator) and early firings (dfsql's executor) both plan, nothing
+    starts; WATERMARK PERCENTILE on a stream is refused at WATERMARK."""
     q = f"SELECT value % 2 AS parity, COUNT(*) AS n FROM rate_stream GROUP BY 1\nWINDOW {window}"
-    df = dfsql.sql(q, spark)
-    assert df.isStreaming and df.columns[:2] == ["parity", "n"]
-    early = " TRIGGER EVERY 1 MINUTE UNTIL WATERMARK"
+    for tail in ("", " TRIGGER EVERY 1 MINUTE UNTIL WATERMARK",
+                 " PROCESSING TIME timestamp TRIGGER EVERY 1 MINUTE UNTIL WATERMARK"):
+        df = dfsql.sql(q + tail, spark)
+        assert df.isStreaming and df.columns[:2] == ["parity", "n"]
     with pytest.raises(NotSupportedError) as info:
-        dfsql.sql(q + early, spark)
+        dfsql.sql(q + " WATERMARK PERCENTILE 90", spark)
     err = info.value
-    assert "stream" in err.message and "PROCESSING TIME" in err.hint
+    assert "stream" in err.message and err.hint
     assert (err.line, err.column) == (2, len(f"WINDOW {window} ") + 1)
-    assert not spark.streams.active
-    df = dfsql.sql(q + " PROCESSING TIME timestamp" + early, spark)
-    assert df.isStreaming and df.columns[:2] == ["parity", "n"]
     assert not spark.streams.active
 
 

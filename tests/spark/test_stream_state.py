@@ -79,6 +79,7 @@ def _run(events: pd.DataFrame, cuts: list[int], buckets: int = 3):
         retained.append(sum(len(p._load()[0]) if p._load()[0] is not None else 0
                             for p in procs))
     out = pd.concat(rows, ignore_index=True).drop(columns=["__sort_rank"])
+    out = out[out["pane_timing"] != S.STATS]  # each call's metrics row
     return out, retained
 
 
