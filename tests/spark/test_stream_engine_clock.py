@@ -64,17 +64,8 @@ def test_engine_clock_stream_equals_the_replay_on_sparks_watermark(spark, tmp_pa
                                                                     window, delay):
     batches = _batches(seed, 240, 8)
     frame = pd.concat(batches, ignore_index=True)
-    _write_parts(frame, list(np.cumsum([len(b) for b in batches])[:-1]), tmp_path / "in")
-    schema = spark.read.parquet(str(tmp_path / "in")).schema
-    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-     .parquet(str(tmp_path / "in")).createOrReplaceTempView("live_ec"))
-    got: list[tuple] = []
-    q = dfsql.start(QUERY.format(src="live_ec", window=window,
-                                 tail=f"WATERMARK DELAY {delay} SECONDS"),
-                    sink=lambda b, i: got.extend((i, *r) for r in b.collect()),
-                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
-                    spark=spark)
-    q.awaitTermination()
+    got, _, q = _run(spark, tmp_path, f"live_ec_{seed}", batches, QUERY.format(
+        src="{src}", window=window, tail=f"WATERMARK DELAY {delay} SECONDS"))
     assert sum(p.observedMetrics["dfsql"]["panes"] for p in q.recentProgress
                if "dfsql" in p.observedMetrics) == len(got)
 
@@ -110,18 +101,10 @@ def test_engine_clock_emit_time_is_the_batch_timestamp(spark, tmp_path):
     """A pane's emit_time is the timestamp of the micro-batch that fired it: after the
     query started, before it ended, and the same for every pane of one batch."""
     batches = _batches(9, 60, 3)
-    frame = pd.concat(batches, ignore_index=True)
-    _write_parts(frame, list(np.cumsum([len(b) for b in batches])[:-1]), tmp_path / "in")
-    schema = spark.read.parquet(str(tmp_path / "in")).schema
-    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-     .parquet(str(tmp_path / "in")).createOrReplaceTempView("live_ec2"))
-    got: list[tuple] = []
     before = datetime.now()
-    q = dfsql.start(QUERY.format(src="live_ec2", window="FIXED(1 MINUTE)", tail=""),
-                    sink=lambda b, i: got.extend((i, r.emit_time) for r in b.collect()),
-                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
-                    spark=spark)
-    q.awaitTermination()
+    rows, _, _ = _run(spark, tmp_path, "live_ec2", batches,
+                      QUERY.format(src="{src}", window="FIXED(1 MINUTE)", tail=""))
+    got = [(r[0], r[10]) for r in rows]  # (batch, emit_time)
     after = datetime.now()
     assert got
     per_batch = {}
@@ -168,7 +151,7 @@ def test_engine_clock_global_window_is_a_positioned_error(spark, tmp_path):
 
 def _run(spark, tmp_path, name: str, batches: list[pd.DataFrame], query: str) -> tuple:
     """Stream ``batches`` (one file each) through ``query`` (reading ``{src}``): the rows
-    as (batch id, *row), and each batch's timestamp (ms) from the offset log."""
+    as (batch id, *row), each batch's timestamp (ms) from the offset log, the query."""
     import json
 
     src = tmp_path / f"in_{name}"
@@ -188,7 +171,7 @@ def _run(spark, tmp_path, name: str, batches: list[pd.DataFrame], query: str) ->
         if f.name.isdigit():
             meta = json.loads(f.read_text().splitlines()[1])
             stamps[int(f.name)] = int(meta["batchTimestampMs"])
-    return got, stamps
+    return got, stamps, q
 
 
 @pytest.mark.parametrize("seed,window", [(11, "SESSIONS(GAP 30 SECONDS)"),
@@ -199,10 +182,10 @@ def test_engine_clock_dfsql_executor_equals_sparks_operator(spark, tmp_path, see
     micro-batches."""
     batches = _batches(seed, 240, 8)
     q = QUERY.format(src="{src}", window=window, tail="WATERMARK DELAY 10 SECONDS")
-    native, _ = _run(spark, tmp_path, f"ec_native_{seed}", batches, q)
+    native, _, _ = _run(spark, tmp_path, f"ec_native_{seed}", batches, q)
     spark.conf.set("dfsql.stream.native", "false")
     try:
-        ours, _ = _run(spark, tmp_path, f"ec_ours_{seed}", batches, q)
+        ours, _, _ = _run(spark, tmp_path, f"ec_ours_{seed}", batches, q)
     finally:
         spark.conf.unset("dfsql.stream.native")
     # (batch, key, total, n, hi, window_start, window_end, pane_index, pane_timing,
@@ -223,7 +206,7 @@ def test_engine_clock_early_late_retracting_equals_the_replay_on_the_batch_times
                      tail="WATERMARK DELAY 10 SECONDS ALLOWED LATENESS 1 MINUTE "
                           "TRIGGER EVERY 1 SECOND UNTIL WATERMARK THEN REPEAT WATERMARK "
                           "EMIT ACCUMULATING AND RETRACTING")
-    got, stamps = _run(spark, tmp_path, "ec_early", batches, q)
+    got, stamps, _ = _run(spark, tmp_path, "ec_early", batches, q)
     ts = [datetime(1970, 1, 1) + timedelta(milliseconds=stamps[n]) for n in sorted(stamps)]
     assert len(ts) >= len(batches)
     frame = pd.concat(batches, ignore_index=True)
@@ -244,3 +227,19 @@ def test_engine_clock_early_late_retracting_equals_the_replay_on_the_batch_times
     assert len(want) > 20
     assert {r[7] for r in want} >= {"EARLY", "ON_TIME"} and any(r[-1] for r in want)
     assert [r[1:] for r in got] == want
+
+
+def test_sparks_own_watermark_clause_on_a_stream(spark, tmp_path):
+    """``FROM t WATERMARK ts DELAY OF INTERVAL …`` (Spark's relation clause) on a stream
+    names the event time and sets the delay: the same panes as ON ts WATERMARK DELAY."""
+    batches = _batches(14, 160, 5)
+    ours = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MAX(value) AS hi FROM {src} "
+            "GROUP BY key WINDOW SESSIONS(GAP 30 SECONDS) ON event_time "
+            "WATERMARK DELAY 10 SECONDS")
+    sparks = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MAX(value) AS hi "
+              "FROM {src} WATERMARK event_time DELAY OF INTERVAL 10 SECONDS "
+              "GROUP BY key WINDOW SESSIONS(GAP 30 SECONDS)")
+    a, _, _ = _run(spark, tmp_path, "ec_clause_a", batches, ours)
+    b, _, _ = _run(spark, tmp_path, "ec_clause_b", batches, sparks)
+    assert len(a) > 5
+    assert [(*r[:10], r[11]) for r in b] == [(*r[:10], r[11]) for r in a]

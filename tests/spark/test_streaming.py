@@ -51,6 +51,15 @@ def _write_parts(frame: pd.DataFrame, cuts: list[int], path: Path) -> None:
         os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
+def _with_sentinel(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` and one more row an hour after its last arrival, with a NULL event time
+    (it belongs to no window and moves no watermark): the stream's last frontier."""
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.NaT
+    return pd.concat([frame, sentinel], ignore_index=True)
+
+
 def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
                        arrival: str = "arrival_time"):
     """(the stream's rows, batch by batch in order; the replay's rows before the stream's
@@ -190,10 +199,7 @@ def test_table_sink_holds_the_current_row_of_every_live_window(spark, paper_tabl
     window's row, a pane replaces it)."""
     fig = next(f for f in FIGURES if f["name"] == "fig14_sessions_retracting")
     frame = _paper_events()
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
-    sentinel["event_time"] = pd.NaT
-    frame = pd.concat([frame, sentinel], ignore_index=True)
+    frame = _with_sentinel(frame)
     _write_parts(frame, list(range(1, len(frame))), tmp_path / "in")
     (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
      .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
@@ -232,11 +238,7 @@ def test_progress_events_carry_panes_late_rows_state_and_watermark(spark, tmp_pa
     they add up to the rows the sink got, the elements read, the replay's late drops,
     and the last watermark is the largest event time less the delay."""
     frame = _workload(5)
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
-    sentinel["event_time"] = pd.NaT
-    _write_parts(pd.concat([frame, sentinel], ignore_index=True), [40, 90, 150, 220, 300],
-                 tmp_path / "in")
+    _write_parts(_with_sentinel(frame), [40, 90, 150, 220, 300], tmp_path / "in")
     spark.read.parquet(str(tmp_path / "in")).where("event_time IS NOT NULL") \
         .createOrReplaceTempView("metrics_bounded")
     (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
@@ -269,13 +271,10 @@ def test_late_rows_into_a_side_view_and_the_panes_into_the_sink(spark, tmp_path,
     """LATE ROWS INTO on a stream: the dropped rows (reason, watermark at arrival) go to
     the view, the panes to the sink, in one query; both equal the bounded replay's."""
     frame = _workload(3)
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
-    sentinel["event_time"] = pd.NaT
-    _write_parts(pd.concat([frame, sentinel], ignore_index=True), [50, 120, 200, 260, 300],
-                 tmp_path / "in")
+    frame = _with_sentinel(frame)
+    _write_parts(frame, [50, 120, 200, 260, 300], tmp_path / "in")
     spark.read.parquet(str(tmp_path / "in")).createOrReplaceTempView("late_bounded")
-    frontier = sentinel["arrival_time"].iloc[0].to_pydatetime().replace(tzinfo=None)
+    frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
     (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
      .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
      .createOrReplaceTempView("late_live"))
@@ -309,10 +308,7 @@ def test_watermark_from_a_stream_of_marks_equals_the_replay(spark, tmp_path, by)
     processing-time ranges per micro-batch) gives what the replay with the same marks as
     a bounded table gives; BY writer with one writer going quiet (IDLE TIMEOUT)."""
     frame = _workload(8)
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
-    sentinel["event_time"] = pd.NaT
-    frame = pd.concat([frame, sentinel], ignore_index=True)
+    frame = _with_sentinel(frame)
     cuts = [40, 100, 170, 230, 300]
     bounds = [frame["arrival_time"].iloc[c] for c in cuts]
     # a mark every 20 s of processing time: the largest event time arrived so far less a
@@ -357,7 +353,7 @@ def test_watermark_from_a_stream_of_marks_equals_the_replay(spark, tmp_path, by)
                         checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
                         spark=spark)
     query.awaitTermination()
-    frontier = sentinel["arrival_time"].iloc[0].to_pydatetime().replace(tzinfo=None)
+    frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
     want = [r for r in dfsql.sql(q.format(t="fm_bounded", m="fm_marks_bounded"),
                                  spark).collect() if r.emit_time < frontier]
     assert len(want) > 30 and any(r.is_retraction for r in want)
