@@ -10,7 +10,6 @@ instant it processes.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,14 +60,18 @@ class Timeline:
         return Timeline(t[change], v[change], None, end)
 
     @staticmethod
-    def rising(times: np.ndarray, lags: np.ndarray, end: int = NEG_INF) -> Timeline:
+    def rising(times: np.ndarray, lags: np.ndarray, end: int = NEG_INF,
+               start: int = NEG_INF) -> Timeline:
         """``wm(p) = max over p' <= p of (p' - lag(p'))`` where the lag changes only at
-        ``times`` (strictly increasing): a running max that rises between changes."""
+        ``times`` (strictly increasing): a running max that rises between changes.
+        ``start`` is the watermark already reached at ``times[0]`` (a timeline continued
+        from folded history)."""
         t = np.asarray(times, I64)
         lag = np.asarray(lags, I64)
         if len(t) == 0:
             return Timeline(np.empty(0, I64), np.empty(0, I64), None, end)
         here = t - lag
+        here[0] = max(int(here[0]), start)
         carried = np.r_[NEG_INF, t[1:] - lag[:-1]]  # the previous segment's value at t[i]
         v = np.maximum.accumulate(np.maximum(here, carried))
         # keep a point only where the lag changes (the value is continuous elsewhere)
@@ -196,35 +199,98 @@ def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeli
     return Timeline.of(a[idx][keep], after[keep])
 
 
+#: significant decimal digits a PERCENTILE delay keeps (see :func:`round_delay`)
+DELAY_DIGITS = 3
+
+
+def round_delay(delay: np.ndarray) -> np.ndarray:
+    """Delays (µs) rounded up to :data:`DELAY_DIGITS` significant decimal digits.
+
+    PERCENTILE's state is then a histogram of at most 900 values per decade (bounded on
+    an endless stream) and the same on every path. Rounding is monotone, so the rounded
+    percentile is the exact one rounded up: for a percentile delay P the watermark uses
+    P' with P <= P' < P + |P|/100 (exact below 1 ms, and for every delay with three
+    significant digits: 5 s, 2.5 s, 125 ms). A larger delay only holds the watermark back."""
+    d = np.asarray(delay, I64)
+    mag = np.abs(d)
+    digits = np.searchsorted(_POW10, mag, side="right")  # mag < 10**digits
+    unit = _POW10[np.maximum(digits - DELAY_DIGITS, 0)]
+    up = (mag + unit - 1) // unit * unit  # toward +inf for positive delays
+    down = mag // unit * unit  # ... and for negative ones (an event time after arrival)
+    return np.where(d >= 0, up, -down).astype(I64)
+
+
+_POW10 = np.array([10**i for i in range(19)], I64)
+
+
+@dataclass(frozen=True)
+class DelayHistogram:
+    """The rounded delays seen so far: sorted distinct values and their counts."""
+
+    values: np.ndarray
+    counts: np.ndarray
+
+    @staticmethod
+    def empty() -> DelayHistogram:
+        return DelayHistogram(np.empty(0, I64), np.empty(0, I64))
+
+
+#: cells of one chunk's (instants x delay values) count matrix in :func:`percentile_lags`
+_CHUNK_CELLS = 1 << 22
+
+
+def percentile_lags(
+    hist: DelayHistogram, at: np.ndarray, delays: np.ndarray, counts: np.ndarray,
+    q: float, delay: int,
+) -> tuple[np.ndarray, np.ndarray, DelayHistogram]:
+    """PERCENTILE q DELAY d over arrivals after those in ``hist``: at each distinct
+    arrival instant (``at`` ascending; ``delays`` rounded, ``counts`` rows of each), the
+    lag p - wm(p) = the nearest-rank q-th percentile of all delays so far, plus d.
+
+    Vectorised over chunks of instants: a chunk's running histograms are one count
+    matrix (instants x distinct delays), cumulated both ways; its cost is instants times
+    distinct delays, which rounding bounds. Returns (instants, lags, the histogram after)."""
+    at = np.asarray(at, I64)
+    d = np.asarray(delays, I64)
+    cnt = np.asarray(counts, I64)
+    values = np.union1d(hist.values, d)
+    base = np.zeros(len(values), I64)
+    base[np.searchsorted(values, hist.values)] = hist.counts
+    if not len(at):
+        return np.empty(0, I64), np.empty(0, I64), DelayHistogram(values, base)
+    rank = np.searchsorted(values, d)
+    instants, inst = np.unique(at, return_inverse=True)
+    lags = np.empty(len(instants), I64)
+    step = max(1, _CHUNK_CELLS // len(values))
+    row_lo = 0
+    for lo in range(0, len(instants), step):
+        hi = min(lo + step, len(instants))
+        row_hi = int(np.searchsorted(inst, hi, side="left"))
+        m = np.zeros((hi - lo, len(values)), I64)
+        np.add.at(m, (inst[row_lo:row_hi] - lo, rank[row_lo:row_hi]), cnt[row_lo:row_hi])
+        m = np.cumsum(m, axis=0) + base
+        below = np.cumsum(m, axis=1)  # rows with a delay <= each value
+        n = below[:, -1]
+        k = np.maximum(1, np.ceil(q / 100.0 * n)).astype(I64)
+        lags[lo:hi] = values[(below < k[:, None]).sum(axis=1)] + delay
+        base = m[-1]
+        row_lo = row_hi
+    return instants, lags, DelayHistogram(values, base)
+
+
 def percentile_timeline(
     event_time: np.ndarray, arrival_time: np.ndarray, q: float, delay: int
 ) -> Timeline:
     """PERCENTILE q DELAY d: p minus the nearest-rank q-th percentile of the delays
-    (arrival - event time) seen so far, minus d. The percentile changes only at arrival
-    instants; between them the watermark rises with p (a rising :class:`Timeline`)."""
+    (arrival - event time, rounded by :func:`round_delay`) seen so far, minus d. The
+    percentile changes only at arrival instants; between them the watermark rises with p
+    (a rising :class:`Timeline`)."""
     a = np.asarray(arrival_time, I64)
-    d = a - np.asarray(event_time, I64)
+    d = round_delay(a - np.asarray(event_time, I64))
     o = np.argsort(a, kind="stable")
-    a, d = a[o], d[o]
-    low: list[int] = []  # max-heap (negated) of the k smallest delays
-    high: list[int] = []  # min-heap of the rest
-    times: list[int] = []
-    lags: list[int] = []
-    n = 0
-    for i in range(len(a)):
-        x = int(d[i])
-        n += 1
-        if low and x < -low[0]:
-            heapq.heappush(high, -heapq.heappushpop(low, -x))
-        else:
-            heapq.heappush(high, x)
-        k = max(1, math.ceil(q / 100.0 * n))
-        while len(low) < k:
-            heapq.heappush(low, -heapq.heappop(high))
-        if i + 1 == len(a) or a[i + 1] != a[i]:
-            times.append(int(a[i]))
-            lags.append(-low[0] + delay)  # wm(p) = p - percentile - d
-    return Timeline.rising(np.asarray(times, I64), np.asarray(lags, I64))
+    times, lags, _ = percentile_lags(DelayHistogram.empty(), a[o], d[o],
+                                     np.ones(len(a), I64), q, delay)
+    return Timeline.rising(times, lags)
 
 
 def timeline_for(

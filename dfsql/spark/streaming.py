@@ -52,6 +52,13 @@ ends.) A source with no batches at all holds the clock still.
 of its running maximum event time (and its latest arrival), and those few rows go to
 every bucket, which keeps the global change points: every bucket sees the same timeline.
 
+**PERCENTILE** needs every delay seen so far, not a running maximum: each partition
+sends its rows' delays, rounded as the model rounds them (three significant digits,
+:func:`~dfsql.model.watermarks.round_delay`), counted per (arrival, delay); each bucket
+keeps the histogram of all complete instants (bounded by the rounding: at most 900
+values per decade) and extends the rising timeline with the model's own
+:func:`~dfsql.model.watermarks.percentile_lags`, so it equals the replay's.
+
 **State stays bounded by the live windows.** After each batch a bucket drops dropped
 elements and the elements of windows the watermark has passed by more than the allowed
 lateness (for sessions, conservatively, of the union of the key's proto-windows): the
@@ -84,7 +91,7 @@ KIND_ELEMENT, KIND_POINT, KIND_MARKS = 0, 1, 2
 #: marks (FROM); a stream of writers' notes (FROM … BY writer)
 MARKS_NONE, MARKS_SERIES, MARKS_WRITERS = 0, 1, 2
 _MARK, _WRITER = "__mark", "__writer"
-_ET, _AT, _VALUE = "__et", "__at", "__point"
+_ET, _AT, _VALUE, _N = "__et", "__at", "__point", "__n"
 # the packed rows' columns (no leading underscore: PySpark hands them to the processor
 # through namedtuples, which rename such fields)
 BUCKET, KIND, BLOB, MAX_ET = "dfsql_bucket", "dfsql_kind", "dfsql_blob", "dfsql_max_et"
@@ -135,8 +142,9 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
         bucket_of = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(buckets))
     else:  # one state key per user key (its hash; a collision shares a state row)
         bucket_of = F.hash(*[F.col(k) for k in keys])
+    percentile = isinstance(cl.watermark, c.WatermarkPercentile)
     packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
-        _Packer(buckets, marks), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, "
+        _Packer(buckets, marks, percentile), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, "
                                  f"{MAX_ET} TIMESTAMP")
     if engine:
         # Spark's own watermark over the blobs' largest event times, only so that Spark
@@ -241,10 +249,6 @@ def check_streamable(plan: ReplayPlan) -> None:
         raise WatermarkError("WATERMARK PERFECT looks ahead in a bounded input: not on a "
                              "stream", *where(wm.pos),
                              "use WATERMARK DELAY d on a streaming source")
-    if wm is not None and not isinstance(wm, c.WatermarkDelay | c.WatermarkFrom):
-        raise NotSupportedError("WATERMARK PERCENTILE on a stream is not supported yet",
-                                *where(wm.pos), "use WATERMARK DELAY d, or FROM a table of "
-                                "watermarks, on a streaming source")
     if cl.processing_time is None:
         _check_engine_clock(plan)
     st = plan.stages
@@ -262,7 +266,7 @@ def _check_engine_clock(plan: ReplayPlan) -> None:
     cl = plan.clauses
     where = plan._where  # type: ignore[attr-defined]
     hint = ("on the engine's clock the watermark is WATERMARK DELAY d; name the arrival "
-            "column (PROCESSING TIME arrival_time) for the other forms")
+            "column (PROCESSING TIME arrival_time) for FROM and PERCENTILE")
     if isinstance(cl.window, c.GlobalWindows) and cl.trigger in ENGINE_CLOCK_TRIGGERS:
         raise NotSupportedError("WINDOW GLOBAL over a stream never ends: with the default "
                                 "trigger its one pane would never fire", *where(cl.window.pos),
@@ -271,7 +275,8 @@ def _check_engine_clock(plan: ReplayPlan) -> None:
     if not isinstance(cl.watermark, c.WatermarkDelay):
         raise NotSupportedError(
             "on the engine's clock a stream's watermark is WATERMARK DELAY d (Spark's own); "
-            "WATERMARK FROM needs PROCESSING TIME <column>", *where(cl.watermark.pos), hint)
+            "WATERMARK FROM and PERCENTILE need PROCESSING TIME <column>",
+            *where(cl.watermark.pos), hint)
 
 
 def runs_natively(cl: c.Clauses) -> bool:
@@ -386,9 +391,10 @@ class _Packer:
     stateful operator then receives a few rows per bucket instead of one per element
     (PySpark hands its input to the processor row by row)."""
 
-    def __init__(self, buckets: int, marks: int = MARKS_NONE) -> None:
+    def __init__(self, buckets: int, marks: int = MARKS_NONE, percentile: bool = False) -> None:
         self.buckets = buckets
         self.marks = marks
+        self.percentile = percentile
 
     def __call__(self, batches):
         import pyarrow as pa
@@ -444,6 +450,8 @@ class _Packer:
         from the marks (FROM a stream: the elements give only their latest arrival)."""
         import pyarrow as pa
 
+        if self.percentile:
+            return _partition_delays(elements.column(_ET), elements.column(_AT))
         if self.marks == MARKS_NONE:
             return _partition_points(elements.column(_ET), elements.column(_AT))
         parts = []
@@ -473,6 +481,24 @@ def _partition_points(et, at):
     values = np.r_[values, 0]
     return pa.table({_AT: pa.array(times, pa.int64()),
                      _VALUE: pa.array(values, pa.int64(), mask=~valid)})
+
+
+def _partition_delays(et, at):
+    """PERCENTILE: one input partition's rounded delays, counted per (arrival, delay),
+    and its latest arrival (value NULL). Every bucket adds them all to its histogram."""
+    import pyarrow as pa
+
+    from dfsql.model.watermarks import round_delay
+    from dfsql.spark.timelines import count_pairs
+
+    known = et.is_valid().to_numpy(zero_copy_only=False)
+    a = at.to_numpy()
+    e = et.fill_null(0).to_numpy()[known]
+    t, d, n = count_pairs(a[known], round_delay(a[known] - e))
+    valid = np.r_[np.ones(len(t), bool), False]
+    return pa.table({_AT: pa.array(np.r_[t, a.max()], pa.int64()),
+                     _VALUE: pa.array(np.r_[d, 0], pa.int64(), mask=~valid),
+                     _N: pa.array(np.r_[n, 0], pa.int64())})
 
 
 def _change_points(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -505,6 +531,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         self.static_timeline = static_timeline  # WATERMARK FROM a bounded table
         self.marks = marks  # WATERMARK FROM a stream (of marks, or of writers' notes)
         self._notes = None  # the writers' notes a run needs (MARKS_WRITERS)
+        # PERCENTILE: the timeline's lags beside its change points, the histogram of
+        # the delays of complete instants, and the counts at the frontier's instant
+        self.percentile = isinstance(clauses.watermark, c.WatermarkPercentile)
+        self._lags = np.empty(0, np.int64)
+        self._delays = None
         self.keys = keys
         self.payload = payload
         self.aggs = aggs
@@ -518,7 +549,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                              StructField("frontier", LongType()),
                              StructField("notes", BinaryType()),
                              StructField("pending", LongType()),
-                             StructField("timer", LongType())])
+                             StructField("timer", LongType()),
+                             StructField("delays", BinaryType())])
         self.handle = handle
         self.state = handle.getValueState("bucket", schema)
 
@@ -573,6 +605,12 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         t_new = pts[_AT].to_numpy()[has_v].astype(np.int64)
         v_new = pts[_VALUE].to_numpy()[has_v].astype(np.int64)
         latest = int(pts[_AT].max()) if len(pts) else NEG
+        if self.percentile:  # the points are delays: they extend the rising timeline
+            n_new = pts[_N].to_numpy()[has_v].astype(np.int64) if _N in pts else \
+                np.ones(len(t_new), np.int64)
+            old_t, old_v = self._extend_percentile(old_t, old_v, t_new, v_new, n_new,
+                                                   frontier, max(frontier, latest))
+            t_new = v_new = t_new[:0]
         if self.engine and latest != NEG:
             # the engine's clock: the batch is the instant `latest`, complete once it
             # runs; the watermark there is Spark's (the batches before it), and this
@@ -592,6 +630,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if new_frontier > frontier and len(elems):
             out, elems, t_all, v_all = self._advance(elems, t_all, v_all, frontier,
                                                      new_frontier)
+        elif not len(elems):  # nothing retained: only the watermark's present matters
+            t_all, v_all = self._fold(t_all, v_all, new_frontier)
         spark_wm = int(timer_values.getCurrentWatermarkInMs()) if timer_values else -1
         if self.engine and len(elems) and timer <= max(spark_wm, 0):
             # run again when Spark's watermark next moves (Spark runs a batch for it,
@@ -618,15 +658,23 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
     # ------------------------------------------------------------------ state
     def _load(self):
-        """(retained elements, watermark change points, frontier) of the bucket."""
+        """(retained elements, watermark change points, frontier, writers' notes, the
+        engine clock's pending maximum, timer) of the bucket; PERCENTILE's lags and
+        delays into ``_lags`` and ``_delays``."""
+        self._lags, self._delays = np.empty(0, np.int64), None
         if not self.state.exists():
             return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
-        elements, points, frontier, notes, pending, timer = self.state.get()
+        elements, points, frontier, notes, pending, timer, delays = self.state.get()
         elems = _unipc(elements).to_pandas() if elements else None
         t = v = np.empty(0, np.int64)
         if points:
             p = _unipc(points)
             t, v = p.column(0).to_numpy(), p.column(1).to_numpy()
+            if p.num_columns > 2:
+                self._lags = p.column(2).to_numpy().astype(np.int64)
+        if delays:
+            d = _unipc(delays)
+            self._delays = tuple(d.column(i).to_numpy().astype(np.int64) for i in range(3))
         notes = _unipc(notes) if notes else None
         return (elems, t.astype(np.int64), v.astype(np.int64), int(frontier), notes,
                 int(pending), int(timer))
@@ -635,9 +683,78 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         import pyarrow as pa
 
         e = _ipc(pa.Table.from_pandas(elems, preserve_index=False)) if len(elems) else b""
-        p = _ipc(pa.table({"t": pa.array(t, pa.int64()), "v": pa.array(v, pa.int64())}))
+        cols = {"t": pa.array(t, pa.int64()), "v": pa.array(v, pa.int64())}
+        if self.percentile:
+            cols["lag"] = pa.array(self._lags, pa.int64())
+        p = _ipc(pa.table(cols))
         notes = _ipc(self._notes) if self._notes is not None and self._notes.num_rows else None
-        self.state.update((e, p, int(frontier), notes, int(pending), int(timer)))
+        delays = None
+        if self._delays is not None:
+            delays = _ipc(pa.table(dict(zip("tdn", (pa.array(x, pa.int64())
+                                                   for x in self._delays), strict=True))))
+        self.state.update((e, p, int(frontier), notes, int(pending), int(timer), delays))
+
+    # ------------------------------------------------------------------ PERCENTILE
+    def _extend_percentile(self, t_old, v_old, at, delays, counts, frontier: int,
+                           new_frontier: int):
+        """Add a micro-batch's delay counts; every instant before the new frontier is
+        complete, so its percentile lag joins the rising timeline (the model's
+        :func:`~dfsql.model.watermarks.percentile_lags` over the bucket's histogram, which
+        holds the delays of all complete instants); counts at the frontier's own instant
+        wait. Returns the timeline's change points (its lags in ``_lags``)."""
+        from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags
+        from dfsql.spark.timelines import count_pairs
+
+        q = self.clauses.watermark
+        at = np.maximum(at, frontier)  # a row behind the frontier arrives now
+        hist = DelayHistogram.empty()
+        if self._delays is not None:
+            dt, dd, dn = self._delays
+            held = dt == NEG
+            hist = DelayHistogram(dd[held], dn[held])
+            at, delays, counts = (np.r_[dt[~held], at], np.r_[dd[~held], delays],
+                                  np.r_[dn[~held], counts])
+        done = at < new_frontier
+        a, d, n = count_pairs(at[done], delays[done], counts[done])
+        times, lags, hist = percentile_lags(hist, a, d, n, q.percentile, q.delay.micros)
+        if len(times):
+            start = int(v_old[0]) if len(v_old) else NEG
+            tl = Timeline.rising(np.r_[t_old, times], np.r_[self._lags, lags], start=start)
+            t_old, v_old, self._lags = tl.times, tl.values, tl.lags
+        keep = hist.counts > 0
+        wait = ~done
+        self._delays = (np.r_[np.full(int(keep.sum()), NEG, np.int64), at[wait]],
+                        np.r_[hist.values[keep], delays[wait]],
+                        np.r_[hist.counts[keep], counts[wait]])
+        return t_old, v_old
+
+    def _timeline(self, t_all, v_all):
+        """The watermark over processing time from the bucket's points."""
+        from dfsql.model.watermarks import Timeline, delay_timeline
+
+        cl = self.clauses
+        if self.static_timeline is not None:
+            return self.static_timeline
+        if self.marks == MARKS_WRITERS:
+            return self._writers_timeline()
+        if self.percentile:
+            return Timeline(t_all, v_all, self._lags)
+        # DELAY: the elements' running max; FROM a stream: the marks' (no delay)
+        delay = cl.watermark.delay.micros if isinstance(cl.watermark, c.WatermarkDelay) else 0
+        return delay_timeline(v_all, t_all, delay)
+
+    def _fold(self, t_all, v_all, oldest: int):
+        """Forget the watermark's history before ``oldest`` (the oldest retained
+        arrival): change points fold into the one then in force, writers' notes into each
+        writer's last."""
+        if not self.percentile:
+            t_all, v_all = _change_points(t_all, v_all)
+        i = _fold_start(t_all, oldest)
+        if self.percentile:
+            self._lags = self._lags[i:]
+        if self._notes is not None:
+            self._notes = _fold_notes(self._notes, oldest)
+        return t_all[i:], v_all[i:]
 
     # ------------------------------------------------------------------ the run
     def _advance(self, elems, t_all, v_all, lo: int, hi: int):
@@ -646,19 +763,12 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         import pandas as pd
 
         from dfsql.model.group_also_by_window import drive
-        from dfsql.model.watermarks import delay_timeline
         from dfsql.model.windows import NULL_EVENT_TIME
 
         cl = self.clauses
-        t_all, v_all = _change_points(t_all, v_all)
-        if self.static_timeline is not None:
-            timeline = self.static_timeline
-        elif self.marks == MARKS_WRITERS:
-            timeline = self._writers_timeline()
-        else:  # DELAY: the elements' running max; FROM a stream: the marks' (no delay)
-            delay = cl.watermark.delay.micros if isinstance(cl.watermark, c.WatermarkDelay) \
-                else 0
-            timeline = delay_timeline(v_all, t_all, delay)
+        if not self.percentile:
+            t_all, v_all = _change_points(t_all, v_all)
+        timeline = self._timeline(t_all, v_all)
         if self.keys:
             key_ids = elems.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy()
         else:
@@ -722,9 +832,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         keep = self._retained(r, elems, dense, et, at, timeline, hi)
         elems = elems[keep].reset_index(drop=True)
         oldest = int(at[keep].min()) if keep.any() else hi
-        t_all, v_all = _fold_points(t_all, v_all, oldest)
-        if self._notes is not None:
-            self._notes = _fold_notes(self._notes, oldest)
+        t_all, v_all = self._fold(t_all, v_all, oldest)
         return out, elems, t_all, v_all
 
     def _writers_timeline(self):
@@ -842,14 +950,10 @@ def _segmented_cummax(values: np.ndarray, new_segment: np.ndarray) -> np.ndarray
     return pd.Series(values).groupby(seg).cummax().to_numpy()
 
 
-def _fold_points(t: np.ndarray, v: np.ndarray, oldest: int) -> tuple[np.ndarray, np.ndarray]:
-    """Change points before the oldest retained arrival folded into the last of them
+def _fold_start(t: np.ndarray, oldest: int) -> int:
+    """Where change points fold before the oldest retained arrival: at the last of them
     (the value then in force); a later run needs no earlier instant."""
-    before = t < oldest
-    if before.sum() <= 1:
-        return t, v
-    last = np.flatnonzero(before)[-1]
-    return t[last:], v[last:]
+    return max(int(np.searchsorted(t, oldest, side="left")) - 1, 0)
 
 
 def _fold_notes(notes, oldest: int):

@@ -11,8 +11,9 @@ collects the input itself:
 * ``PERFECT``: per arrival instant the smallest event time, then (a window over the
   instants, on an executor) the smallest among the instants after it; only the instants
   where that changes are kept.
-* ``PERCENTILE q``: one task replays the (arrival, delay) pairs in arrival order and
-  keeps the instants where the exact nearest-rank percentile changes (a rising timeline).
+* ``PERCENTILE q``: each partition counts its rows per (arrival, rounded delay); one task
+  runs those counts in arrival order and keeps the instants where the nearest-rank
+  percentile changes (a rising timeline).
 * ``FROM t``: the user's watermark table, which is already the change points.
 
 First and last arrival (where a replay's emit times lie) come with the same pass; a NULL
@@ -197,15 +198,47 @@ def _perfect_changes(inp: DataFrame) -> DataFrame:
 
 
 def _percentile_changes(inp: DataFrame, wm: c.WatermarkPercentile) -> DataFrame:
-    """(instant, lag) where the delay percentile plus DELAY changes, in one task."""
+    """(instant, lag) where the delay percentile plus DELAY changes: each partition
+    reduces its rows to a count per (arrival, rounded delay); one task runs those in
+    arrival order."""
     fn = _PercentileLags(wm.percentile, wm.delay.micros)
     return (inp.where(f"{EVENT_TIME} IS NOT NULL").select(PROCESSING_TIME, EVENT_TIME)
-            .repartition(1).sortWithinPartitions(PROCESSING_TIME)
+            .mapInArrow(delay_counts, "t BIGINT, d BIGINT, n BIGINT")
+            .repartition(1).sortWithinPartitions("t")
             .mapInArrow(fn, "t TIMESTAMP, lag BIGINT"))
 
 
+def delay_counts(batches):
+    """mapInArrow over (arrival, event time) rows: how many rows arrived at each instant
+    with each rounded delay (the model's :func:`~dfsql.model.watermarks.round_delay`)."""
+    import pyarrow as pa
+
+    from dfsql.model.watermarks import round_delay
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    t = pa.concat_tables(tables)
+    a, e = us(t.column(0)), us(t.column(1))
+    yield pa.RecordBatch.from_pydict(dict(zip("tdn", count_pairs(a, round_delay(a - e)),
+                                              strict=True)))
+
+
+def count_pairs(a: np.ndarray, d: np.ndarray, n: np.ndarray | None = None):
+    """Distinct (a, d) pairs, sorted, with their (summed) counts."""
+    if n is None:
+        n = np.ones(len(a), np.int64)
+    if not len(a):
+        return a, d, n
+    o = np.lexsort((d, a))
+    a, d, n = a[o], d[o], n[o]
+    new = np.r_[True, (a[1:] != a[:-1]) | (d[1:] != d[:-1])]
+    starts = np.flatnonzero(new)
+    return a[starts], d[starts], np.add.reduceat(n, starts)
+
+
 class _PercentileLags:
-    """mapInArrow over all (arrival, event time) pairs in arrival order: the model's exact
+    """mapInArrow over (arrival, rounded delay, count) in arrival order: the model's
     running percentile, emitting only the instants where the lag changes."""
 
     def __init__(self, q: float, delay: int) -> None:
@@ -214,13 +247,15 @@ class _PercentileLags:
     def __call__(self, batches):
         import pyarrow as pa
 
-        from dfsql.model.watermarks import percentile_timeline
+        from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags
 
         tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not tables:
             return
         t = pa.concat_tables(tables)
-        tl = percentile_timeline(us(t.column(1)), us(t.column(0)), self.q, self.delay)
+        a, d, n = count_pairs(*(t.column(i).to_numpy() for i in range(3)))
+        times, lags, _ = percentile_lags(DelayHistogram.empty(), a, d, n, self.q, self.delay)
+        tl = Timeline.rising(times, lags)
         assert tl.lags is not None
         yield pa.RecordBatch.from_arrays(
             [pa.array(tl.times).cast(pa.timestamp("us", tz="UTC")), pa.array(tl.lags)],

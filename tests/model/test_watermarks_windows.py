@@ -6,10 +6,13 @@ import numpy as np
 
 from dfsql.language import clauses as c
 from dfsql.model.watermarks import (
+    DelayHistogram,
     Timeline,
     delay_timeline,
+    percentile_lags,
     percentile_timeline,
     perfect_timeline,
+    round_delay,
     series_timeline,
     writers_timeline,
 )
@@ -76,3 +79,36 @@ def test_assign_fixed_sliding_global_sessions() -> None:
     assert set(s.tolist()) == {NEG_INF} and set(e.tolist()) == {POS_INF}
     _, s, e = assign(c.SessionWindows(gap=c.Duration(30)), t)
     assert (e - s).tolist() == [30] * 4
+
+
+def test_percentile_delays_round_up_to_three_significant_digits() -> None:
+    # exact below 1 ms and for three significant digits; otherwise up (toward +inf),
+    # by less than 1% of the delay
+    d = np.array([0, 999, 5_000_000, 2_500_000, 1_234_567, 1_001, -1_234_567, -5])
+    assert round_delay(d).tolist() == [0, 999, 5_000_000, 2_500_000, 1_240_000, 1_010,
+                                       -1_230_000, -5]
+    # delays 1.234567 s and 2.0001 s: the median (nearest rank, 1 of 2) is the first,
+    # rounded up to 1.24 s, so the watermark at 10 s is 8.76 s, not 8.765433 s
+    s = 1_000_000
+    t = percentile_timeline(np.array([5 * s - 1_234_567, 10 * s - 2_000_100]),
+                            np.array([5 * s, 10 * s]), 50, 0)
+    assert int(t.at(10 * s)) == 10 * s - 1_240_000
+
+
+def test_percentile_lags_continue_from_a_histogram() -> None:
+    # what a stream's bucket does batch by batch equals one pass over all arrivals
+    rng = np.random.default_rng(5)
+    at = np.sort(rng.integers(0, 10_000, 500))
+    d = round_delay(rng.integers(-50, 5_000_000, 500))
+    one = np.ones(500, np.int64)
+    times, lags, _ = percentile_lags(DelayHistogram.empty(), at, d, one, 90, 7)
+    # cut between instants (an instant is complete only when a later one arrives)
+    cuts = [0, *np.searchsorted(at, [1, 3_000, 3_001, 9_000]).tolist(), 500]
+    hist, got_t, got_lag = DelayHistogram.empty(), [], []
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        t, lag, hist = percentile_lags(hist, at[lo:hi], d[lo:hi], one[lo:hi], 90, 7)
+        got_t.append(t)
+        got_lag.append(lag)
+    assert np.array_equal(np.concatenate(got_t), times)
+    assert np.array_equal(np.concatenate(got_lag), lags)
+    assert hist.counts.sum() == 500 and len(hist.values) < 500

@@ -162,6 +162,41 @@ def live_scores(spark, tmp_path):
     return "live_scores"
 
 
+def test_percentile_watermark_on_a_stream_equals_the_replay(spark, tmp_path):
+    """WATERMARK PERCENTILE over a stream cut at random points: every bucket keeps the
+    histogram of all delays (rounded to three significant digits, LANGUAGE.md §4's
+    documented error bound) and the same rising watermark as the bounded replay, which
+    moves between arrivals (sessions close with no row arriving)."""
+    rng = np.random.default_rng(7)
+    n = 400
+    et = np.sort(rng.integers(0, 600_000, n))  # milliseconds: delays with many digits
+    at = et + rng.integers(0, 30_000, n) + np.where(rng.random(n) < 0.1, 90_000, 0)
+    o = np.argsort(at, kind="stable")
+    frame = pd.DataFrame({
+        "key": rng.choice(["a", "b", "c", "d"], n)[o],
+        "value": rng.integers(1, 10, n)[o].astype(np.int64),
+        "event_time": [T0 + timedelta(milliseconds=int(s)) for s in et[o]],
+        "arrival_time": [T0 + timedelta(milliseconds=int(s)) for s in at[o]],
+    })
+    q = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
+         "WINDOW SESSIONS(GAP 20 SECONDS) ON event_time "
+         "WATERMARK PERCENTILE 80 DELAY 2 SECONDS PROCESSING TIME arrival_time "
+         "ALLOWED LATENESS 2 MINUTES "
+         "TRIGGER AT WATERMARK EARLY EVERY 10 SECONDS LATE EVERY 1 ROW "
+         "EMIT ACCUMULATING AND RETRACTING")
+    cuts = sorted(rng.choice(np.arange(1, n), 9, replace=False).tolist())
+    stream, replay, n_batches = _stream_and_replay(spark, frame, q, cuts, tmp_path)
+    assert n_batches >= 10
+    timings = {r.pane_timing for r in replay}
+    assert {"EARLY", "ON_TIME", "LATE"} <= timings, timings
+    assert any(r.is_retraction for r in replay)
+    # windows close between arrivals: an ON_TIME pane emitted when no row arrived
+    arrivals = set(frame["arrival_time"].dt.tz_localize(None))
+    assert any(r.pane_timing == "ON_TIME" and pd.Timestamp(r.emit_time) not in arrivals
+               for r in replay)
+    assert stream == replay
+
+
 BASE = ("SELECT key, SUM(value) AS total FROM live_scores GROUP BY key\n"
         "WINDOW FIXED(2 MINUTES) ON event_time {wm}PROCESSING TIME arrival_time{tail}")
 
