@@ -1,4 +1,5 @@
-"""The ``dfsql`` command: ``demo``, ``run FILE``, ``explain FILE``.
+"""The ``dfsql`` command: ``demo``, ``run FILE``, ``explain FILE``, ``serve`` (the
+HiveServer2-compatible endpoint) and ``passwd FILE USER`` (its password file).
 
 Errors in a query print as ``line L, col C: message`` with a hint and exit 1 — no stack
 trace for a user's mistake.
@@ -119,6 +120,40 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve(args: argparse.Namespace) -> int:
+    import dfsql
+    from dfsql.server import Server
+
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
+        raise DfsqlError(f"--host {args.host} would accept clients from other machines",
+                         hint="add --allow-remote to mean it (and use --auth PLAIN)")
+    spark = dfsql.session()
+    setup = register_paper_tables if args.paper_tables else None
+    server = Server(spark, args.host, args.port, args.auth, args.password_file,
+                    session_setup=setup).start()
+    print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
+          f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
+          + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
+    server.serve_forever()
+    return 0
+
+
+def passwd(args: argparse.Namespace) -> int:
+    import getpass
+
+    from dfsql.server.auth import set_password
+
+    if sys.stdin.isatty():
+        password = getpass.getpass(f"password for {args.user}: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise DfsqlError("an empty password", hint="type the password, or pipe it in")
+    set_password(args.file, args.user, password)
+    print(f"{args.user} set in {args.file}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dfsql", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,8 +164,23 @@ def main(argv: list[str] | None = None) -> int:
                        help="register the paper's example tables first")
     p_exp = sub.add_parser("explain", help="show how the statements of a .sql file run")
     p_exp.add_argument("file")
+    p_srv = sub.add_parser("serve", help="serve HiveServer2's Thrift protocol (beeline, JDBC, "
+                                         "PyHive, SQLAlchemy)")
+    p_srv.add_argument("--host", default="127.0.0.1")
+    p_srv.add_argument("--port", type=int, default=10000)
+    p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
+                       type=str.upper)
+    p_srv.add_argument("--password-file", help="users for --auth PLAIN (dfsql passwd)")
+    p_srv.add_argument("--allow-remote", action="store_true",
+                       help="accept a --host other than loopback")
+    p_srv.add_argument("--paper-tables", action="store_true",
+                       help="register the paper's example tables in every session")
+    p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
+    p_pw.add_argument("file")
+    p_pw.add_argument("user")
     args = parser.parse_args(argv)
-    handler = {"demo": demo, "run": run, "explain": explain}[args.command]
+    handler = {"demo": demo, "run": run, "explain": explain, "serve": serve,
+               "passwd": passwd}[args.command]
     try:
         return handler(args)
     except DfsqlError as e:

@@ -1,0 +1,154 @@
+"""``dfsql serve``: a HiveServer2-compatible Thrift endpoint (TCLIService, binary
+transport), so beeline, JDBC tools, PyHive and SQLAlchemy's ``hive://`` query dfsql
+unchanged.
+
+Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``),
+``NONE`` (SASL PLAIN, any user and password: Hive's default) and ``PLAIN`` (SASL PLAIN
+checked against a password file of salted hashes, :mod:`dfsql.server.auth`). One thread
+per connection; when a client goes away its sessions close, their operations are
+cancelled and their Spark jobs with them. Loopback only unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+from dfsql.errors import DfsqlError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("dfsql.server")
+
+AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
+
+
+class Server:
+    """A running endpoint: ``start()`` listens and returns; ``stop()`` ends it."""
+
+    def __init__(self, spark: SparkSession | None = None, host: str = "127.0.0.1",
+                 port: int = 10000, auth: str = "NONE", password_file: str | None = None,
+                 workers: int = 8, max_operations_per_session: int = 4,
+                 session_setup=None) -> None:
+        auth = auth.upper()
+        if auth not in AUTH_MODES:
+            raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
+        self.check = None
+        if auth == "PLAIN":
+            if not password_file:
+                raise DfsqlError("--auth PLAIN needs --password-file",
+                                 hint="create one with: dfsql passwd FILE USER")
+            from dfsql.server.auth import PasswordFile
+
+            self.check = PasswordFile(password_file).check
+        elif auth == "NONE":
+            self.check = lambda user, password: True
+        if spark is None:
+            import dfsql
+
+            spark = dfsql.session()
+        from dfsql.server.service import Service
+
+        self.spark = spark
+        self.host, self.port, self.auth = host, port, auth
+        self.service = Service(spark, workers, max_operations_per_session, session_setup)
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._stopping = threading.Event()
+
+    def start(self) -> Server:
+        sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, name="dfsql-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        if self._sock is None:
+            self.start()
+        try:
+            while not self._stopping.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        for conn in list(self._connections):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.service.shutdown()
+
+    def connections(self) -> int:
+        return len(self._connections)
+
+    # ---------------------------------------------------------------- connections
+    def _accept(self) -> None:
+        assert self._sock is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._connections.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="dfsql-conn",
+                             daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        from thrift.transport import TSocket, TTransport
+
+        from dfsql.server import sasl
+        from dfsql.server.tcli import Processor, Protocol
+
+        raw = TSocket.TSocket()
+        raw.setHandle(conn)
+        trans = None
+        try:
+            user = ""
+            if self.auth == "NOSASL":
+                trans = TTransport.TBufferedTransport(raw)
+            else:
+                assert self.check is not None
+                user = sasl.negotiate(raw, self.check)
+                trans = sasl.framed(raw)
+            proto = Protocol(trans)
+            processor = Processor(self.service)
+            self.service.connection_opened(user)
+            while not self._stopping.is_set():
+                processor.process(proto, proto)
+        except TTransport.TTransportException:
+            pass  # the client went away
+        except sasl.AuthenticationError as e:
+            log.info("refused a connection: %s", e)
+        except Exception:  # noqa: BLE001 (one bad connection must not stop the server)
+            log.exception("connection failed")
+        finally:
+            try:
+                self.service.connection_closed()
+            finally:
+                self._connections.discard(conn)
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+
+
+def serve(host: str = "127.0.0.1", port: int = 10000, auth: str = "NONE",
+          password_file: str | None = None, spark: SparkSession | None = None) -> Server:
+    """Start an endpoint in the background and return it (``.port``, ``.stop()``)."""
+    return Server(spark, host, port, auth, password_file).start()

@@ -1,0 +1,66 @@
+"""The server side of Hive's SASL transport, PLAIN mechanism only (what beeline, JDBC
+tools, PyHive and impyla speak for user/password or no authentication).
+
+Negotiation (Thrift's TSaslTransport): every message is a status byte, a 4-byte
+big-endian length and a payload. The client sends START with the mechanism name, then
+OK with PLAIN's response ``authzid NUL user NUL password``; the server answers COMPLETE,
+or BAD / ERROR with a message. Without a security layer the connection then carries
+Thrift messages in 4-byte length frames: exactly Thrift's framed transport.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from thrift.transport import TTransport
+
+START, OK, BAD, ERROR, COMPLETE = 1, 2, 3, 4, 5
+#: a negotiation message larger than this is not PLAIN's (a client speaking something else)
+MAX_NEGOTIATION = 64 * 1024
+
+
+class AuthenticationError(Exception):
+    """The client's credentials were refused (the connection is closed)."""
+
+
+def _read_message(trans) -> tuple[int, bytes]:
+    header = trans.readAll(5)
+    status, length = header[0], struct.unpack(">I", header[1:])[0]
+    if length > MAX_NEGOTIATION:
+        raise AuthenticationError(f"SASL message of {length} bytes: not a SASL client")
+    return status, trans.readAll(length) if length else b""
+
+
+def _send(trans, status: int, payload: bytes = b"") -> None:
+    trans.write(bytes([status]) + struct.pack(">I", len(payload)) + payload)
+    trans.flush()
+
+
+def negotiate(trans, check: Callable[[str, str], bool]) -> str:
+    """Run PLAIN over a connected socket transport; the authenticated user's name.
+    ``check(user, password)`` decides; a refusal is sent to the client and raised."""
+    status, mechanism = _read_message(trans)
+    if status != START:
+        raise AuthenticationError(f"expected SASL START, got status {status}")
+    if mechanism.decode("ascii", "replace").upper() != "PLAIN":
+        _send(trans, BAD, b"Unsupported mechanism type " + mechanism)
+        raise AuthenticationError(f"unsupported SASL mechanism {mechanism!r}")
+    status, response = _read_message(trans)
+    if status not in (OK, COMPLETE):
+        raise AuthenticationError(f"expected SASL OK, got status {status}")
+    parts = response.split(b"\0")
+    if len(parts) != 3:
+        _send(trans, BAD, b"Malformed PLAIN response")
+        raise AuthenticationError("malformed PLAIN response")
+    user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+    if not check(user, password):
+        _send(trans, BAD, b"Error validating the login")
+        raise AuthenticationError(f"bad credentials for user {user!r}")
+    _send(trans, COMPLETE)
+    return user
+
+
+def framed(trans) -> TTransport.TFramedTransport:
+    """The negotiated connection (no security layer): Thrift messages in length frames."""
+    return TTransport.TFramedTransport(trans)

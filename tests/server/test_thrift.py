@@ -1,0 +1,341 @@
+"""The HiveServer2 endpoint (issue #12) with real clients: PyHive's DB-API, SQLAlchemy's
+``hive://`` dialect, and beeline (Hive JDBC 2.3, shipped with pyspark) against
+``dfsql serve`` started as a command.
+
+Expected panes are the paper's (examples/paper/figures.json), not the server's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from dfsql.server import Server
+from tests.conftest import register_paper_tables, register_sample_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = {f["name"]: f for f in json.loads(
+    (ROOT / "examples" / "paper" / "figures.json").read_text())["figures"]}
+FIG14 = FIGURES["fig14_sessions_retracting"]
+COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
+           "emit_time", "is_retraction"]
+
+
+def _setup(spark) -> None:
+    register_paper_tables(spark)
+    register_sample_tables(spark)
+
+
+@pytest.fixture(scope="module")
+def endpoint(spark):
+    """An endpoint on the test run's Spark application (SASL PLAIN, any password)."""
+    server = Server(spark, port=0, auth="NONE", session_setup=_setup).start()
+    yield server
+    server.stop()
+
+
+def _connect(server: Server, **kw):
+    from pyhive import hive
+
+    if server.auth == "NOSASL":
+        kw.setdefault("auth", "NOSASL")
+    else:
+        kw.setdefault("auth", "CUSTOM" if "password" in kw else "NONE")
+        kw.setdefault("username", "analyst")
+    return hive.connect(host="127.0.0.1", port=server.port, **kw)
+
+
+def _fig14_rows():
+    ts = {"window_start", "window_end", "emit_time"}
+    return [tuple(datetime.strptime(r[c], "%Y-%m-%d %H:%M:%S") if c in ts else r[c]
+                  for c in COLUMNS) for r in FIG14["expected"]]
+
+
+def test_pyhive_types_values_and_nulls(endpoint):
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("SELECT emp_id, name, salary, hire_date, skills, attrs, address, manager_id, "
+                "emp_id > 3 AS senior, CAST(emp_id AS DOUBLE) / 4 AS quarter, "
+                "CAST(emp_id AS TINYINT) AS tiny, CAST(emp_id AS BIGINT) * 10000000000 AS big, "
+                "CAST('ab' AS BINARY) AS bin, TIMESTAMP'2024-01-01 00:00:01.5' AS ts "
+                "FROM employees WHERE emp_id IN (1, 6) ORDER BY emp_id")
+    types = [d[1] for d in cur.description]
+    assert [d[0] for d in cur.description][:3] == ["emp_id", "name", "salary"]
+    assert types == ["INT_TYPE", "STRING_TYPE", "DECIMAL_TYPE", "DATE_TYPE", "ARRAY_TYPE",
+                     "MAP_TYPE", "STRUCT_TYPE", "INT_TYPE", "BOOLEAN_TYPE", "DOUBLE_TYPE",
+                     "TINYINT_TYPE", "BIGINT_TYPE", "BINARY_TYPE", "TIMESTAMP_TYPE"]
+    rows = cur.fetchall()
+    assert rows == [
+        (1, "Alice", Decimal("120000.00"), "2015-03-01", '["scala","sql","python"]',
+         '{"level":"senior","remote":"no"}', '{"city":"Berlin","zip":"10115"}', None, False,
+         0.25, 1, 10000000000, b"ab", datetime(2024, 1, 1, 0, 0, 1, 500000)),
+        (6, "Frank", Decimal("40000.00"), "2023-02-01", None, None,
+         '{"city":"Paris","zip":"75001"}', 1, True, 1.5, 6, 60000000000, b"ab",
+         datetime(2024, 1, 1, 0, 0, 1, 500000)),
+    ]
+    conn.close()
+    assert date(2015, 3, 1).isoformat() == rows[0][3]
+
+
+def test_pyhive_windowed_query_gives_the_papers_panes(endpoint):
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute(FIG14["query"])
+    assert [d[0] for d in cur.description] == COLUMNS
+    assert [d[1] for d in cur.description] == [
+        "STRING_TYPE", "BIGINT_TYPE", "TIMESTAMP_TYPE", "TIMESTAMP_TYPE", "BIGINT_TYPE",
+        "STRING_TYPE", "BOOLEAN_TYPE", "TIMESTAMP_TYPE", "BOOLEAN_TYPE"]
+    assert cur.fetchall() == _fig14_rows()
+    conn.close()
+
+
+def test_a_large_result_streams_in_fetches(endpoint):
+    """More rows than one fetch and than one Arrow batch: every row once, in order."""
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.arraysize = 7_000
+    cur.execute("SELECT id, CAST(id AS STRING) AS s FROM range(0, 25000, 1, 3)")
+    got = []
+    while batch := cur.fetchmany(7_000):
+        got.extend(batch)
+    assert len(got) == 25_000
+    assert got[0] == (0, "0") and got[-1] == (24_999, "24999")
+    assert [r[0] for r in got] == list(range(25_000))
+    conn.close()
+
+
+def test_a_mistake_is_a_positioned_error_and_the_session_goes_on(endpoint):
+    from pyhive.exc import OperationalError
+
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    with pytest.raises(OperationalError) as info:
+        cur.execute("SELECT key, SUM(value) AS total FROM scores GROUP BY key\n"
+                    "WINDOW SESSIONS(GAP 1 MINUTE) ON event_time\nTRIGGER EVRY 1 MINUTE")
+    status = info.value.args[0].status
+    assert status.sqlState == "42601"
+    assert status.errorMessage.startswith("line 3, col 9:"), status.errorMessage
+    assert "EVERY" in status.errorMessage  # the did-you-mean hint
+    with pytest.raises(OperationalError) as info:
+        cur.execute("SELECT nope FROM scores")
+    assert info.value.args[0].status.errorMessage.startswith("line 1, col 8:")
+    cur.execute("SELECT COUNT(*) FROM scores")  # the same session still works
+    assert cur.fetchall() == [(10,)]  # the paper's ten scores
+    conn.close()
+
+
+def test_sessions_are_isolated(endpoint):
+    a, b = _connect(endpoint), _connect(endpoint)
+    ca, cb = a.cursor(), b.cursor()
+    ca.execute("CREATE TEMP VIEW mine AS SELECT 42 AS answer")
+    ca.execute("SELECT answer FROM mine")
+    assert ca.fetchall() == [(42,)]
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError):
+        cb.execute("SELECT answer FROM mine")
+    a.close()
+    b.close()
+
+
+def test_sqlalchemy_hive_dialect(endpoint):
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"hive://analyst@127.0.0.1:{endpoint.port}/default")
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(FIG14["query"])).fetchall()
+        assert [tuple(r) for r in rows] == _fig14_rows()
+        n = conn.execute(sa.text("SELECT COUNT(*) AS n FROM employees")).scalar()
+        assert n == 7
+    engine.dispose()
+
+
+def test_unknown_method_leaves_the_connection_open(endpoint):
+    """GetLog is not in HiveServer2's service: Thrift's unknown-method error, and the
+    connection serves the next call (how PyHive and impyla probe it)."""
+    from thrift.Thrift import TApplicationException
+
+    from dfsql.server.tcli import ttypes as tt
+
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("SELECT 1")
+    with pytest.raises(TApplicationException) as info:
+        conn.client.GetLog(tt.TGetLogReq(operationHandle=cur._operationHandle))
+    assert info.value.type == TApplicationException.UNKNOWN_METHOD
+    cur.execute("SELECT 2")
+    assert cur.fetchall() == [(2,)]
+    conn.close()
+
+
+def test_metadata_calls(endpoint):
+    from dfsql.server.tcli import ttypes as tt
+
+    conn = _connect(endpoint)
+    client, session = conn.client, conn.sessionHandle
+
+    def rows_of(resp):
+        assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
+        cur = conn.cursor()
+        cur._operationHandle = resp.operationHandle
+        cur._state = cur._STATE_RUNNING
+        return cur.fetchall()
+
+    tables = rows_of(client.GetTables(tt.TGetTablesReq(sessionHandle=session,
+                                                       tableName="%")))
+    assert {"scores", "employees", "paper_watermarks"} <= {r[2] for r in tables}
+    cols = rows_of(client.GetColumns(tt.TGetColumnsReq(sessionHandle=session,
+                                                       tableName="scores")))
+    assert [(r[3], r[5], r[16]) for r in cols] == [
+        ("key", "STRING", 1), ("value", "BIGINT", 2), ("event_time", "TIMESTAMP", 3),
+        ("arrival_time", "TIMESTAMP", 4)]
+    assert ("default", "") in rows_of(client.GetSchemas(tt.TGetSchemasReq(sessionHandle=session)))
+    assert ("VIEW",) in rows_of(client.GetTableTypes(tt.TGetTableTypesReq(sessionHandle=session)))
+    assert "BIGINT" in {r[0] for r in rows_of(client.GetTypeInfo(
+        tt.TGetTypeInfoReq(sessionHandle=session)))}
+    funcs = rows_of(client.GetFunctions(tt.TGetFunctionsReq(sessionHandle=session,
+                                                            functionName="session_win%")))
+    assert [r[2] for r in funcs] == ["session_window"]
+    assert rows_of(client.GetPrimaryKeys(tt.TGetPrimaryKeysReq(sessionHandle=session))) == []
+    conn.close()
+
+
+# --------------------------------------------------------------------------- auth
+
+
+def test_plain_auth_accepts_the_password_and_refuses_others(spark, tmp_path):
+    from dfsql.cli import main
+
+    pw = tmp_path / "users"
+    stdin = sys.stdin
+    try:
+        import io
+
+        sys.stdin = io.StringIO("s3cret\n")
+        assert main(["passwd", str(pw), "ada"]) == 0
+    finally:
+        sys.stdin = stdin
+    assert "s3cret" not in pw.read_text()
+    server = Server(spark, port=0, auth="PLAIN", password_file=str(pw)).start()
+    try:
+        conn = _connect(server, username="ada", password="s3cret")
+        cur = conn.cursor()
+        cur.execute("SELECT 'in' AS x")
+        assert cur.fetchall() == [("in",)]
+        conn.close()
+        for user, password in [("ada", "wrong"), ("bob", "s3cret")]:
+            with pytest.raises(Exception) as info:
+                _connect(server, username=user, password=password)
+            assert "validating the login" in str(info.value) or "TTransport" in repr(info.value)
+        # the server is still up
+        conn = _connect(server, username="ada", password="s3cret")
+        conn.cursor().execute("SELECT 1")
+        conn.close()
+    finally:
+        server.stop()
+
+
+def test_nosasl(spark):
+    server = Server(spark, port=0, auth="NOSASL", session_setup=_setup).start()
+    try:
+        conn = _connect(server)
+        cur = conn.cursor()
+        cur.execute(FIG14["query"])
+        assert cur.fetchall() == _fig14_rows()
+        conn.close()
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- beeline
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _beeline() -> str:
+    import pyspark
+
+    path = Path(pyspark.__file__).parent / "bin" / "beeline"
+    assert path.exists(), path
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """``dfsql serve`` as a command (its own Spark application), NOSASL."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dfsql.cli", "serve", "--port", str(port),
+                                 "--auth", "NOSASL", "--paper-tables"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    deadline = time.time() + 120
+    while "dfsql serving" not in log.read_text():
+        assert proc.poll() is None, log.read_text()
+        assert time.time() < deadline, log.read_text()
+        time.sleep(0.5)
+    yield port, proc
+    proc.terminate()
+    proc.wait(30)
+
+
+def _run_beeline(port: int, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("SPARK_HOME", None)
+    return subprocess.run([_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl",
+                           "--outputformat=csv2", *args],
+                          capture_output=True, text=True, timeout=180, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
+def test_beeline_queries_tables_columns_and_errors(served, tmp_path):
+    port, proc = served
+    script = tmp_path / "q.sql"
+    script.write_text("SELECT key, value FROM scores ORDER BY arrival_time LIMIT 3;\n"
+                      + " ".join(FIG14["query"].split()) + ";\n!tables\n!columns scores\n")
+    done = _run_beeline(port, "-f", str(script))
+    assert done.returncode == 0, done.stderr[-3000:]
+    # each statement's output follows beeline's prompt ("0: jdbc:hive2://...> ")
+    lines = [ln for ln in (re.sub(r"^(\d+: jdbc:\S+> )+", "", x)
+                           for x in done.stdout.splitlines()) if ln.strip()]
+    assert lines[:4] == ["key,value", "k,5", "k,7", "k,3"], done.stdout
+    header = lines.index(",".join(COLUMNS))
+    want = [",".join(_csv(v) for v in r) for r in _fig14_rows()]
+    assert lines[header + 1: header + 1 + len(want)] == want
+    tail = "\n".join(lines[header + 1 + len(want):])
+    assert "scores" in tail and "paper_watermarks" in tail  # !tables
+    assert "arrival_time" in tail and "TIMESTAMP" in tail  # !columns scores
+
+    bad = _run_beeline(port, "-e", "SELECT key FROM scores\nWINDOW SESSIONS(GAP 1 MINUT) ON "
+                                   "event_time")
+    assert bad.returncode != 0
+    assert "line 2, col" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    assert proc.poll() is None  # the server is still up
+    again = _run_beeline(port, "-e", "SELECT COUNT(*) AS n FROM scores")
+    assert again.returncode == 0 and again.stdout.split()[-2:] == ["n", "10"], again.stdout
+
+
+def _csv(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, datetime):  # JDBC's java.sql.Timestamp text
+        return v.strftime("%Y-%m-%d %H:%M:%S") + ".0"
+    return str(v)
