@@ -339,3 +339,102 @@ def _csv(v) -> str:
     if isinstance(v, datetime):  # JDBC's java.sql.Timestamp text
         return v.strftime("%Y-%m-%d %H:%M:%S") + ".0"
     return str(v)
+
+
+# --------------------------------------------------------------------------- load, cancel
+
+
+def _active_jobs(spark, group: str) -> list[int]:
+    tracker = spark.sparkContext.statusTracker()
+    return [j for j in tracker.getJobIdsForGroup(group)
+            if (info := tracker.getJobInfo(j)) is not None and info.status == "RUNNING"]
+
+
+def _wait(predicate, seconds: float = 30.0) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_cancel_stops_the_spark_job(spark, endpoint):
+    from dfsql.server.tcli import ttypes as tt
+
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("SELECT SUM(id) FROM range(0, 100000000000, 1, 2)", async_=True)
+    op = endpoint.service.operations[cur._operationHandle.operationId.guid]
+    assert _wait(lambda: _active_jobs(spark, op.group)), "the job never started"
+    cur.cancel()
+    assert cur.poll().operationState == tt.TOperationState.CANCELED_STATE
+    assert _wait(lambda: not _active_jobs(spark, op.group), 60), "the job still runs"
+    cur.execute("SELECT 1")  # the session goes on
+    assert cur.fetchall() == [(1,)]
+    conn.close()
+
+
+CLIENT = """
+import sys
+from pyhive import hive
+conn = hive.connect(host="127.0.0.1", port=int(sys.argv[1]), auth="NONE", username="gone")
+cur = conn.cursor()
+cur.execute("SELECT id FROM range(0, 50000000, 1, 8)")
+cur.fetchmany(1000)
+print("fetching", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_client_killed_mid_fetch_leaves_nothing_behind(spark, endpoint):
+    import threading
+
+    before_threads = threading.active_count()
+    before_sessions = len(endpoint.service.sessions)
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT, str(endpoint.port)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "fetching"
+        assert len(endpoint.service.sessions) == before_sessions + 1
+        groups = [op.group for op in endpoint.service.operations.values()]
+        assert groups
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert _wait(lambda: len(endpoint.service.sessions) == before_sessions), "session left"
+    assert _wait(lambda: not [op for op in list(endpoint.service.operations.values())
+                              if op.group in groups]), "operation left"
+    assert _wait(lambda: not any(_active_jobs(spark, g) for g in groups), 60), "job left"
+    assert _wait(lambda: threading.active_count() <= before_threads), "thread left"
+    assert endpoint.connections() == 0
+
+
+def test_sixteen_clients_at_once(endpoint):
+    """16 clients x 25 mixed plain and windowed queries at once: every answer right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fig14 = _fig14_rows()
+
+    def client(i: int) -> int:
+        conn = _connect(endpoint)
+        cur = conn.cursor()
+        done = 0
+        for j in range(25):
+            if j % 5 == i % 5:
+                cur.execute(FIG14["query"])
+                assert cur.fetchall() == fig14
+            elif j % 2:
+                cur.execute(f"SELECT COUNT(*) + {i} AS n FROM employees WHERE dept_id = 10")
+                assert cur.fetchall() == [(3 + i,)]
+            else:
+                cur.execute(f"SELECT {j} AS j, 'client {i}' AS who")
+                assert cur.fetchall() == [(j, f"client {i}")]
+            done += 1
+        conn.close()
+        return done
+
+    with ThreadPoolExecutor(16) as pool:
+        assert sum(pool.map(client, range(16))) == 16 * 25
+    assert _wait(lambda: endpoint.connections() == 0)
+    assert not endpoint.service.sessions
