@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from dfsql.language import Statement, parse_statement
 from dfsql.language.clauses import Watermark
+from dfsql.language.continuous import parse_continuous
+from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.rewrite import rewrite
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 
@@ -44,7 +46,13 @@ def _spark(spark: SparkSession | None) -> SparkSession:
 
 
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
-    """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns."""
+    """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns;
+    CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
+    continuous = parse_continuous(text)
+    if continuous is not None:
+        from dfsql.continuous import run
+
+        return run(continuous, text, _spark(spark))
     stmt = parse_statement(text)
     quiet_spark_loggers()
     if not stmt.windowed:
@@ -85,8 +93,11 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
                           "for a bounded table use dfsql.sql")
     plan = plans[-1]
     with spark_errors(parse_statement(text).source, text=text):
-        return start_stream(plan.stream_df, plan.stream_order_by, sink, checkpoint, trigger,
-                            name, late_view=plan.stream_late_view)
+        query = start_stream(plan.stream_df, plan.stream_order_by, sink, checkpoint, trigger,
+                             name, late_view=plan.stream_late_view)
+    hidden = [c for c in (*SORT_COLUMNS, LATE_ROW) if c in plan.stream_df.columns]
+    query.panes_schema = plan.stream_df.drop(*hidden).schema  # the sink's columns
+    return query
 
 
 def explain_statement(stmt: Statement) -> str:

@@ -120,6 +120,36 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def stream_views(specs: list[str]):
+    """``NAME=DIR`` pairs as a function that registers, in a session, each directory's
+    files (parquet, json or csv, by their extension) as the streaming view NAME."""
+    views = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise DfsqlError(f"--stream {spec!r}: expected NAME=DIRECTORY",
+                             hint="e.g. --stream clicks_live=/data/clicks")
+        files = sorted(p for p in Path(path).glob("*") if p.suffix in (".parquet", ".json",
+                                                                       ".csv"))
+        if not files:
+            raise DfsqlError(f"--stream {name}: no .parquet, .json or .csv file in {path}",
+                             hint="the stream's schema is read from the files already there")
+        views.append((name, path, files[0].suffix[1:]))
+
+    def register(spark) -> None:
+        for name, path, fmt in views:
+            reader = spark.read.format(fmt)
+            if fmt == "csv":
+                reader = reader.option("header", True).option("inferSchema", True)
+            schema = reader.load(path).schema
+            stream = spark.readStream.format(fmt).schema(schema)
+            if fmt == "csv":
+                stream = stream.option("header", True)
+            stream.load(path).createOrReplaceTempView(name)
+
+    return register
+
+
 def serve(args: argparse.Namespace) -> int:
     import dfsql
     from dfsql.server import Server
@@ -127,8 +157,14 @@ def serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
                          hint="add --allow-remote to mean it (and use --auth PLAIN)")
+    streams = stream_views(args.stream)
     spark = dfsql.session()
-    setup = register_paper_tables if args.paper_tables else None
+
+    def setup(session) -> None:
+        if args.paper_tables:
+            register_paper_tables(session)
+        streams(session)
+
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup).start()
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
@@ -175,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="accept a --host other than loopback")
     p_srv.add_argument("--paper-tables", action="store_true",
                        help="register the paper's example tables in every session")
+    p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
+                       help="register the files arriving in DIR as the streaming view NAME "
+                            "in every session (repeatable)")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")

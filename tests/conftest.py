@@ -98,6 +98,24 @@ def register_sample_tables(spark: SparkSession) -> None:
         spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS {body}")
 
 
+def paper_stream_dir(path: Path) -> Path:
+    """The paper's scores as parquet files, one per arrival minute, and a last row an hour
+    later with no event time (it belongs to no window: it moves the stream's frontier past
+    the paper's last instant)."""
+    import pandas as pd
+
+    frame = pd.read_csv(PAPER_DATA / "events.csv",
+                        parse_dates=["event_time", "arrival_time"])
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] += pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.NaT
+    frame = pd.concat([frame, sentinel], ignore_index=True)
+    path.mkdir(parents=True, exist_ok=True)
+    for i, (_, part) in enumerate(frame.groupby(frame["arrival_time"].dt.floor("min"))):
+        part.to_parquet(path / f"part-{i:03d}.parquet", index=False, coerce_timestamps="us")
+    return path
+
+
 @pytest.fixture(scope="session")
 def paper_tables(spark: SparkSession) -> list[str]:
     """Registers ``scores`` and ``paper_watermarks``; returns the view names."""

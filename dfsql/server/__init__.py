@@ -92,6 +92,9 @@ class Server:
             except OSError:
                 pass
         self.service.shutdown()
+        from dfsql.continuous import stop_all
+
+        stop_all()
 
     def connections(self) -> int:
         return len(self._connections)

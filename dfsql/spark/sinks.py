@@ -36,9 +36,11 @@ class TableSink:
     it is also written there after every batch, with the batch id, so a restarted query
     resumes from it and a batch replayed after a crash is applied once."""
 
-    def __init__(self, name: str, path: str | None = None) -> None:
+    def __init__(self, name: str, path: str | None = None, global_view: bool = False) -> None:
         self.name = name
         self.path = path
+        #: publish as ``global_temp.<name>`` (every session of the application sees it)
+        self.global_view = global_view
         self.current = None  # pandas DataFrame
         self.last_batch = -1
         self.keys: list[str] = []
@@ -102,7 +104,22 @@ class TableSink:
         schema = batch.drop("is_retraction").schema
         df = spark.createDataFrame(self.current, schema=schema) if len(self.current) else \
             spark.createDataFrame([], schema)
-        df.createOrReplaceTempView(self.name)
+        self._register(df)
+
+    def _register(self, df: DataFrame) -> None:
+        if self.global_view:
+            df.createOrReplaceGlobalTempView(self.name)
+        else:
+            df.createOrReplaceTempView(self.name)
+
+    def publish_empty(self, spark, schema) -> None:
+        """The view before the first batch: no rows yet, the panes' columns."""
+        if self.current is not None:
+            return
+        from pyspark.sql.types import StructType
+
+        fields = [f for f in schema.fields if f.name != "is_retraction"]
+        self._register(spark.createDataFrame([], StructType(fields)))
 
 
 def key_names(order_by: tuple[str, ...] | None) -> list[str]:

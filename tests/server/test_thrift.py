@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from dfsql.server import Server
-from tests.conftest import register_paper_tables, register_sample_tables
+from tests.conftest import paper_stream_dir, register_paper_tables, register_sample_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {f["name"]: f for f in json.loads(
@@ -281,9 +281,11 @@ def served(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    stream = paper_stream_dir(tmp_path_factory.mktemp("scores_live"))
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "dfsql.cli", "serve", "--port", str(port),
-                                 "--auth", "NOSASL", "--paper-tables"],
+                                 "--auth", "NOSASL", "--paper-tables",
+                                 "--stream", f"scores_live={stream}"],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     deadline = time.time() + 120
     while "dfsql serving" not in log.read_text():
@@ -313,9 +315,7 @@ def test_beeline_queries_tables_columns_and_errors(served, tmp_path):
                       + " ".join(FIG14["query"].split()) + ";\n!tables\n!columns scores\n")
     done = _run_beeline(port, "-f", str(script))
     assert done.returncode == 0, done.stderr[-3000:]
-    # each statement's output follows beeline's prompt ("0: jdbc:hive2://...> ")
-    lines = [ln for ln in (re.sub(r"^(\d+: jdbc:\S+> )+", "", x)
-                           for x in done.stdout.splitlines()) if ln.strip()]
+    lines = _lines(done.stdout)
     assert lines[:4] == ["key,value", "k,5", "k,7", "k,3"], done.stdout
     header = lines.index(",".join(COLUMNS))
     want = [",".join(_csv(v) for v in r) for r in _fig14_rows()]
@@ -331,6 +331,44 @@ def test_beeline_queries_tables_columns_and_errors(served, tmp_path):
     assert proc.poll() is None  # the server is still up
     again = _run_beeline(port, "-e", "SELECT COUNT(*) AS n FROM scores")
     assert again.returncode == 0 and again.stdout.split()[-2:] == ["n", "10"], again.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
+def test_beeline_starts_reads_and_stops_a_streaming_query(served):
+    """CREATE STREAMING QUERY over beeline; its live windows read back while it runs
+    (Figure 14's two windows left after its last pane, from the paper); SHOW; STOP."""
+    port, proc = served
+    query = " ".join(FIG14["query"].replace("FROM scores", "FROM scores_live").split())
+    created = _run_beeline(port, "-e", f"CREATE STREAMING QUERY fig14_live AS {query}")
+    assert created.returncode == 0, created.stdout + created.stderr[-2000:]
+    assert "fig14_live," in created.stdout
+    want = ["key,total,window_start,pane_timing",
+            "k,39,2015-09-01 12:00:30.0,LATE", "k,12,2015-09-01 12:06:30.0,ON_TIME"]
+    got: list[str] = []
+    for _ in range(10):
+        read = _run_beeline(port, "-e", "SELECT key, total, window_start, pane_timing FROM "
+                                        "global_temp.fig14_live ORDER BY window_start")
+        assert read.returncode == 0, read.stderr[-2000:]
+        got = _lines(read.stdout)
+        if got == want:
+            break
+        time.sleep(2)
+    assert got == want
+    shown = _run_beeline(port, "-e", "SHOW STREAMING QUERIES")
+    assert any(ln.startswith("fig14_live,") and ",RUNNING," in ln
+               for ln in _lines(shown.stdout)), shown.stdout
+    stopped = _run_beeline(port, "-e", "STOP STREAMING QUERY fig14_live")
+    assert stopped.returncode == 0 and "fig14_live,STOPPED" in stopped.stdout, stopped.stdout
+    after = _run_beeline(port, "-e", "SHOW STREAMING QUERIES")
+    assert "fig14_live" not in after.stdout
+    assert proc.poll() is None
+
+
+def _lines(stdout: str) -> list[str]:
+    """beeline's output lines without its prompts ("0: jdbc:hive2://...> ", ". . .> ")."""
+    lines = (re.sub(r"^(\d+: jdbc:\S+> |(\. )+\.?> ?)+", "", x) for x in stdout.splitlines())
+    return [ln for ln in lines if ln.strip()]
 
 
 def _csv(v) -> str:

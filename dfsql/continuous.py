@@ -1,0 +1,133 @@
+"""Running the continuous-query statements (:mod:`dfsql.language.continuous`): one
+registry per Spark application, so that any session — a Thrift client's, the shell's,
+Python's — lists and stops the queries any other started."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dfsql.errors import AnalysisError, DfsqlError, SourceError
+from dfsql.language.continuous import ContinuousStatement
+from dfsql.language.scan import Source
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class Running:
+    name: str
+    query: object  # pyspark StreamingQuery
+    sink: str
+    checkpoint: str
+    text: str
+    started: float
+
+
+_RUNNING: dict[str, Running] = {}
+_LOCK = threading.Lock()
+
+SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
+               "input_rows BIGINT, input_rows_per_second DOUBLE, "
+               "processed_rows_per_second DOUBLE, watermark STRING, state_elements BIGINT, "
+               "started TIMESTAMP")
+
+
+def run(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+    if stmt.kind == "show":
+        return _show(spark)
+    if stmt.kind == "stop":
+        return _stop(stmt, text, spark)
+    return _create(stmt, text, spark)
+
+
+def _create(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+    from dfsql.api import start
+    from dfsql.spark.sinks import TableSink
+
+    src = Source(text)
+    assert stmt.name is not None
+    with _LOCK:
+        old = _RUNNING.get(stmt.name)
+        if old is not None and old.query.isActive:  # type: ignore[attr-defined]
+            raise src.error(DfsqlError, f"a continuous query named {stmt.name} is running",
+                            stmt.name_offset, f"STOP STREAMING QUERY {stmt.name} first, or "
+                                              "choose another name")
+    checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
+    if stmt.sink == "directory":
+        sink: object = stmt.path
+        where = f"directory {stmt.path}"
+    else:
+        sink = TableSink(stmt.name, global_view=True)
+        where = f"table global_temp.{stmt.name}"
+    try:
+        query = start(stmt.query, sink=sink, checkpoint=checkpoint, name=stmt.name,
+                      spark=spark)
+    except SourceError as e:
+        if e.line == 1 and e.column == 1:  # "not over a stream": point at the query
+            p = src.pos(stmt.query_offset)
+            raise SourceError(e.message.replace("dfsql.start runs",
+                                                "CREATE STREAMING QUERY runs"),
+                              p.line, p.column, e.hint) from None
+        raise
+    if isinstance(sink, TableSink):
+        sink.publish_empty(spark, query.panes_schema)
+    with _LOCK:
+        _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time())
+    return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
+                                 "name STRING, id STRING, sink STRING, checkpoint STRING")
+
+
+def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+    assert stmt.name is not None
+    with _LOCK:
+        r = _RUNNING.pop(stmt.name, None)
+    if r is None:
+        raise Source(text).error(AnalysisError, f"no continuous query named {stmt.name}",
+                                 stmt.name_offset, "SHOW STREAMING QUERIES lists them")
+    r.query.stop()  # type: ignore[attr-defined]
+    return spark.createDataFrame([(r.name, "STOPPED")], "name STRING, status STRING")
+
+
+def _show(spark: SparkSession) -> DataFrame:
+    from datetime import datetime, timezone
+
+    rows = []
+    with _LOCK:
+        running = list(_RUNNING.values())
+    for r in sorted(running, key=lambda r: r.started):
+        q = r.query
+        status = "RUNNING" if q.isActive else "STOPPED"  # type: ignore[attr-defined]
+        error = q.exception() if not q.isActive else None  # type: ignore[attr-defined]
+        if error is not None:
+            status = "FAILED: " + (str(error).strip().splitlines() or ["?"])[0]
+        p = q.lastProgress or {}  # type: ignore[attr-defined]
+        metrics = (p.get("observedMetrics") or {}).get("dfsql") or {}
+        if hasattr(metrics, "asDict"):
+            metrics = metrics.asDict()
+        rows.append((r.name, str(q.id), status, r.sink,  # type: ignore[attr-defined]
+                     int(p["batchId"]) + 1 if "batchId" in p else 0,
+                     int(p.get("numInputRows", 0) or 0),
+                     float(p.get("inputRowsPerSecond", 0.0) or 0.0),
+                     float(p.get("processedRowsPerSecond", 0.0) or 0.0),
+                     None if metrics.get("watermark") is None else str(metrics["watermark"]),
+                     None if metrics.get("state_elements") is None
+                     else int(metrics["state_elements"]),
+                     datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None)))
+    return spark.createDataFrame(rows, SHOW_SCHEMA)
+
+
+def stop_all() -> None:
+    """Stop every continuous query (a server shutting down)."""
+    with _LOCK:
+        running = list(_RUNNING.values())
+        _RUNNING.clear()
+    for r in running:
+        try:
+            r.query.stop()  # type: ignore[attr-defined]
+        except Exception:
+            pass

@@ -1,0 +1,123 @@
+"""Statements that start, list and stop continuous queries (windowed queries over a
+stream), so that every interface — ``dfsql.sql``, the Thrift endpoint, the shell — can
+run them as SQL::
+
+    CREATE STREAMING QUERY name
+        [INTO TABLE | INTO DIRECTORY 'path']
+        [CHECKPOINT 'path']
+        AS <windowed query over a streaming source>
+    SHOW STREAMING QUERIES
+    STOP STREAMING QUERY name
+
+The options come before AS: the windowed query ends in the extension clauses, which
+could not tell a trailing INTO from a mistake. ``INTO TABLE`` (the default) keeps the
+current row of every live window, retractions applied, in the global temp view
+``global_temp.<name>``, readable from every session; ``INTO DIRECTORY`` writes Spark's
+parquet file sink there (exactly once). The query keeps running until STOP.
+
+This module only parses; :mod:`dfsql.api` runs them. The query after AS keeps its
+offsets (the head is blanked), so its errors name the line and column the user wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dfsql.errors import DfsqlSyntaxError
+from dfsql.language.scan import Source, Token, blank, scan
+
+SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
+            "[CHECKPOINT 'path'] AS <windowed query>")
+
+
+@dataclass(frozen=True)
+class ContinuousStatement:
+    kind: str  # create | show | stop
+    name: str | None = None
+    name_offset: int = 0
+    sink: str = "table"  # table | directory
+    path: str | None = None
+    checkpoint: str | None = None
+    #: the statement's text with everything before the query blanked (CREATE only)
+    query: str = ""
+    query_offset: int = 0
+
+
+def _string(tok: Token) -> str:
+    body = tok.text[1:-1]
+    return body.replace("\\'", "'").replace('\\"', '"')
+
+
+def parse_continuous(text: str) -> ContinuousStatement | None:
+    """The continuous-query statement ``text`` is, or None if it is none of them."""
+    src = Source(text)
+    tokens, _ = scan(src)
+    words = [t for t in tokens if t.kind != "punct" or t.text != ";"]
+    if len(words) < 2 or not words[1].is_word("STREAMING"):
+        return None
+    head = words[0]
+    if head.is_word("SHOW"):
+        if len(words) == 3 and words[2].is_word("QUERIES"):
+            return ContinuousStatement("show")
+        at = words[2].start if len(words) > 2 else words[1].end
+        raise src.error(DfsqlSyntaxError, "expected SHOW STREAMING QUERIES", at,
+                        "SHOW STREAMING QUERIES lists the running continuous queries")
+    if not head.is_word("CREATE", "STOP"):
+        return None
+    kind = head.upper.lower()
+    if len(words) < 3 or not words[2].is_word("QUERY"):
+        at = words[2] if len(words) > 2 else words[1]
+        raise src.error(DfsqlSyntaxError, f"expected {head.upper} STREAMING QUERY name",
+                        at.start if len(words) > 2 else at.end,
+                        SYNOPSIS if kind == "create" else "STOP STREAMING QUERY name")
+    if len(words) < 4 or words[3].kind not in ("word", "quoted"):
+        end = words[-1].end
+        raise src.error(DfsqlSyntaxError, "a continuous query needs a name",
+                        words[3].start if len(words) > 3 else end,
+                        "e.g. " + ("STOP STREAMING QUERY sessions_live" if kind == "stop"
+                                   else "CREATE STREAMING QUERY sessions_live AS SELECT …"))
+    name_tok = words[3]
+    name = name_tok.text.strip("`")
+    if kind == "stop":
+        if len(words) > 4:
+            raise src.error(DfsqlSyntaxError, f"unexpected {words[4].text!r} after the name",
+                            words[4].start, "STOP STREAMING QUERY name")
+        return ContinuousStatement("stop", name, name_tok.start)
+    sink, path, checkpoint = "table", None, None
+    i = 4
+    seen: set[str] = set()
+    while i < len(words) and not words[i].is_word("AS"):
+        t = words[i]
+        if t.is_word("INTO") and "INTO" not in seen:
+            seen.add("INTO")
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            if nxt is not None and nxt.is_word("TABLE"):
+                sink, i = "table", i + 2
+                continue
+            if nxt is not None and nxt.is_word("DIRECTORY"):
+                arg = words[i + 2] if i + 2 < len(words) else None
+                if arg is None or arg.kind != "string":
+                    raise src.error(DfsqlSyntaxError, "INTO DIRECTORY needs a quoted path",
+                                    (arg or nxt).start if arg else nxt.end,
+                                    "e.g. INTO DIRECTORY '/data/panes'")
+                sink, path, i = "directory", _string(arg), i + 3
+                continue
+            raise src.error(DfsqlSyntaxError, "expected TABLE or DIRECTORY 'path' after INTO",
+                            (nxt or t).start if nxt else t.end, SYNOPSIS)
+        if t.is_word("CHECKPOINT") and "CHECKPOINT" not in seen:
+            seen.add("CHECKPOINT")
+            arg = words[i + 1] if i + 1 < len(words) else None
+            if arg is None or arg.kind != "string":
+                raise src.error(DfsqlSyntaxError, "CHECKPOINT needs a quoted path",
+                                arg.start if arg else t.end, "e.g. CHECKPOINT '/data/ck/q1'")
+            checkpoint, i = _string(arg), i + 2
+            continue
+        raise src.error(DfsqlSyntaxError, f"unexpected {t.text!r} in CREATE STREAMING QUERY",
+                        t.start, SYNOPSIS)
+    if i >= len(words) or i + 1 >= len(words):
+        at = words[i] if i < len(words) else words[-1]
+        raise src.error(DfsqlSyntaxError, "CREATE STREAMING QUERY needs AS <windowed query>",
+                        at.end, SYNOPSIS)
+    body = words[i + 1].start
+    return ContinuousStatement("create", name, name_tok.start, sink, path, checkpoint,
+                               blank(text[:body]) + text[body:], body)
