@@ -165,8 +165,9 @@ def serve(args: argparse.Namespace) -> int:
             register_paper_tables(session)
         streams(session)
 
+    roots = None if args.allow_any_path else args.data_root
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
-                    session_setup=setup).start()
+                    session_setup=setup, data_roots=roots).start()
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
           f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
           + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
@@ -214,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
                        help="register the files arriving in DIR as the streaming view NAME "
                             "in every session (repeatable)")
+    p_srv.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                       help="a directory under which statements may read and write files "
+                            "(repeatable; none by default)")
+    p_srv.add_argument("--allow-any-path", action="store_true",
+                       help="let statements read and write files anywhere")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")

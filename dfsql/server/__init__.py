@@ -6,7 +6,8 @@ Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``)
 ``NONE`` (SASL PLAIN, any user and password: Hive's default) and ``PLAIN`` (SASL PLAIN
 checked against a password file of salted hashes, :mod:`dfsql.server.auth`). One thread
 per connection; when a client goes away its sessions close, their operations are
-cancelled and their Spark jobs with them. Loopback only unless told otherwise.
+cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
+only under the data roots (:mod:`dfsql.server.paths`; none unless configured).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Server:
     def __init__(self, spark: SparkSession | None = None, host: str = "127.0.0.1",
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
                  workers: int = 8, max_operations_per_session: int = 4,
-                 session_setup=None) -> None:
+                 session_setup=None, data_roots: list[str] | None = ()) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -54,7 +55,8 @@ class Server:
 
         self.spark = spark
         self.host, self.port, self.auth = host, port, auth
-        self.service = Service(spark, workers, max_operations_per_session, session_setup)
+        self.service = Service(spark, workers, max_operations_per_session, session_setup,
+                               None if data_roots is None else list(data_roots))
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()

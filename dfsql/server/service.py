@@ -287,8 +287,11 @@ class Service:
     """The TCLIService handler (the generated Processor calls these by name)."""
 
     def __init__(self, spark: SparkSession, workers: int = 8,
-                 max_operations_per_session: int = 4, session_setup=None) -> None:
+                 max_operations_per_session: int = 4, session_setup=None,
+                 data_roots: list[str] | None = None) -> None:
         self.spark = spark
+        #: where statements may read and write files (None: anywhere)
+        self.data_roots = data_roots
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
@@ -399,9 +402,15 @@ class Service:
     def ExecuteStatement(self, req):  # noqa: N802
         try:
             s = self._session(req.sessionHandle)
+            if self.data_roots is not None:
+                from dfsql.server.paths import check_paths
+
+                check_paths(req.statement, self.data_roots)
             op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
         except ServiceError as e:
             return tt.TExecuteStatementResp(status=_error_status(str(e), e.sqlstate))
+        except DfsqlError as e:
+            return tt.TExecuteStatementResp(status=_error_status(*_describe(e)))
         if req.runAsync:
             op.state = S.PENDING_STATE
             self.pool.submit(op.run)

@@ -476,3 +476,39 @@ def test_sixteen_clients_at_once(endpoint):
         assert sum(pool.map(client, range(16))) == 16 * 25
     assert _wait(lambda: endpoint.connections() == 0)
     assert not endpoint.service.sessions
+
+
+# --------------------------------------------------------------------------- file roots
+
+
+def test_statements_touch_files_only_under_the_data_roots(spark, tmp_path):
+    from pyhive.exc import OperationalError
+
+    inside = tmp_path / "data"
+    spark.range(3).write.parquet(str(inside / "three"))
+    outside = tmp_path / "elsewhere"
+    spark.range(5).write.parquet(str(outside))
+    link = inside / "sneaky"
+    link.symlink_to(outside)
+    server = Server(spark, port=0, auth="NONE", data_roots=[str(inside)]).start()
+    try:
+        conn = _connect(server)
+        cur = conn.cursor()
+        cur.execute(f"SELECT COUNT(*) FROM parquet.`{inside / 'three'}`")
+        assert cur.fetchall() == [(3,)]
+        for bad, col in [(f"SELECT COUNT(*) FROM parquet.`{outside}`", 30),
+                         (f"SELECT COUNT(*) FROM parquet.`{link}`", 30),  # a link out
+                         (f"SELECT COUNT(*) FROM parquet.`{inside}/../elsewhere`", 30),
+                         ("SELECT * FROM json.`s3a://bucket/x`", 20),
+                         (f"CREATE TABLE t USING parquet LOCATION '{outside}'", 39),
+                         (f"ADD JAR '{outside}/x.jar'", 9)]:
+            with pytest.raises(OperationalError) as info:
+                cur.execute(bad)
+            status = info.value.args[0].status
+            assert status.sqlState == "42501", bad
+            assert status.errorMessage.startswith(f"line 1, col {col}:"), status.errorMessage
+        cur.execute("SELECT 'parquet.`/etc`' AS not_a_path")  # a string is no path
+        assert cur.fetchall() == [("parquet.`/etc`",)]
+        conn.close()
+    finally:
+        server.stop()
