@@ -122,6 +122,7 @@ class Operation:
         self._pos = 0
         self.offset = 0
         self.lock = threading.Lock()
+        self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
 
     # ---------------------------------------------------------------- running
     def run(self) -> None:
@@ -433,6 +434,32 @@ class Service:
             resp.errorMessage, resp.sqlState = op.error
             resp.errorCode = 0
         return resp
+
+    def status_reply(self, req, oprot) -> bytes:
+        """GetOperationStatus's reply body, encoded: kept on the operation per state (an
+        operation's answer changes only with its state)."""
+        from dfsql.server.tcli import TCLIService
+
+        key = req.operationHandle.operationId.guid if req.operationHandle else None
+        op = self.operations.get(key)  # type: ignore[arg-type]
+        state = op.state if op is not None else None
+        cached = op._status_reply if op is not None else None
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        result = TCLIService.GetOperationStatus_result(success=self.GetOperationStatus(req))
+        enc = getattr(oprot, "_fast_encode", None)
+        if enc is not None:
+            body = enc(result, [result.__class__, result.thrift_spec])
+        else:
+            from thrift.protocol import TBinaryProtocol
+            from thrift.transport import TTransport
+
+            buf = TTransport.TMemoryBuffer()
+            result.write(TBinaryProtocol.TBinaryProtocol(buf))
+            body = buf.getvalue()
+        if op is not None:
+            op._status_reply = (state, body)
+        return body
 
     def CancelOperation(self, req):  # noqa: N802
         try:
