@@ -125,17 +125,19 @@ class Server:
         trans = None
         try:
             user = ""
-            if self.auth == "NOSASL":
-                trans = TTransport.TBufferedTransport(raw)
-            else:
+            if self.auth != "NOSASL":
                 assert self.check is not None
                 user = sasl.negotiate(raw, self.check)
-                trans = sasl.framed(raw)
+            # a buffer under everything: the status short path reads the socket itself
+            # and hands back what is not its own (Processor.serve_status)
+            inner = TTransport.TBufferedTransport(raw)
+            trans = inner if self.auth == "NOSASL" else sasl.framed(inner)
             proto = Protocol(trans)
-            processor = Processor(self.service)
+            processor = Processor(self.service, conn, inner, trans)
             self.service.connection_opened(user)
             while not self._stopping.is_set():
-                processor.process(proto, proto)
+                if not processor.serve_status():
+                    processor.process(proto, proto)
         except TTransport.TTransportException:
             pass  # the client went away
         except sasl.AuthenticationError as e:

@@ -40,6 +40,9 @@ SERVER_PROTOCOL = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
 OK = tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS)
 S = tt.TOperationState
+#: how long GetOperationStatus waits for a running operation to end (HiveServer2's
+#: hive.server2.long.polling.timeout is 5 s)
+LONG_POLL = 5.0
 
 
 def _error_status(message: str, sqlstate: str = "HY000", code: int = 0) -> tt.TStatus:
@@ -123,12 +126,14 @@ class Operation:
         self.offset = 0
         self.lock = threading.Lock()
         self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
+        self.done = threading.Event()  # set when it leaves the running states
 
     # ---------------------------------------------------------------- running
     def run(self) -> None:
         """Execute the statement: plan it, start its result (the first partition's job
         runs here, so that an error shows at execution, as on Spark's server)."""
         if self.state == S.CANCELED_STATE:
+            self.done.set()
             return
         self.state = S.RUNNING_STATE
         spark = self.session.spark
@@ -160,6 +165,7 @@ class Operation:
             self.error = _describe(e)
             self.state = S.ERROR_STATE
         finally:
+            self.done.set()
             try:
                 spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
             except Exception:
@@ -171,6 +177,7 @@ class Operation:
         self._static = table
         self._start()
         self.state = S.FINISHED_STATE
+        self.done.set()
 
     def _start(self) -> None:
         if self._static is not None:
@@ -213,6 +220,7 @@ class Operation:
         if self.state in (S.FINISHED_STATE, S.ERROR_STATE, S.CLOSED_STATE):
             return
         self.state = S.CANCELED_STATE
+        self.done.set()
         self._cancel_jobs()
 
     def _cancel_jobs(self) -> None:
@@ -234,6 +242,7 @@ class Operation:
         with self.lock:
             self._close_batches()
             self.state = S.CLOSED_STATE
+        self.done.set()
 
     def _close_batches(self) -> None:
         """Stop the partition iterator (its JVM server thread ends with it)."""
@@ -428,6 +437,10 @@ class Service:
             op = self._operation(req.operationHandle)
         except ServiceError as e:
             return tt.TGetOperationStatusResp(status=_error_status(str(e)))
+        # long polling, as HiveServer2 does: a running operation's status waits for its
+        # end (up to LONG_POLL seconds), so clients that poll without sleeping (Hive JDBC)
+        # do not spin against the statement they wait for
+        op.done.wait(LONG_POLL)
         resp = tt.TGetOperationStatusResp(status=OK, operationState=op.state,
                                           hasResultSet=True)
         if op.state == S.ERROR_STATE and op.error:
@@ -435,28 +448,23 @@ class Service:
             resp.errorCode = 0
         return resp
 
-    def status_reply(self, req, oprot) -> bytes:
+    def status_reply(self, req) -> bytes:
         """GetOperationStatus's reply body, encoded: kept on the operation per state (an
         operation's answer changes only with its state)."""
         from dfsql.server.tcli import TCLIService
 
         key = req.operationHandle.operationId.guid if req.operationHandle else None
         op = self.operations.get(key)  # type: ignore[arg-type]
+        if op is not None and not op.done.is_set():
+            op.done.wait(LONG_POLL)
         state = op.state if op is not None else None
         cached = op._status_reply if op is not None else None
         if cached is not None and cached[0] == state:
             return cached[1]
         result = TCLIService.GetOperationStatus_result(success=self.GetOperationStatus(req))
-        enc = getattr(oprot, "_fast_encode", None)
-        if enc is not None:
-            body = enc(result, [result.__class__, result.thrift_spec])
-        else:
-            from thrift.protocol import TBinaryProtocol
-            from thrift.transport import TTransport
+        from dfsql.server.tcli import encode
 
-            buf = TTransport.TMemoryBuffer()
-            result.write(TBinaryProtocol.TBinaryProtocol(buf))
-            body = buf.getvalue()
+        body = encode(result)
         if op is not None:
             op._status_reply = (state, body)
         return body

@@ -11,6 +11,7 @@ the codec the top-level pair as a list too, so that whole result sets are encode
 from __future__ import annotations
 
 import struct
+from io import BytesIO
 
 from TCLIService import TCLIService, ttypes  # type: ignore[import-untyped]
 from thrift.protocol import TBinaryProtocol
@@ -19,7 +20,7 @@ from thrift.transport import TTransport
 
 __all__ = ["TCLIService", "ttypes", "Protocol", "Processor"]
 
-_HEAD, _I32 = struct.Struct("!iI"), struct.Struct("!i")
+_HEAD, _I32, _U32 = struct.Struct("!iI"), struct.Struct("!i"), struct.Struct("!I")
 VERSION_MASK = TBinaryProtocol.TBinaryProtocol.VERSION_MASK
 
 
@@ -66,6 +67,18 @@ except ImportError:  # a thrift built without its C extension: pure Python, slow
     _Base = TBinaryProtocol.TBinaryProtocol
 
 
+def encode(struct_value) -> bytes:
+    """A struct in the binary protocol (in C where thrift has its extension)."""
+    if _Base is not TBinaryProtocol.TBinaryProtocol:
+        from thrift.protocol import fastbinary
+
+        return fastbinary.encode_binary(struct_value, [struct_value.__class__,
+                                                       struct_value.thrift_spec])
+    buf = TTransport.TMemoryBuffer()
+    struct_value.write(TBinaryProtocol.TBinaryProtocol(buf))
+    return buf.getvalue()
+
+
 class Protocol(_Base):  # type: ignore[misc,valid-type]
     """The binary protocol, encoding and decoding whole structs in C where it can."""
 
@@ -84,9 +97,44 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
     probe it and fall back on Thrift's unknown-method error), skipping an unknown call's
     arguments as bytes (Thrift's own skip decodes them as text and fails on a handle)."""
 
-    def __init__(self, handler) -> None:
+    def __init__(self, handler, sock=None, inner=None, trans=None) -> None:
         super().__init__(handler)
         self._processMap.pop("GetLog", None)
+        self._sock = sock  # the connection's socket: a status reply goes straight out
+        self._inner = inner  # the buffered transport on the socket
+        self._framed = trans is not None and trans is not inner
+        self._outer = trans
+        self._status_reqs: dict[bytes, object] = {}  # a status request's bytes -> request
+
+    def serve_status(self) -> bool:
+        """Answer a repeated GetOperationStatus straight from the socket: Hive JDBC asks
+        once per fetched row, with the same bytes but the sequence id. Reads one message
+        when nothing is buffered; a known status request is answered here (True),
+        anything else goes back into the buffer for :meth:`process` (False)."""
+        if self._sock is None or self._inner is None:
+            return False
+        rbuf = self._inner._TBufferedTransport__rbuf
+        if rbuf.tell() != len(rbuf.getbuffer()):
+            return False
+        if self._framed:
+            obuf = self._outer._TFramedTransport__rbuf
+            if obuf.tell() != len(obuf.getbuffer()):
+                return False
+        data = self._sock.recv(4096)
+        if not data:
+            raise TTransport.TTransportException(TTransport.TTransportException.END_OF_FILE,
+                                                 "the client closed the connection")
+        msg = data[4:] if self._framed else data
+        req = None
+        if len(msg) > 30 and msg[8:26] == b"GetOperationStatus" and (
+                not self._framed or _U32.unpack(data[:4])[0] == len(msg)):
+            req = self._status_reqs.get(msg[30:])
+        if req is None:
+            self._inner._TBufferedTransport__rbuf = BytesIO(data)
+            return False
+        seqid = _I32.unpack(msg[26:30])[0]
+        self._reply_status(seqid, self._handler.status_reply(req), None)
+        return True
 
     def process(self, iprot, oprot):
         from thrift.Thrift import TApplicationException, TMessageType
@@ -124,13 +172,39 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
                                 len(b"GetOperationStatus")) + b"GetOperationStatus")
 
     def _operation_status(self, seqid, iprot, oprot):
-        """GetOperationStatus, which Hive JDBC calls once per fetched row: the reply's
-        encoded body is kept per answer (``status_reply``), so a call costs a decode, a
-        look-up and a write."""
-        args = TCLIService.GetOperationStatus_args()
-        args.read(iprot)
-        iprot.readMessageEnd()
-        body = self._handler.status_reply(args.req, oprot)
-        oprot.trans.write(self._STATUS_HEAD + _I32.pack(seqid) + body)
-        oprot.trans.flush()
+        """GetOperationStatus, which Hive JDBC calls once per fetched row. A client asks
+        about the same operation with the same bytes each time: those bytes (when the
+        whole request sits in the transport's buffer) map to the decoded request, and the
+        reply's encoded body is kept per operation state (``status_reply``), so a repeated
+        call is a look-up and one send."""
+        trans = iprot.trans
+        rbuf = getattr(trans, "_TBufferedTransport__rbuf", None) or getattr(
+            trans, "_TFramedTransport__rbuf", None)
+        req = raw = None
+        if rbuf is not None:
+            whole = rbuf.getvalue()
+            raw = whole[rbuf.tell():]
+            req = self._status_reqs.get(raw)
+            if req is not None:
+                rbuf.seek(len(whole))
+        if req is None:
+            args = TCLIService.GetOperationStatus_args()
+            args.read(iprot)
+            iprot.readMessageEnd()
+            req = args.req
+            same = getattr(trans, "_TBufferedTransport__rbuf", None) or getattr(
+                trans, "_TFramedTransport__rbuf", None)
+            if raw and same is rbuf and rbuf.tell() == len(whole):  # exactly this request
+                if len(self._status_reqs) > 256:
+                    self._status_reqs.clear()
+                self._status_reqs[raw] = req
+        self._reply_status(seqid, self._handler.status_reply(req), oprot)
         return True
+
+    def _reply_status(self, seqid: int, body: bytes, oprot) -> None:
+        msg = self._STATUS_HEAD + _I32.pack(seqid) + body
+        if self._sock is not None:
+            self._sock.sendall(_U32.pack(len(msg)) + msg if self._framed else msg)
+        else:
+            oprot.trans.write(msg)
+            oprot.trans.flush()
