@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F  # noqa: N812
 
     import dfsql
-    from dfsql.spark.streaming import BUCKETS_CONF, ROCKSDB
+    from dfsql.spark.streaming import BUCKETS_CONF
 
     spark = dfsql.session()
     src = dataset(args.events)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             .agg(F.sum("value").alias("total"), F.count("*").alias("n")))
 
     def ours(tail: str, buckets: int):
-        spark.conf.set(store, ROCKSDB)  # what dfsql.session configures
+        spark.conf.unset(store)  # the session's default: dfsql picks RocksDB where it must
         spark.conf.set(BUCKETS_CONF, str(max(buckets, 0) if buckets else ""))
         if buckets == 0:
             spark.conf.unset(BUCKETS_CONF)

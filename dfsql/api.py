@@ -82,6 +82,25 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     live (restart from it after a crash). ``trigger``: ``DataStreamWriter.trigger``'s
     keyword arguments, e.g. ``{"processingTime": "10 seconds"}`` or
     ``{"availableNow": True}``."""
+    from dfsql.spark.streaming import STORE_CONF
+
+    session = _spark(spark)
+    store = session.conf.get(STORE_CONF, None)
+    try:
+        return _start(text, sink, checkpoint, trigger, name, session)
+    finally:
+        # dfsql's executor switched the session to RocksDB to plan (transformWithState
+        # needs it); the query runs on its own copy of the settings (and a restart on its
+        # checkpoint's), so the session keeps the user's store for what runs natively
+        if session.conf.get(STORE_CONF, None) != store:
+            if store is None:
+                session.conf.unset(STORE_CONF)
+            else:
+                session.conf.set(STORE_CONF, store)
+
+
+def _start(text: str, sink: object, checkpoint: str | None, trigger: dict | None,
+           name: str | None, spark: SparkSession):
     from dfsql.errors import SourceError
     from dfsql.spark.sinks import start_stream
 

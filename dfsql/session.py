@@ -65,9 +65,6 @@ SQL_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
-    # live streams keep their windows' state in RocksDB (transformWithState needs it)
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 
 #: Settings that only mean something when this process starts the driver JVM.

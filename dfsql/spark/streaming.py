@@ -229,15 +229,18 @@ def _marks_rows(table: DataFrame) -> DataFrame:
 
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
 
 
 def _use_rocksdb(spark) -> None:
     """transformWithState runs only on the RocksDB state store (Spark refuses the default
-    HDFS-backed one); it is the store for large state anyway. A session-level setting, so
-    it also applies to the session's other streaming queries started afterwards."""
-    key = "spark.sql.streaming.stateStore.providerClass"
-    if spark.conf.get(key, None) != ROCKSDB:
-        spark.conf.set(key, ROCKSDB)
+    HDFS-backed one); it is the store for large state anyway. A session-level setting:
+    the streaming DataFrame ``dfsql.sql`` returns must start on it; ``dfsql.start`` puts
+    the session's own choice back once its query runs (on its own copy of the settings).
+    A query Spark's own operator runs (the default trigger on the engine's clock) keeps
+    the session's store: Spark's default, the in-memory HDFS-backed one, is its fastest."""
+    if spark.conf.get(STORE_CONF, None) != ROCKSDB:
+        spark.conf.set(STORE_CONF, ROCKSDB)
 
 
 def check_streamable(plan: ReplayPlan) -> None:
