@@ -76,10 +76,9 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
     retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    # where a pane's emission and retraction sort among their key's rows (§7): the
+    # driver numbers such panes by that rank, so the pane id carries it (no column more)
     ranked = retracting and clauses.window.merging
-    if ranked:
-        # where a pane's emission and retraction sort among their key's rows (§7)
-        fields += ["__pane_rank BIGINT"]
     if clauses.late_rows_into:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
@@ -94,6 +93,7 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     plan.dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
+                              ranked=ranked,
                               group=group, dropped=plan.dropped_by_partition)
     ordered = (inp.repartition(plan.driver_partitions, *group) if group
                else inp.repartition(1))
@@ -104,15 +104,13 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
-    if ranked:
-        meta += ["__pane_rank"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     plan.temp_view(emitted, view)
     if merges is not None:
-        panes_sql = _panes_two_level(view, keys, meta, merges)
+        panes_sql = _panes_two_level(view, keys, meta, merges, ranked)
     else:
-        panes_sql = _panes_exploded(plan, view, keys, payload, meta)
+        panes_sql = _panes_exploded(plan, view, keys, payload, meta, ranked)
     timing = "element_at(array({}), CAST(shiftright(__pane_info, 1) & 3 AS INT) + 1)".format(
         ", ".join(f"'{t}'" for t in TIMING))
     cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
@@ -195,7 +193,8 @@ def _q(names) -> list[str]:
     return [f"`{n}`" for n in names]
 
 
-def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta) -> str:
+def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta,
+                    ranked: bool = False) -> str:
     """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
 
     A marker's list holds just its own pane. Aggregates see only the members
@@ -210,11 +209,16 @@ def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta) -> str:
     marked = ("SELECT explode(__gids) AS __pane, "
               + ", ".join(["__kind", *_q(keys), *_q(payload), *meta])
               + f" FROM {view} WHERE __kind <= {KIND_MARKER}")
-    return ("SELECT " + ", ".join([*_q(keys), *aggs, *[f"max({m}) AS {m}" for m in meta]])
+    return ("SELECT " + ", ".join([*_q(keys), *aggs, *[f"max({m}) AS {m}" for m in meta],
+                                   *_RANK[ranked]])
             + f" FROM ({marked}) AS __marked GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
-def _panes_two_level(view: str, keys, meta, merges) -> str:
+#: a ranked pane's id is its §7 rank (see _PartitionDriver): the pane query passes it on
+_RANK = {False: [], True: ["__pane AS __pane_rank"]}
+
+
+def _panes_two_level(view: str, keys, meta, merges, ranked: bool = False) -> str:
     """Decomposable aggregates (SUM, COUNT, MIN, MAX): Spark aggregates each *delta* —
     the elements first emitted by the same pane, which share one list of covering panes
     — then merges the deltas' values into every pane that covers them. In accumulating
@@ -237,7 +241,7 @@ def _panes_two_level(view: str, keys, meta, merges) -> str:
          *meta]) + f" FROM ({first}) AS __deltas")
     return ("SELECT " + ", ".join(
         [*_q(keys), *[f"CAST({second} AS {dtype}) AS `{alias}`"
-                      for _, _, second, alias, dtype in merges], *maxes])
+                      for _, _, second, alias, dtype in merges], *maxes, *_RANK[ranked]])
         + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *_q(keys)]))
 
 
@@ -304,13 +308,17 @@ class _PartitionDriver:
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
                  negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None) -> None:
+                 dropped=None, ranked: bool = False) -> None:
         #: accumulator of {partition: elements dropped}, so that dropped_late reads what
         #: the query's run counted (a re-run of a partition overwrites its own entry)
         self.dropped = dropped
         #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
         #: it must not share a group with the elements its own pane first emitted)
         self.negate_marker_group = negate_marker_group
+        #: number each pane by its §7 changelog rank (emission position << 32 |
+        #: retraction position) instead of a running id: unique within a key (a key's
+        #: rows are one run, and panes group by id and key), and the sort key after
+        self.ranked = ranked
         self.end_floor = end_floor
         self.clauses = clauses
         self.timeline = timeline
@@ -403,12 +411,14 @@ class _PartitionDriver:
             return pa.array(values, type=pa.int64(), mask=mask).cast(
                 pa.timestamp("us", tz="UTC"))
 
+        pane_ids = (_changelog_ranks(r, r.pane_window_start) if self.ranked
+                    else np.arange(n_panes, dtype=np.int64) + id_base)
         # elements: one row each, listing the panes that aggregate it (cover pairs by delta)
         ok, lens, member_panes = pane_members(r, n_panes)
         m = int(ok.sum())
         if m:
             offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
-            gids = member_panes + id_base
+            gids = pane_ids[member_panes]
             taken = table.select([*self.keys, *self.payload]).take(
                 pa.array(r.element_row[ok]))
             cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
@@ -426,9 +436,7 @@ class _PartitionDriver:
             retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
             if len(r.retraction_pane):
                 retract[r.retraction_pane] = r.retraction_emit_time
-            if "__pane_rank" in self.out_names:
-                cols["__pane_rank"] = pa.array(_changelog_ranks(r, wstart))
-            ids = np.arange(n_panes, dtype=np.int64) + id_base
+            ids = pane_ids
             if self.negate_marker_group:
                 ids = -1 - ids
             info = (r.pane_index.astype(np.int64) << 3) | \
@@ -565,7 +573,6 @@ def _union(parts: list[dict], names: list[str], in_schema):
         if n in in_schema.names:
             types[n] = in_schema.field(n).type
     types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
-                  "__pane_rank": pa.int64(),
                   "__gids": pa.list_(pa.int64()),
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),
