@@ -293,6 +293,29 @@ class Session:
                    for op in self.operations.values())
 
 
+def _metadata_call(function: str, response: type, *fields: str):
+    """A metadata call (GetTables, ...): ``dfsql.server.metadata.<function>`` with the
+    request's ``fields``, as an operation holding its result."""
+
+    def call(self: Service, req):
+        from dfsql.server import metadata
+
+        status, handle = self._metadata(req, getattr(metadata, function),
+                                        *(getattr(req, f) for f in fields))
+        return response(status=status, operationHandle=handle)
+
+    return call
+
+
+def _unsupported(response: type):
+    """A delegation-token call: not supported (an error status, as Spark's server)."""
+
+    def call(self: Service, req):
+        return response(status=_error_status("delegation tokens are not supported", "0A000"))
+
+    return call
+
+
 class Service:
     """The TCLIService handler (the generated Processor calls these by name)."""
 
@@ -437,36 +460,24 @@ class Service:
             op = self._operation(req.operationHandle)
         except ServiceError as e:
             return tt.TGetOperationStatusResp(status=_error_status(str(e)))
-        # long polling, as HiveServer2 does: a running operation's status waits for its
-        # end (up to LONG_POLL seconds), so clients that poll without sleeping (Hive JDBC)
-        # do not spin against the statement they wait for
-        op.done.wait(LONG_POLL)
-        resp = tt.TGetOperationStatusResp(status=OK, operationState=op.state,
-                                          hasResultSet=True)
-        if op.state == S.ERROR_STATE and op.error:
-            resp.errorMessage, resp.sqlState = op.error
-            resp.errorCode = 0
-        return resp
+        return _status_of(op, _long_poll(op))
 
     def status_reply(self, req) -> bytes:
         """GetOperationStatus's reply body, encoded: kept on the operation per state (an
         operation's answer changes only with its state)."""
-        from dfsql.server.tcli import TCLIService
+        from dfsql.server.tcli import TCLIService, encode
 
         key = req.operationHandle.operationId.guid if req.operationHandle else None
         op = self.operations.get(key)  # type: ignore[arg-type]
-        if op is not None and not op.done.is_set():
-            op.done.wait(LONG_POLL)
-        state = op.state if op is not None else None
-        cached = op._status_reply if op is not None else None
+        if op is None:  # the invalid-handle error
+            return encode(TCLIService.GetOperationStatus_result(
+                success=self.GetOperationStatus(req)))
+        state = _long_poll(op)
+        cached = op._status_reply
         if cached is not None and cached[0] == state:
             return cached[1]
-        result = TCLIService.GetOperationStatus_result(success=self.GetOperationStatus(req))
-        from dfsql.server.tcli import encode
-
-        body = encode(result)
-        if op is not None:
-            op._status_reply = (state, body)
+        body = encode(TCLIService.GetOperationStatus_result(success=_status_of(op, state)))
+        op._status_reply = (state, body)
         return body
 
     def CancelOperation(self, req):  # noqa: N802
@@ -527,74 +538,40 @@ class Service:
         except Exception as e:  # noqa: BLE001
             return _error_status(*_describe(e)), None
 
-    def GetTypeInfo(self, req):  # noqa: N802
-        from dfsql.server import metadata
+    # one metadata call each: the function of dfsql.server.metadata that answers it, the
+    # response type, and the request's fields passed on
+    GetTypeInfo = _metadata_call("type_info", tt.TGetTypeInfoResp)
+    GetCatalogs = _metadata_call("catalogs", tt.TGetCatalogsResp)
+    GetSchemas = _metadata_call("schemas", tt.TGetSchemasResp, "schemaName")
+    GetTables = _metadata_call("tables", tt.TGetTablesResp, "schemaName", "tableName",
+                               "tableTypes")
+    GetTableTypes = _metadata_call("table_types", tt.TGetTableTypesResp)
+    GetColumns = _metadata_call("columns", tt.TGetColumnsResp, "schemaName", "tableName",
+                                "columnName")
+    GetFunctions = _metadata_call("functions", tt.TGetFunctionsResp, "schemaName",
+                                  "functionName")
+    GetPrimaryKeys = _metadata_call("primary_keys", tt.TGetPrimaryKeysResp)
+    GetCrossReference = _metadata_call("cross_reference", tt.TGetCrossReferenceResp)
+    GetDelegationToken = _unsupported(tt.TGetDelegationTokenResp)
+    CancelDelegationToken = _unsupported(tt.TCancelDelegationTokenResp)
+    RenewDelegationToken = _unsupported(tt.TRenewDelegationTokenResp)
 
-        status, handle = self._metadata(req, metadata.type_info)
-        return tt.TGetTypeInfoResp(status=status, operationHandle=handle)
 
-    def GetCatalogs(self, req):  # noqa: N802
-        from dfsql.server import metadata
+def _long_poll(op: Operation) -> int:
+    """The operation's state once it has ended, or after LONG_POLL seconds: HiveServer2's
+    long polling, so clients that poll without sleeping (Hive JDBC) do not spin against
+    the statement they wait for."""
+    if not op.done.is_set():
+        op.done.wait(LONG_POLL)
+    return op.state
 
-        status, handle = self._metadata(req, metadata.catalogs)
-        return tt.TGetCatalogsResp(status=status, operationHandle=handle)
 
-    def GetSchemas(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.schemas, req.schemaName)
-        return tt.TGetSchemasResp(status=status, operationHandle=handle)
-
-    def GetTables(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.tables, req.schemaName, req.tableName,
-                                        req.tableTypes)
-        return tt.TGetTablesResp(status=status, operationHandle=handle)
-
-    def GetTableTypes(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.table_types)
-        return tt.TGetTableTypesResp(status=status, operationHandle=handle)
-
-    def GetColumns(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.columns, req.schemaName, req.tableName,
-                                        req.columnName)
-        return tt.TGetColumnsResp(status=status, operationHandle=handle)
-
-    def GetFunctions(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.functions, req.schemaName,
-                                        req.functionName)
-        return tt.TGetFunctionsResp(status=status, operationHandle=handle)
-
-    def GetPrimaryKeys(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.primary_keys)
-        return tt.TGetPrimaryKeysResp(status=status, operationHandle=handle)
-
-    def GetCrossReference(self, req):  # noqa: N802
-        from dfsql.server import metadata
-
-        status, handle = self._metadata(req, metadata.cross_reference)
-        return tt.TGetCrossReferenceResp(status=status, operationHandle=handle)
-
-    def GetDelegationToken(self, req):  # noqa: N802
-        return tt.TGetDelegationTokenResp(status=_error_status(
-            "delegation tokens are not supported", "0A000"))
-
-    def CancelDelegationToken(self, req):  # noqa: N802
-        return tt.TCancelDelegationTokenResp(status=_error_status(
-            "delegation tokens are not supported", "0A000"))
-
-    def RenewDelegationToken(self, req):  # noqa: N802
-        return tt.TRenewDelegationTokenResp(status=_error_status(
-            "delegation tokens are not supported", "0A000"))
+def _status_of(op: Operation, state: int) -> tt.TGetOperationStatusResp:
+    resp = tt.TGetOperationStatusResp(status=OK, operationState=state, hasResultSet=True)
+    if state == S.ERROR_STATE and op.error:
+        resp.errorMessage, resp.sqlState = op.error
+        resp.errorCode = 0
+    return resp
 
 
 def _column_length(col: Any) -> int:
