@@ -94,13 +94,20 @@ def _workload(seed: int, n: int = 300) -> pd.DataFrame:
     et = np.sort(rng.integers(0, 900, n))
     delay = rng.integers(0, 40, n)
     delay[rng.random(n) < 0.05] += 150
-    at = et + delay
+    return _in_arrival_order(rng, et, et + delay, ["a", "b", "c"], timedelta(seconds=1))
+
+
+def _in_arrival_order(rng, et: np.ndarray, at: np.ndarray, keys: list[str],
+                      unit: timedelta) -> pd.DataFrame:
+    """Rows with event and arrival times (in ``unit`` after T0), random keys and values,
+    in arrival order."""
+    n = len(et)
     o = np.argsort(at, kind="stable")
     return pd.DataFrame({
-        "key": rng.choice(["a", "b", "c"], n)[o],
+        "key": rng.choice(keys, n)[o],
         "value": rng.integers(1, 10, n)[o].astype(np.int64),
-        "event_time": [T0 + timedelta(seconds=int(s)) for s in et[o]],
-        "arrival_time": [T0 + timedelta(seconds=int(s)) for s in at[o]],
+        "event_time": [T0 + unit * int(s) for s in et[o]],
+        "arrival_time": [T0 + unit * int(s) for s in at[o]],
     })
 
 
@@ -171,13 +178,7 @@ def test_percentile_watermark_on_a_stream_equals_the_replay(spark, tmp_path):
     n = 400
     et = np.sort(rng.integers(0, 600_000, n))  # milliseconds: delays with many digits
     at = et + rng.integers(0, 30_000, n) + np.where(rng.random(n) < 0.1, 90_000, 0)
-    o = np.argsort(at, kind="stable")
-    frame = pd.DataFrame({
-        "key": rng.choice(["a", "b", "c", "d"], n)[o],
-        "value": rng.integers(1, 10, n)[o].astype(np.int64),
-        "event_time": [T0 + timedelta(milliseconds=int(s)) for s in et[o]],
-        "arrival_time": [T0 + timedelta(milliseconds=int(s)) for s in at[o]],
-    })
+    frame = _in_arrival_order(rng, et, at, ["a", "b", "c", "d"], timedelta(milliseconds=1))
     q = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
          "WINDOW SESSIONS(GAP 20 SECONDS) ON event_time "
          "WATERMARK PERCENTILE 80 DELAY 2 SECONDS PROCESSING TIME arrival_time "
