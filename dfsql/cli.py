@@ -1,5 +1,11 @@
-"""The ``dfsql`` command: ``demo``, ``run FILE``, ``explain FILE``, ``serve`` (the
-HiveServer2-compatible endpoint) and ``passwd FILE USER`` (its password file).
+"""The ``dfsql`` command.
+
+``dfsql`` alone opens the interactive shell on local Spark (``--master URL`` for a
+cluster, ``--remote sc://…`` for Spark Connect); ``dfsql -e "query"`` and ``dfsql -f
+file.sql`` run statements without a prompt and exit non-zero on the first error (so does
+a script piped in). Subcommands: ``demo`` (the README demo), ``run FILE``, ``explain
+FILE``, ``serve`` (the HiveServer2-compatible endpoint) and ``passwd FILE USER`` (its
+password file).
 
 Errors in a query print as ``line L, col C: message`` with a hint and exit 1 — no stack
 trace for a user's mistake.
@@ -191,13 +197,53 @@ def passwd(args: argparse.Namespace) -> int:
     return 0
 
 
+def shell(args: argparse.Namespace) -> int:
+    """The shell: interactive on a terminal, else the -e texts, -f files or stdin."""
+    from dfsql.shell.repl import Shell
+
+    sh = Shell(paper_tables=args.paper_tables, history=args.history)
+    if args.execute or args.file:
+        for text in args.execute or []:
+            if sh.run_script(text, where="") != 0:
+                return 1
+        for name in args.file or []:
+            try:
+                text = Path(name).read_text()
+            except OSError as e:
+                raise DfsqlError(f"cannot read {name}: {e.strerror}",
+                                 hint="dfsql -f takes a file of statements") from None
+            if sh.run_script(text, where=f"{name}: ") != 0:
+                return 1
+        return 0
+    if not sys.stdin.isatty():
+        return sh.run_script(sys.stdin.read(), where="<stdin>: ")
+    return sh.interactive()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dfsql", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    import os
+
+    parser = argparse.ArgumentParser(
+        prog="dfsql", description="dfsql: streaming SQL with the Dataflow model on Spark. "
+        "Without a subcommand: the interactive shell (or -e / -f / a script on stdin).")
+    parser.add_argument("--master", help="a Spark master URL (spark://..., yarn, local[4]) "
+                                         "instead of local[2]")
+    parser.add_argument("--remote", help="a Spark Connect URL (sc://host:port)")
+    parser.add_argument("-e", "--execute", action="append", metavar="SQL",
+                        help="run these statements and exit (repeatable)")
+    parser.add_argument("-f", "--file", action="append", metavar="FILE",
+                        help="run the statements of FILE and exit (repeatable)")
+    parser.add_argument("--paper-tables", action="store_true",
+                        help="register the paper's example tables (scores, "
+                             "paper_watermarks) first")
+    parser.add_argument("--history", metavar="FILE",
+                        help="the shell's history file (default ~/.dfsql_history, or "
+                             "$DFSQL_HISTORY)")
+    sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="run the paper's running example on local Spark")
     p_run = sub.add_parser("run", help="run the statements of a .sql file")
     p_run.add_argument("file")
-    p_run.add_argument("--paper-tables", action="store_true",
+    p_run.add_argument("--paper-tables", action="store_true", default=argparse.SUPPRESS,
                        help="register the paper's example tables first")
     p_exp = sub.add_parser("explain", help="show how the statements of a .sql file run")
     p_exp.add_argument("file")
@@ -210,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--password-file", help="users for --auth PLAIN (dfsql passwd)")
     p_srv.add_argument("--allow-remote", action="store_true",
                        help="accept a --host other than loopback")
-    p_srv.add_argument("--paper-tables", action="store_true",
+    p_srv.add_argument("--paper-tables", action="store_true", default=argparse.SUPPRESS,
                        help="register the paper's example tables in every session")
     p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
                        help="register the files arriving in DIR as the streaming view NAME "
@@ -224,7 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     p_pw.add_argument("file")
     p_pw.add_argument("user")
     args = parser.parse_args(argv)
-    handler = {"demo": demo, "run": run, "explain": explain, "serve": serve,
+    if args.master and args.remote:
+        parser.error("give --master or --remote, not both")
+    # every command's dfsql.session() reads these (LANGUAGE.md's interfaces share them)
+    if args.remote:
+        os.environ["DFSQL_SPARK_REMOTE"] = args.remote
+    elif args.master:
+        os.environ.pop("DFSQL_SPARK_REMOTE", None)
+        os.environ["DFSQL_SPARK_MASTER"] = args.master
+    handler = {None: shell, "demo": demo, "run": run, "explain": explain, "serve": serve,
                "passwd": passwd}[args.command]
     try:
         return handler(args)

@@ -1,0 +1,149 @@
+"""One statement's Spark work, cancellable with Ctrl-C and shown with a progress bar.
+
+The work runs in a worker thread under its own Spark job group (a tag on Spark Connect),
+while the shell's main thread waits. Ctrl-C then cancels that group only — PySpark's own
+SIGINT handler would call ``cancelAllJobs`` and so also kill the continuous queries the
+user started — and the shell returns to its prompt once the worker has let go. After a
+second of work a progress bar shows each running stage's tasks (from the status tracker;
+Spark Connect has none, so nothing is drawn there).
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: seconds of work before the progress bar appears
+PROGRESS_AFTER_S = 1.0
+#: how long a cancelled statement may take to let go before the shell stops waiting
+CANCEL_WAIT_S = 15.0
+
+_groups = itertools.count(1)
+
+
+class Cancelled(Exception):
+    """The user pressed Ctrl-C while a statement ran; its Spark jobs were cancelled."""
+
+
+class Job:
+    """``fn`` run in a worker thread under a fresh job group of ``spark``."""
+
+    def __init__(self, spark, fn: Callable[[], T], description: str = "") -> None:
+        from dfsql.session import spark_context
+
+        self.spark = spark
+        self.fn = fn
+        self.description = description[:200]
+        self.group = f"dfsql-shell-{next(_groups)}"
+        self.sc = spark_context(spark)
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._thread = threading.Thread(target=self._work, daemon=True,
+                                        name=f"dfsql-shell-job-{self.group}")
+
+    def _work(self) -> None:
+        try:
+            if self.sc is not None:
+                self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
+            else:
+                self.spark.addTag(self.group)
+            self.result = self.fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            self.error = e
+        finally:
+            if self.sc is None:  # a job group dies with its (pinned) thread; a tag does not
+                self.spark.removeTag(self.group)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.sc is not None:
+            self.sc.cancelJobGroup(self.group)
+        else:
+            self.spark.interruptTag(self.group)
+
+    def run(self, progress_console=None) -> Any:
+        """Run and wait. Raises what ``fn`` raised, or :class:`Cancelled` after Ctrl-C."""
+        previous = signal.getsignal(signal.SIGINT)
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        bar = None
+        try:
+            self._thread.start()
+            t0 = time.monotonic()
+            try:
+                while self._thread.is_alive():
+                    self._thread.join(0.1)
+                    if progress_console is not None and self.sc is not None:
+                        if bar is None and time.monotonic() - t0 >= PROGRESS_AFTER_S:
+                            bar = StageProgress(self.sc, self.group, progress_console)
+                        if bar is not None:
+                            bar.update()
+            except KeyboardInterrupt:
+                self._let_go()
+                raise Cancelled() from None
+        finally:
+            if bar is not None:
+                bar.close()
+            if in_main:
+                signal.signal(signal.SIGINT, previous)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def _let_go(self) -> None:
+        """Cancel the group until the worker ends: a statement may start a next job
+        after the first one is cancelled (a replay runs several)."""
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            self.cancel()
+            self._thread.join(0.25)
+
+
+class StageProgress:
+    """A rich progress bar per running stage of one job group: completed / total tasks."""
+
+    def __init__(self, sc, group: str, console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.tracker = sc.statusTracker()
+        self.group = group
+        self.progress = Progress(TextColumn("[bold blue]{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("tasks"),
+                                 TimeElapsedColumn(), console=console, transient=True)
+        self.tasks: dict[int, Any] = {}
+        self.progress.start()
+
+    def update(self) -> None:
+        stages: set[int] = set()
+        for job_id in self.tracker.getJobIdsForGroup(self.group):
+            job = self.tracker.getJobInfo(job_id)
+            if job is not None and job.status == "RUNNING":
+                stages.update(job.stageIds)
+        for sid in sorted(stages):
+            info = self.tracker.getStageInfo(sid)
+            if info is None or info.numTasks == 0 or (
+                    sid not in self.tasks and info.numActiveTasks == 0
+                    and info.numCompletedTasks == 0):
+                continue  # not started (or skipped): no bar yet
+            label = f"stage {sid}" + (f" {info.name.split(' at ')[0]}" if info.name else "")
+            if sid not in self.tasks:
+                self.tasks[sid] = self.progress.add_task(label[:40], total=info.numTasks)
+            self.progress.update(self.tasks[sid], completed=info.numCompletedTasks,
+                                 total=info.numTasks)
+
+    def close(self) -> None:
+        self.progress.stop()

@@ -1,0 +1,169 @@
+"""Highlighting and completion for the shell.
+
+Highlighting is pygments' SQL lexer with dfsql's clause words (LANGUAGE.md §2–§6), the
+continuous-query statements and the shell's backslash commands added. Completion offers,
+for the word under the cursor: backslash commands at the start of a line; table names
+after FROM, JOIN, INTO, TABLE and the commands that take one; otherwise keywords (Spark
+SQL's and dfsql's, in the case the user is typing), Spark's functions, the tables, and
+the columns of the tables the statement names. The catalog is read once and again only
+after a statement ran (it may have created or dropped a view), never per key press.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from pygments.lexer import inherit, words
+from pygments.lexers.sql import SqlLexer
+from pygments.token import Keyword, Name
+
+from dfsql.language.names import PANE_COLUMNS
+from dfsql.language.parse import ALL_KEYWORDS
+
+#: dfsql's words beyond LANGUAGE.md's clause keywords: units, continuous queries
+DFSQL_WORDS = sorted(ALL_KEYWORDS | {
+    "MILLISECOND", "MILLISECONDS", "MS", "SECOND", "SECONDS", "SEC", "MINUTE", "MINUTES",
+    "MIN", "HOUR", "HOURS", "DAY", "DAYS", "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW",
+    "CHECKPOINT", "DIRECTORY", "EXPLAIN"})
+
+#: the shell's commands and a line of help each
+COMMANDS: dict[str, str] = {
+    "\\d": "list tables and views; \\d NAME shows one's columns",
+    "\\load": "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] "
+              "[WATERMARK ...]: register a CSV, JSON or Parquet file (or a directory)",
+    "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages)",
+    "\\watch": "\\watch QUERY: the live panes of a windowed query over a stream, "
+               "retractions applied, until Ctrl-C",
+    "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "
+              "figures",
+    "\\timing": "show or hide each statement's elapsed time",
+    "\\maxrows": "\\maxrows N: fetch and show at most N rows of a result",
+    "\\pager": "\\pager on|off: page results taller than the screen",
+    "\\help": "this list",
+    "\\q": "leave the shell (or Ctrl-D)",
+}
+
+#: words after which a table name comes
+_TABLE_CONTEXT = {"FROM", "JOIN", "INTO", "TABLE", "VIEW", "\\D", "DESCRIBE", "UPDATE"}
+
+
+class DfsqlLexer(SqlLexer):
+    """Spark SQL with dfsql's clause words and the shell's backslash commands."""
+
+    name = "dfsql"
+    aliases = ["dfsql"]
+    tokens = {
+        "root": [
+            (r"^\s*\\[a-z]+", Name.Builtin),
+            (words(DFSQL_WORDS, prefix=r"(?i)\b", suffix=r"\b"), Keyword),
+            inherit,
+        ],
+    }
+
+
+def spark_keywords() -> list[str]:
+    """Spark SQL's single-word keywords, as sqlglot's Spark dialect knows them."""
+    from sqlglot.dialects.spark import Spark
+
+    return sorted(k for k in Spark.Tokenizer.KEYWORDS if k.isalpha())
+
+
+class Catalog:
+    """Table, column and function names of a Spark session, read lazily and cached until
+    :meth:`invalidate` (the shell calls it after every statement)."""
+
+    def __init__(self, spark_getter: Callable[[], object | None]) -> None:
+        self._spark = spark_getter
+        self._lock = threading.Lock()
+        self._tables: list[str] | None = None
+        self._columns: dict[str, list[str]] = {}
+        self._functions: list[str] | None = None
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._tables = None
+            self._columns = {}
+
+    def tables(self) -> list[str]:
+        with self._lock:
+            if self._tables is None:
+                spark = self._spark()
+                if spark is None:
+                    return []
+                self._tables = sorted({t.name for t in spark.catalog.listTables()})
+            return self._tables
+
+    def columns(self, table: str) -> list[str]:
+        from pyspark.errors import PySparkException
+
+        with self._lock:
+            if table not in self._columns:
+                spark = self._spark()
+                if spark is None:
+                    return []
+                try:
+                    self._columns[table] = list(spark.table(table).columns)
+                except PySparkException:
+                    self._columns[table] = []
+            return self._columns[table]
+
+    def functions(self) -> list[str]:
+        with self._lock:
+            if self._functions is None:
+                spark = self._spark()
+                if spark is None:
+                    return []
+                self._functions = sorted({f.name for f in spark.catalog.listFunctions()
+                                          if f.name.isidentifier()})
+            return self._functions
+
+
+_WORD = re.compile(r"[\w.\\]+$")
+_IDENT = re.compile(r"[A-Za-z_][\w]*")
+
+
+class ShellCompleter(Completer):
+    """Completion by context; see the module doc."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.keywords = sorted(set(spark_keywords()) | set(DFSQL_WORDS))
+
+    def get_completions(self, document: Document,
+                        complete_event: CompleteEvent) -> Iterable[Completion]:
+        before = document.text_before_cursor
+        m = _WORD.search(before)
+        word = m.group(0) if m else ""
+        head = before[: len(before) - len(word)]
+        if word.startswith("\\") and not head.strip():
+            for cmd, help_text in COMMANDS.items():
+                if cmd.startswith(word.lower()):
+                    yield Completion(cmd, -len(word), display_meta=help_text[:60])
+            return
+        if not word:
+            return
+        previous = head.split()[-1].upper() if head.split() else ""
+        tables = self.catalog.tables()
+        if previous in _TABLE_CONTEXT or (previous == "\\LOAD"):
+            yield from _matching(word, tables, "table")
+            return
+        named = {t for t in _IDENT.findall(document.text) if t in tables}
+        columns = sorted({c for t in named for c in self.catalog.columns(t)}
+                         | set(PANE_COLUMNS))
+        yield from _matching(word, columns, "column")
+        yield from _matching(word, tables, "table")
+        upper = word.isupper() or not word.islower()
+        kws = [k if upper else k.lower() for k in self.keywords]
+        yield from _matching(word, kws, "keyword")
+        yield from _matching(word, self.catalog.functions(), "function")
+
+
+def _matching(word: str, names: Iterable[str], meta: str) -> Iterable[Completion]:
+    low = word.lower()
+    for n in names:
+        if n.lower().startswith(low) and n != word:
+            yield Completion(n, -len(word), display_meta=meta)

@@ -1,0 +1,222 @@
+"""``\\plot``: a windowed result drawn the way the Dataflow paper draws its figures.
+
+Event time runs across, processing time up. Each pane is a rectangle over its window
+``[window_start, window_end)``, from the previous pane of that window (or the window's
+first element) up to the pane's ``emit_time``, coloured by timing (EARLY, ON_TIME, LATE)
+and labelled with its value at the top; a retraction is a red ``-value`` at the instant it
+was emitted. Where the query replays a table (PROCESSING TIME), the input elements are
+dots at (event time, arrival time) labelled with the value they carry, and the watermark
+is a line: at each processing time, the event time the watermark has reached. A result
+with several keys gets one panel per key (at most :data:`MAX_PANELS`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dfsql.errors import DfsqlError
+from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
+
+MAX_PANELS = 6
+MAX_ELEMENTS = 2000
+COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
+
+
+@dataclass
+class PlotSummary:
+    """What was drawn (so a caller or a test can say what the picture shows)."""
+
+    path: str
+    value_column: str
+    panels: list[str] = field(default_factory=list)
+    #: (panel, window_start, window_end, value label, timing) per pane, in emit order
+    panes: list[tuple[str, Any, Any, str, str]] = field(default_factory=list)
+    #: (panel, window_start, value label) per retraction
+    retractions: list[tuple[str, Any, str]] = field(default_factory=list)
+    elements: int = 0
+    watermark_points: int = 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | decimal.Decimal) and not isinstance(v, bool)
+
+
+def _label(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return "NULL" if v is None else str(v)
+
+
+def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
+                title: str = "", plan=None) -> PlotSummary:
+    """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
+    ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    cols = list(columns)
+    missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
+               if c not in cols]
+    if missing:
+        raise DfsqlError(f"\\plot draws a windowed result; the last result has no "
+                         f"{', '.join(missing)}", hint="run a query with WINDOW first")
+    if not rows:
+        raise DfsqlError("\\plot: the last windowed result has no rows")
+    at = {c: cols.index(c) for c in cols}
+    values = [c for c in cols if c not in PANE_COLUMNS
+              and any(_is_number(r[at[c]]) for r in rows)]
+    value_col = values[0] if values else next(c for c in cols if c not in PANE_COLUMNS)
+    keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
+    retract = at.get("is_retraction")
+    batch = all(r[at["emit_time"]] is None for r in rows)
+
+    def key_of(r) -> str:
+        return ", ".join(f"{k}={_label(r[at[k]])}" for k in keys) or "all"
+
+    panels = list(dict.fromkeys(key_of(r) for r in rows))[:MAX_PANELS]
+    elements, timeline = _input_and_watermark(plan) if plan is not None and not batch \
+        and len(panels) == 1 else (None, None)
+
+    times = [r[at[c]] for r in rows for c in ("window_start", "window_end")
+             if r[at[c]] is not None]
+    emits = [r[at["emit_time"]] for r in rows if r[at["emit_time"]] is not None]
+    if elements is not None and len(elements):
+        times += list(elements["e"])
+        emits += list(elements["p"])
+    x_lo, x_hi = (min(times), max(times)) if times else (None, None)
+    if batch:
+        y_lo, y_hi = 0.0, 1.0
+    else:
+        y_lo, y_hi = min(emits), max(emits)
+        pad = max((y_hi - y_lo) * 0.05, dt.timedelta(seconds=1))
+        y_lo, y_hi = y_lo - pad, y_hi + pad
+
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
+    summary = PlotSummary(path, value_col, panels)
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        mine = [r for r in rows if key_of(r) == panel]
+        first_arrival: dict[Any, Any] = {}
+        if elements is not None:
+            for e, p in zip(elements["e"], elements["p"], strict=True):
+                for r in mine:
+                    ws, we = r[at["window_start"]], r[at["window_end"]]
+                    if (ws is None or ws <= e) and (we is None or e < we):
+                        key = (ws, we)
+                        first_arrival[key] = min(first_arrival.get(key, p), p)
+        top: dict[Any, Any] = {}
+        for r in mine:
+            ws, we = r[at["window_start"]], r[at["window_end"]]
+            x0 = ws if ws is not None else x_lo
+            x1 = we if we is not None else x_hi
+            label = _label(r[at[value_col]])
+            if batch:
+                y0, y1 = 0.05, 0.95
+            else:
+                y1 = r[at["emit_time"]]
+                y0 = top.get((ws, we), first_arrival.get((ws, we), y_lo))
+            if retract is not None and r[retract]:
+                ax.annotate(f"-{label}", (_mid(x0, x1), y1), color="red", ha="center",
+                            va="top", fontsize=9, fontweight="bold",
+                            xytext=(0, -2), textcoords="offset points")
+                summary.retractions.append((panel, ws, label))
+                continue
+            timing = r[at["pane_timing"]]
+            x0n, x1n = _num(x0), _num(x1)
+            y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
+            ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
+                                   facecolor=COLOURS.get(timing, "#999999"),
+                                   edgecolor="black", linewidth=0.8))
+            ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom", fontsize=10,
+                        fontweight="bold", xytext=(0, 2), textcoords="offset points")
+            top[(ws, we)] = y1
+            summary.panes.append((panel, ws, we, label, timing))
+        if elements is not None:
+            ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
+            for e, p, v in zip(elements["e"], elements["p"], elements["v"], strict=True):
+                if v is not None:
+                    ax.annotate(_label(v), (e, p), fontsize=7, xytext=(3, 3),
+                                textcoords="offset points")
+            summary.elements = len(elements["e"])
+        if timeline is not None:
+            wx, wy = timeline
+            ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
+            summary.watermark_points = len(wx)
+        if x_lo is not None:
+            ax.set_xlim(_num(x_lo), _num(x_hi))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        ax.set_xlabel("event time")
+        if batch:
+            ax.set_ylim(0, 1)
+            ax.set_yticks([])
+            ax.set_ylabel("batch (no processing time)")
+        else:
+            ax.set_ylim(_num(y_lo), _num(y_hi))
+            ax.yaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+            ax.set_ylabel("processing time")
+        ax.set_title(panel if len(panels) > 1 or keys else title[:90], fontsize=10)
+        ax.grid(alpha=0.25)
+    handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
+               for t, c in COLOURS.items()]
+    if timeline is not None:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
+    axes[0, 0].legend(handles=handles, loc="upper left", fontsize=8)
+    if title:
+        fig.suptitle(title[:120], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return summary
+
+
+def _num(t: Any) -> float:
+    import matplotlib.dates as mdates
+
+    return mdates.date2num(t) if isinstance(t, dt.datetime) else float(t)
+
+
+def _mid(a: Any, b: Any) -> Any:
+    if isinstance(a, dt.datetime):
+        return a + (b - a) / 2
+    return (a + b) / 2
+
+
+def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
+    """The replayed input's elements (event time, arrival, first value read by an
+    aggregate), at most MAX_ELEMENTS, and the watermark line as (event time, processing
+    time) points: the timeline sampled at its change points and on a fine grid, so steps
+    and rising segments both show."""
+    import numpy as np
+
+    from dfsql.model.windows import NEG_INF, POS_INF
+    from dfsql.spark.timelines import watermark_timeline
+
+    inp = plan.input_df()
+    if PROCESSING_TIME not in inp.columns or EVENT_TIME not in inp.columns:
+        return None, None
+    payload = [c for c in inp.columns if c.startswith("__c")]
+    # collect(), as the result's rows were: the same (local) reading of a TIMESTAMP
+    got = inp.select(EVENT_TIME, PROCESSING_TIME, *payload[:1]).limit(MAX_ELEMENTS).collect()
+    got = [r for r in got if r[0] is not None and r[1] is not None]
+    elements = {"e": [r[0] for r in got], "p": [r[1] for r in got],
+                "v": [r[2] if payload else None for r in got]}
+    timeline, first, last = watermark_timeline(plan, inp)
+    if first is None:
+        return elements, None
+    end = max(last, timeline.end)
+    inside = timeline.times[(timeline.times >= first) & (timeline.times <= end)]
+    grid = np.unique(np.r_[np.linspace(first, end, 400).astype(np.int64), inside, inside - 1])
+    wm = timeline.at(grid)
+    ok = (wm > NEG_INF) & (wm < POS_INF)
+    wx = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in wm[ok]]
+    wy = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in grid[ok]]
+    return elements, (wx, wy)

@@ -1,0 +1,524 @@
+"""The dfsql shell: statements and backslash commands, typed or read from a script.
+
+Spark starts in the background as the shell opens, so the prompt is there at once; the
+first statement waits for it. The JVM's own chatter (log4j's start-up lines, warnings)
+goes to a log file instead of the terminal (:data:`SPARK_LOG`), where it would break
+into the prompt; dfsql's messages and Spark's errors still reach the user as
+DfsqlErrors. A statement ends at ``;``; Enter before that continues the statement on a
+new line (Esc Enter runs it anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dfsql.errors import DfsqlError
+from dfsql.shell import display
+from dfsql.shell.jobs import Cancelled, Job
+from dfsql.shell.lexer import COMMANDS
+from dfsql.shell.script import Piece, is_complete, split
+
+#: where the Spark JVM's own output goes while the shell runs
+SPARK_LOG = Path(tempfile.gettempdir()) / f"dfsql-spark-{os.getuid()}.log"
+DEFAULT_HISTORY = Path.home() / ".dfsql_history"
+DEFAULT_PLOT = "dfsql-plot.png"
+
+
+@dataclass
+class LastResult:
+    """The last windowed result shown, for ``\\plot``."""
+
+    text: str
+    df: Any
+    columns: list[str]
+    rows: list[tuple]
+
+
+class ShellError(DfsqlError):
+    """A mistake in a backslash command (positioned in the command's line)."""
+
+
+class Shell:
+    """One shell: its Spark session, settings and the last windowed result."""
+
+    def __init__(self, master: str | None = None, paper_tables: bool = False,
+                 history: str | None = None, quiet_spark: bool = True) -> None:
+        self.master = master
+        self.paper_tables = paper_tables
+        self.history = Path(history or os.environ.get("DFSQL_HISTORY") or DEFAULT_HISTORY)
+        self.quiet_spark = quiet_spark
+        self.out = display.make_console()
+        self.err = display.make_console(stderr=True)
+        self.timing = True
+        self.max_rows = 1000
+        self.pager = True
+        self.last: LastResult | None = None
+        self._spark: Any = None
+        self._spark_error: BaseException | None = None
+        self._starting: threading.Thread | None = None
+        self._watches = 0
+        from dfsql.shell.lexer import Catalog
+
+        self.catalog = Catalog(lambda: self._spark)
+
+    # ------------------------------------------------------------------ Spark
+    def start_spark(self) -> None:
+        """Start Spark in the background (the interactive shell does, at once)."""
+        if self._spark is None and self._starting is None:
+            self._starting = threading.Thread(target=self._create_spark, daemon=True,
+                                              name="dfsql-shell-spark")
+            self._starting.start()
+
+    def _create_spark(self) -> None:
+        import dfsql
+
+        try:
+            with _jvm_output_to(SPARK_LOG if self.quiet_spark else None):
+                spark = dfsql.session(self.master)
+            if self.paper_tables:
+                from dfsql.cli import register_paper_tables
+
+                register_paper_tables(spark)
+            self._spark = spark
+        except BaseException as e:  # noqa: BLE001 - reported when a statement needs Spark
+            self._spark_error = e
+
+    def spark(self):
+        """The session, waiting for it to start (and starting it if nobody did)."""
+        if self._spark is not None:
+            return self._spark
+        self.start_spark()
+        assert self._starting is not None
+        if self._starting.is_alive():
+            with self.out.status("starting Spark ...", spinner="dots"):
+                while self._starting.is_alive():
+                    self._starting.join(0.1)
+        if self._spark is None:
+            error, self._spark_error, self._starting = self._spark_error, None, None
+            raise error if error is not None else DfsqlError("Spark did not start")
+        return self._spark
+
+    # ------------------------------------------------------------------ running
+    def run_piece(self, piece: Piece, where: str = "") -> bool:
+        """Run one statement or command; print its result or its error. True if it
+        succeeded. ``where`` names a script (errors then give the script's lines)."""
+        offset = piece.line - 1 if where else 0
+        try:
+            if piece.is_command:
+                self.command(piece.text)
+            else:
+                self.statement(piece.text)
+            return True
+        except Cancelled:
+            self.err.print("cancelled (its Spark jobs were stopped)", style="yellow")
+        except DfsqlError as e:
+            display.print_error(self.err, e, piece.text, where, offset)
+        except Exception as e:  # noqa: BLE001 - a shell carries on after any failure
+            display.print_error(self.err, _unexpected(e), None, where)
+            if os.environ.get("DFSQL_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
+        return False
+
+    def run_script(self, text: str, where: str = "") -> int:
+        """Every statement and command of ``text`` in order; stop at the first error
+        (exit status 1), so nothing after a failed statement runs."""
+        for piece in split(text):
+            if not self.run_piece(piece, where):
+                return 1
+        return 0
+
+    def statement(self, text: str) -> None:
+        """A SQL statement (dfsql's extended SQL, or plain Spark SQL): run it and show
+        its rows."""
+        import dfsql
+        from dfsql.language.scan import Source
+        from dfsql.spark.errors import spark_errors
+
+        text = text.strip().rstrip(";").rstrip()
+        _check_syntax(text)  # at once, even while Spark is still starting
+        spark = self.spark()
+        t0 = time.monotonic()
+
+        def work():
+            df = dfsql.sql(text, spark)
+            if df.isStreaming:
+                return df, None, False
+            columns = list(df.columns)
+            if not columns:
+                return df, [], False
+            with spark_errors(Source(text), text=text):
+                got = df.limit(self.max_rows + 1).collect()
+            return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows
+
+        try:
+            df, rows, more = self._job(spark, work, text)
+        finally:
+            self.catalog.invalidate()  # the statement may have made or dropped a view
+        if rows is None:
+            raise DfsqlError("this query reads a stream: it has no end to wait for", 1, 1,
+                             "\\watch it to see its panes live, or start it with CREATE "
+                             "STREAMING QUERY name AS ...")
+        columns = list(df.columns)
+        if "emit_time" in columns and "window_start" in columns:
+            self.last = LastResult(text, df, columns, rows)
+        display.print_result(self.out, columns, rows, more,
+                             time.monotonic() - t0 if self.timing else None,
+                             page=self.pager and sys.stdin.isatty())
+
+    def _job(self, spark, fn, text: str):
+        console = self.err if self.err.is_terminal else None
+        return Job(spark, fn, text).run(progress_console=console)
+
+    # ------------------------------------------------------------------ commands
+    def command(self, text: str) -> None:
+        name, _, rest = text.partition(" ")
+        name = name.lower()
+        rest_at = len(name) + 1 + (len(rest) - len(rest.lstrip()))
+        rest = rest.strip()
+        handler = {
+            "\\d": self._describe, "\\load": self._load, "\\explain": self._explain,
+            "\\watch": self._watch, "\\plot": self._plot, "\\timing": self._timing,
+            "\\maxrows": self._maxrows, "\\pager": self._pager, "\\help": self._help,
+            "\\?": self._help, "\\q": self._quit, "\\quit": self._quit,
+        }.get(name)
+        if handler is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+            raise ShellError(f"unknown command {name}", 1, 1,
+                             f"did you mean {close[0]}? " if close else
+                             "\\help lists the commands")
+        handler(rest, rest_at)
+
+    def _help(self, _rest: str, _at: int) -> None:
+        from rich.table import Table
+
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for cmd, text in COMMANDS.items():
+            table.add_row(cmd, text)
+        self.out.print("End a statement with ';'. Enter continues it on a new line; "
+                       "Esc Enter runs it as it is. Ctrl-C cancels a running statement "
+                       "(or clears the line); Ctrl-D leaves.\n")
+        self.out.print(table)
+
+    def _quit(self, _rest: str, _at: int) -> None:
+        raise EOFError
+
+    def _timing(self, rest: str, at: int) -> None:
+        self.timing = _on_off(rest, at, not self.timing)
+        self.out.print(f"timing is {'on' if self.timing else 'off'}")
+
+    def _pager(self, rest: str, at: int) -> None:
+        self.pager = _on_off(rest, at, not self.pager)
+        self.out.print(f"pager is {'on' if self.pager else 'off'}")
+
+    def _maxrows(self, rest: str, at: int) -> None:
+        if not rest.isdigit() or int(rest) < 1:
+            raise ShellError(f"\\maxrows takes a whole number of rows, not {rest!r}", 1,
+                             at + 1, "e.g. \\maxrows 5000")
+        self.max_rows = int(rest)
+        self.out.print(f"at most {self.max_rows} rows are fetched and shown")
+
+    def _describe(self, rest: str, at: int) -> None:
+        from rich.table import Table
+
+        from dfsql.api import _REGISTRY
+
+        spark = self.spark()
+        if not rest:
+            table = Table(box=display.box.SIMPLE_HEAVY, header_style="bold")
+            for col in ("name", "database", "kind", "event time", "processing time"):
+                table.add_column(col, no_wrap=True)
+            for t in sorted(spark.catalog.listTables(), key=lambda t: t.name):
+                reg = _REGISTRY.get(t.name.lower())
+                kind = "temp view" if t.isTemporary else (t.tableType or "").lower()
+                if t.isTemporary and spark.table(t.name).isStreaming:
+                    kind = "streaming view"
+                table.add_row(t.name, t.namespace[0] if t.namespace else "", kind,
+                              (reg and reg.event_time) or "", (reg and reg.processing_time)
+                              or "")
+            self.out.print(table)
+            return
+        from pyspark.errors import PySparkException
+
+        try:
+            schema = spark.table(rest).schema
+        except PySparkException:
+            raise ShellError(f"no table or view named {rest}", 1, at + 1,
+                             "\\d lists them") from None
+        table = Table(box=display.box.SIMPLE_HEAVY, header_style="bold", title=rest)
+        for col in ("column", "type", "nullable"):
+            table.add_column(col, no_wrap=True)
+        for f in schema.fields:
+            table.add_row(f.name, f.dataType.simpleString(), "yes" if f.nullable else "no")
+        self.out.print(table)
+        reg = _REGISTRY.get(rest.lower())
+        if reg is not None:
+            self.out.print(f"registered with event time {reg.event_time or '-'}, processing "
+                           f"time {reg.processing_time or '-'}"
+                           + (f", watermark {reg.watermark}" if reg.watermark else ""))
+
+    def _load(self, rest: str, at: int) -> None:
+        """``\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col]
+        [WATERMARK ...]``."""
+        import dfsql
+
+        words = [(m.group(0).strip("'\""), at + m.start())
+                 for m in re.finditer(r"'[^']*'|\"[^\"]*\"|\S+", rest)]
+        usage = "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] " \
+                "[WATERMARK DELAY 10 SECONDS]"
+        if len(words) < 2:
+            raise ShellError("\\load needs a name and a path", 1, at + 1, usage)
+        (name, name_at), (path, path_at) = words[0], words[1]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ShellError(f"{name!r} is not a table name", 1, name_at + 1,
+                             "a letter or _ and then letters, digits or _")
+        stream, event_time, processing_time, watermark = False, None, None, None
+        positions: dict[str, int] = {}
+        i = 2
+        while i < len(words):
+            word, word_at = words[i][0].upper(), words[i][1]
+            pair = words[i + 1][0].upper() if i + 1 < len(words) else ""
+            if word == "STREAM":
+                stream, i = True, i + 1
+            elif (word, pair) in (("EVENT", "TIME"), ("PROCESSING", "TIME")):
+                if i + 2 >= len(words):
+                    raise ShellError(f"{word} TIME needs a column", 1, word_at + 1, usage)
+                column, positions[word] = words[i + 2]
+                if word == "EVENT":
+                    event_time = column
+                else:
+                    processing_time = column
+                i += 3
+            elif word == "WATERMARK":
+                watermark = rest[word_at - at + len("WATERMARK"):].strip()
+                positions["WATERMARK"] = word_at
+                break
+            else:
+                raise ShellError(f"unexpected {words[i][0]!r}", 1, word_at + 1, usage)
+        df = self._read(path, path_at, stream)
+        try:
+            dfsql.register(name, df, event_time=event_time, processing_time=processing_time,
+                           watermark=watermark)
+        except DfsqlError as e:
+            which = ("EVENT" if "event_time=" in e.message else
+                     "PROCESSING" if "processing_time=" in e.message else "WATERMARK")
+            raise ShellError(e.message, 1, positions.get(which, at) + 1, e.hint) from None
+        finally:
+            self.catalog.invalidate()
+        self.out.print(f"{name}: {'streaming ' if stream else ''}view of {path} "
+                       f"({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in df.schema)})")
+
+    def _read(self, path: str, path_at: int, stream: bool):
+        """A CSV, JSON or Parquet file or directory as a DataFrame (a stream's schema is
+        read from the files already there)."""
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise ShellError(f"no file or directory {path}", 1, path_at + 1,
+                             "give a CSV, JSON or Parquet file, or a directory of them")
+        files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file()
+                                               and not f.name.startswith((".", "_")))
+        kinds = {f.suffix.lower().lstrip(".") for f in files} & {"csv", "json", "jsonl",
+                                                                   "parquet"}
+        if len(kinds) != 1:
+            raise ShellError(f"{path}: expected .csv, .json or .parquet files, found "
+                             f"{sorted({f.suffix for f in files}) or 'none'}", 1, path_at + 1,
+                             "a directory must hold files of one format")
+        fmt = kinds.pop().replace("jsonl", "json")
+        spark = self.spark()
+        reader = spark.read.format(fmt)
+        if fmt == "csv":
+            reader = reader.option("header", True).option("inferSchema", True)
+        df = reader.load(str(p))
+        if not stream:
+            return df
+        if p.is_file():
+            raise ShellError("STREAM reads a directory (its files arriving over time)", 1,
+                             path_at + 1, "give the directory the files arrive in")
+        reader = spark.readStream.format(fmt).schema(df.schema)
+        if fmt == "csv":
+            reader = reader.option("header", True)
+        return reader.load(str(p))
+
+    def _explain(self, rest: str, at: int) -> None:
+        import dfsql
+
+        text = rest.rstrip(";").rstrip()
+        if not text:
+            raise ShellError("\\explain needs a query", 1, at + 1, "\\explain SELECT ...")
+        try:
+            plan = dfsql.explain(text)
+        except DfsqlError as e:
+            raise _shifted(e, at) from None
+        self.out.print(plan, highlight=False, markup=False)
+        from dfsql.language import parse_statement
+
+        if not parse_statement(text).windowed:
+            spark = self.spark()
+            rows = self._job(spark, lambda: dfsql.sql(f"EXPLAIN {text}", spark).collect(),
+                             text)
+            self.out.print(rows[0][0], highlight=False, markup=False)
+
+    def _plot(self, rest: str, at: int) -> None:
+        from dfsql.shell.plot import plot_result
+
+        if self.last is None:
+            raise ShellError("\\plot draws the last windowed result, and there is none yet",
+                             1, 1, "run a query with WINDOW first")
+        path = rest or DEFAULT_PLOT
+        if not path.lower().endswith(".png"):
+            raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
+                             "e.g. \\plot panes.png")
+        plans = getattr(self.last.df, "_dfsql_plans", [])
+        top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
+        spark = self.spark()
+        summary = self._job(spark, lambda: plot_result(
+            self.last.columns, self.last.rows, path, self.last.text.splitlines()[0],
+            plan=top[0] if top else None), "\\plot")
+        self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
+                       f"{len(summary.retractions)} retractions"
+                       + (f", {summary.elements} input elements" if summary.elements else "")
+                       + (", the watermark" if summary.watermark_points else ""))
+
+    def _watch(self, rest: str, at: int) -> None:
+        from dfsql.shell.watch import watch
+
+        text = rest.rstrip(";").rstrip()
+        if not text:
+            raise ShellError("\\watch needs a windowed query over a stream", 1, at + 1,
+                             "\\watch SELECT ... FROM a_stream ... WINDOW ...")
+        self._watches += 1
+        try:
+            watch(self, text, f"__dfsql_watch_{self._watches}")
+        except DfsqlError as e:
+            raise _shifted(e, at) from None
+
+    # ------------------------------------------------------------------ interactive
+    def interactive(self) -> int:
+        """The read-eval-print loop on a terminal."""
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.completion import ThreadedCompleter
+        from prompt_toolkit.history import FileHistory
+        from prompt_toolkit.key_binding import KeyBindings
+        from prompt_toolkit.lexers import PygmentsLexer
+
+        from dfsql.shell.lexer import DfsqlLexer, ShellCompleter
+
+        self.start_spark()
+        keys = KeyBindings()
+
+        @keys.add("enter")
+        def _enter(event) -> None:
+            buf = event.current_buffer
+            state = buf.complete_state
+            if state is not None and state.current_completion is not None:
+                buf.apply_completion(state.current_completion)
+            elif is_complete(buf.text):
+                buf.validate_and_handle()
+            else:
+                buf.insert_text("\n")
+
+        @keys.add("escape", "enter")
+        def _run_anyway(event) -> None:
+            event.current_buffer.validate_and_handle()
+
+        self.history.parent.mkdir(parents=True, exist_ok=True)
+        session: PromptSession = PromptSession(
+            history=FileHistory(str(self.history)), lexer=PygmentsLexer(DfsqlLexer),
+            completer=ThreadedCompleter(ShellCompleter(self.catalog)), multiline=True,
+            key_bindings=keys, prompt_continuation=lambda width, _n, _s: "...> ".rjust(width),
+            complete_while_typing=False)
+        import dfsql
+
+        self.out.print(f"dfsql {dfsql.__version__} shell on "
+                       f"{self.master or _default_target()}. End statements with ';', "
+                       f"\\help for help, Ctrl-D to leave.", style="dim")
+        while True:
+            try:
+                text = session.prompt("dfsql> ")
+            except KeyboardInterrupt:
+                continue  # the line is cleared
+            except EOFError:
+                break
+            try:
+                for piece in split(text):
+                    self.run_piece(piece)
+            except EOFError:  # \q
+                break
+        return 0
+
+
+def _check_syntax(text: str) -> None:
+    """Parse ``text`` as dfsql.sql will (which parses it again: a few milliseconds)."""
+    from dfsql.language import parse_statement
+    from dfsql.language.continuous import parse_continuous
+
+    if parse_continuous(text) is None:
+        parse_statement(text)
+
+
+def _on_off(rest: str, at: int, toggled: bool) -> bool:
+    word = rest.lower()
+    if word in ("", "toggle"):
+        return toggled
+    if word in ("on", "off"):
+        return word == "on"
+    raise ShellError(f"expected on or off, not {rest!r}", 1, at + 1, None)
+
+
+def _shifted(e: DfsqlError, at: int) -> DfsqlError:
+    """An error in a command's query, positioned in the command's line (the query
+    starts ``at`` characters in)."""
+    if e.line == 1 and e.column is not None:
+        return type(e)(e.message, 1, e.column + at, e.hint)
+    return e
+
+
+def _unexpected(e: BaseException) -> DfsqlError:
+    """Anything else that failed, as one line (Spark's message, or the Python error),
+    never a stack trace; DFSQL_DEBUG=1 prints the trace too."""
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return DfsqlError(message[:500], hint=None if "Exception" in type(e).__name__ else
+                      f"{type(e).__name__}; DFSQL_DEBUG=1 shows where it came from")
+
+
+def _default_target() -> str:
+    from dfsql.session import DEFAULT_MASTER
+
+    return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
+        or DEFAULT_MASTER
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: Path | None):
+    """While Spark starts, this process's stderr (file descriptor 2) points at ``path``:
+    the JVM it launches inherits that, so its log lines land in the file for its whole
+    life, not on the terminal. Python's own ``sys.stderr`` is the same descriptor, so it
+    is restored as soon as the session exists."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
