@@ -45,6 +45,9 @@ class Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.cancelled = False
+        # set when the worker ends: Thread.is_alive() may wrongly say False after a
+        # KeyboardInterrupt lands inside Thread.join (CPython before 3.13)
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._work, daemon=True,
                                         name=f"dfsql-shell-job-{self.group}")
 
@@ -60,6 +63,7 @@ class Job:
         finally:
             if self.sc is None:  # a job group dies with its (pinned) thread; a tag does not
                 self.spark.removeTag(self.group)
+            self._done.set()
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -79,8 +83,7 @@ class Job:
             self._thread.start()
             t0 = time.monotonic()
             try:
-                while self._thread.is_alive():
-                    self._thread.join(0.1)
+                while not self._done.wait(0.1):
                     if progress_console is not None and self.sc is not None:
                         if bar is None and time.monotonic() - t0 >= PROGRESS_AFTER_S:
                             bar = StageProgress(self.sc, self.group, progress_console)
@@ -102,9 +105,9 @@ class Job:
         """Cancel the group until the worker ends: a statement may start a next job
         after the first one is cancelled (a replay runs several)."""
         deadline = time.monotonic() + CANCEL_WAIT_S
-        while self._thread.is_alive() and time.monotonic() < deadline:
+        self.cancel()
+        while not self._done.wait(0.25) and time.monotonic() < deadline:
             self.cancel()
-            self._thread.join(0.25)
 
 
 class StageProgress:

@@ -91,7 +91,8 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     if elements is not None and len(elements):
         times += list(elements["e"])
         emits += list(elements["p"])
-    x_lo, x_hi = (min(times), max(times)) if times else (None, None)
+    # a GLOBAL window with no event times to show spans an axis without dates
+    x_lo, x_hi = (min(times), max(times)) if times else (0.0, 1.0)
     if batch:
         y_lo, y_hi = 0.0, 1.0
     else:
@@ -111,23 +112,31 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                     if (ws is None or ws <= e) and (we is None or e < we):
                         key = (ws, we)
                         first_arrival[key] = min(first_arrival.get(key, p), p)
-        top: dict[Any, Any] = {}
+        drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
         for r in mine:
             ws, we = r[at["window_start"]], r[at["window_end"]]
             x0 = ws if ws is not None else x_lo
             x1 = we if we is not None else x_hi
             label = _label(r[at[value_col]])
+            y1 = r[at["emit_time"]]
+            if retract is not None and r[retract]:
+                # a dashed red line across the retracted window, at the retraction's time
+                ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
+                        linestyle="--", linewidth=1.2)
+                ax.annotate(f"-{label}", (_num(x0), _num(y1)), color="red", ha="left",
+                            va="bottom", fontsize=9, fontweight="bold",
+                            xytext=(2, 1), textcoords="offset points")
+                summary.retractions.append((panel, ws, label))
+                continue
             if batch:
                 y0, y1 = 0.05, 0.95
             else:
-                y1 = r[at["emit_time"]]
-                y0 = top.get((ws, we), first_arrival.get((ws, we), y_lo))
-            if retract is not None and r[retract]:
-                ax.annotate(f"-{label}", (_mid(x0, x1), y1), color="red", ha="center",
-                            va="top", fontsize=9, fontweight="bold",
-                            xytext=(0, -2), textcoords="offset points")
-                summary.retractions.append((panel, ws, label))
-                continue
+                # on top of every earlier pane this window covers (its own earlier panes,
+                # and those of the windows a merged session absorbed), else from its
+                # first element's arrival
+                below = [e for s0, s1, e in drawn if _within(s0, s1, ws, we)]
+                y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
+                drawn.append((ws, we, y1))
             timing = r[at["pane_timing"]]
             x0n, x1n = _num(x0), _num(x1)
             y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
@@ -136,7 +145,6 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                                    edgecolor="black", linewidth=0.8))
             ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom", fontsize=10,
                         fontweight="bold", xytext=(0, 2), textcoords="offset points")
-            top[(ws, we)] = y1
             summary.panes.append((panel, ws, we, label, timing))
         if elements is not None:
             ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
@@ -149,10 +157,14 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
             wx, wy = timeline
             ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
             summary.watermark_points = len(wx)
-        if x_lo is not None:
-            ax.set_xlim(_num(x_lo), _num(x_hi))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
-        ax.set_xlabel("event time")
+        pad = (_num(x_hi) - _num(x_lo)) * 0.03 or 1.0
+        ax.set_xlim(_num(x_lo) - pad, _num(x_hi) + pad)
+        if times:
+            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+            ax.set_xlabel("event time")
+        else:
+            ax.set_xticks([])
+            ax.set_xlabel("event time (the global window)")
         if batch:
             ax.set_ylim(0, 1)
             ax.set_yticks([])
@@ -170,6 +182,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
 
         handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
     axes[0, 0].legend(handles=handles, loc="upper left", fontsize=8)
+    title = title.lstrip("-").strip()
     if title:
         fig.suptitle(title[:120], fontsize=9)
     fig.tight_layout()
@@ -182,6 +195,12 @@ def _num(t: Any) -> float:
     import matplotlib.dates as mdates
 
     return mdates.date2num(t) if isinstance(t, dt.datetime) else float(t)
+
+
+def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
+    """Whether window [s0, s1) lies inside [ws, we) (None: unbounded, GLOBAL)."""
+    return (ws is None or (s0 is not None and ws <= s0)) and \
+        (we is None or (s1 is not None and s1 <= we))
 
 
 def _mid(a: Any, b: Any) -> Any:

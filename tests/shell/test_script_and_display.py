@@ -1,0 +1,159 @@
+"""The shell's pieces without a terminal: statement boundaries, the caret under an
+error, highlighting, completion against a real session's catalog, and \\plot of
+Figure 14 (its panes and retractions are the paper's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from dfsql.errors import DfsqlError
+from dfsql.shell.display import caret_lines, make_console, print_error, print_result
+from dfsql.shell.script import Piece, is_complete, split
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = {f["name"]: f for f in json.loads(
+    (ROOT / "examples" / "paper" / "figures.json").read_text())["figures"]}
+
+
+@pytest.mark.parametrize(("text", "complete"), [
+    ("SELECT 1;", True),
+    ("SELECT 1", False),
+    ("SELECT 1\nFROM t\nWINDOW GLOBAL", False),
+    ("SELECT ';", False),                       # the ; is inside an open string
+    ("SELECT 'a;b'", False),
+    ("SELECT 1; -- done", True),                 # a comment after the ; is fine
+    ("SELECT 1 /* ; */", False),
+    ("SELECT 1; SELECT", False),                 # the second statement is not finished
+    ("\\d", True),                               # a command ends at its line
+    ("", True),
+])
+def test_enter_runs_only_a_finished_statement(text: str, complete: bool) -> None:
+    assert is_complete(text) is complete
+
+
+def test_scripts_split_at_semicolons_and_command_lines() -> None:
+    text = ("-- a comment; with a semicolon\nSELECT 'a;b' AS x;\n"
+            "/* block; comment */ SELECT 2;\n"
+            "\\load t /data/t.csv EVENT TIME ts\n"
+            "-- only a comment\n\\d\n"
+            "SELECT 3\n  FROM t\n-- trailing comment only\n")
+    assert split(text) == [
+        Piece("-- a comment; with a semicolon\nSELECT 'a;b' AS x", 1),
+        Piece("/* block; comment */ SELECT 2", 3),
+        Piece("\\load t /data/t.csv EVENT TIME ts", 4),
+        Piece("\\d", 6),
+        Piece("SELECT 3\n  FROM t\n-- trailing comment only", 7),
+    ]
+
+
+def test_caret_under_the_error_column() -> None:
+    err = DfsqlError("unknown keyword GAPP", 2, 20, "did you mean GAP?")
+    text = "SELECT k, COUNT(*) FROM t GROUP BY k\nWINDOW SESSIONS(  GAPP 1 MINUTE) ON ts"
+    assert caret_lines(err, text) == ["WINDOW SESSIONS(  GAPP 1 MINUTE) ON ts",
+                                      " " * 19 + "^"]
+    assert caret_lines(DfsqlError("no position"), text) == []
+    assert caret_lines(DfsqlError("beyond", 9, 1), text) == []
+
+
+def test_error_names_the_script_line(capsys) -> None:
+    console = make_console(terminal=False)
+    err = DfsqlError("expected a duration", 2, 8, "e.g. 30 SECONDS")
+    print_error(console, err, "SELECT 1\nWINDOW FIXED() ON ts", "q.sql: ", line_offset=10)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["error: q.sql: line 12, col 8: expected a duration",
+                   "  WINDOW FIXED() ON ts", "         ^", "  hint: e.g. 30 SECONDS"]
+
+
+def test_changelog_table_marks_retractions(capsys) -> None:
+    console = make_console(terminal=False)
+    cols = ["key", "total", "is_retraction"]
+    print_result(console, cols, [("k", 7, False), ("k", 7, True), ("k", 25, None)], False, 0.5)
+    lines = capsys.readouterr().out.splitlines()
+    body = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines
+            if ln.startswith("|") and "key" not in ln and "---" not in ln]
+    assert body == [["+", "k", "7", "false"], ["-", "k", "7", "true"],
+                    ["+", "k", "25", "NULL"]]
+    assert lines[-1] == "3 rows (0.50 s)"
+
+
+def test_highlighting_knows_dfsql_clause_words() -> None:
+    from pygments import lex
+    from pygments.token import Keyword, Name
+
+    from dfsql.shell.lexer import DfsqlLexer
+
+    toks = {v: t for t, v in lex("\\d\nSELECT k FROM t WINDOW SESSIONS(GAP 30 MINUTES) ON "
+                                  "ts TRIGGER EVERY 1 MINUTE UNTIL WATERMARK EMIT "
+                                  "ACCUMULATING AND RETRACTING;", DfsqlLexer())}
+    for word in ("SESSIONS", "GAP", "TRIGGER", "UNTIL", "WATERMARK", "EMIT", "RETRACTING",
+                 "MINUTES"):
+        assert toks[word] in Keyword, word
+    assert toks["\\d"] in Name.Builtin
+    assert toks["ts"] not in Keyword
+
+
+def _completions(completer, text: str) -> list[str]:
+    """Completions with the cursor at ``|`` (or at the end)."""
+    at = text.find("|")
+    doc = Document(text.replace("|", ""), at if at >= 0 else len(text))
+    return [c.text for c in completer.get_completions(doc, CompleteEvent())]
+
+
+def test_completion_from_the_session_catalog(spark, paper_tables) -> None:
+    from dfsql.shell.lexer import Catalog, ShellCompleter
+
+    catalog = Catalog(lambda: spark)
+    completer = ShellCompleter(catalog)
+    assert "scores" in _completions(completer, "SELECT * FROM sc")
+    assert _completions(completer, "SELECT * FROM sc") == ["scores"]  # tables only there
+    got = _completions(completer, "SELECT arr| FROM scores")  # columns of the named table
+    assert "arrival_time" in got
+    assert "SESSIONS" in _completions(completer, "SELECT 1 FROM t WINDOW SESS")
+    assert "sessions" in _completions(completer, "select 1 from t window sess")
+    assert "RETRACTING" in _completions(completer, "EMIT ACCUMULATING AND RETR")
+    assert "window_start" in _completions(completer, "SELECT window_st")
+    assert "session_window" in _completions(completer, "SELECT session_w")  # a function
+    assert _completions(completer, "\\wa") == ["\\watch"]
+    spark.sql("CREATE OR REPLACE TEMP VIEW shell_new_view AS SELECT 1 AS x")
+    assert "shell_new_view" not in _completions(completer, "SELECT * FROM shell_n")
+    catalog.invalidate()  # the shell does this after every statement
+    assert _completions(completer, "SELECT * FROM shell_n") == ["shell_new_view"]
+
+
+def test_plot_of_figure_14_draws_the_papers_panes(spark, paper_tables, tmp_path) -> None:
+    """The panes and retractions drawn are the paper's (Figure 14, §2.4): 5, 7, 10, then
+    -7 -10 +25, -5 -25 +39, 3, -3 +12; the ten input elements and the watermark too."""
+    import dfsql
+    from dfsql.shell.plot import plot_result
+
+    fig = FIGURES["fig14_sessions_retracting"]
+    df = dfsql.sql(fig["query"], spark)
+    rows = [tuple(r) for r in df.collect()]
+    path = tmp_path / "fig14.png"
+    summary = plot_result(df.columns, rows, str(path), "Figure 14",
+                          plan=df._dfsql_plans[-1])
+    assert [(p[3], p[4]) for p in summary.panes] == [
+        ("5", "ON_TIME"), ("7", "EARLY"), ("10", "EARLY"), ("25", "ON_TIME"),
+        ("39", "LATE"), ("3", "EARLY"), ("12", "ON_TIME")]
+    assert [r[2] for r in summary.retractions] == ["7", "10", "5", "25", "3"]
+    assert summary.value_column == "total" and summary.panels == ["key=k"]
+    assert summary.elements == 10 and summary.watermark_points > 10
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    import struct
+
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1100, 462)  # 10 x 4.2 inches at 110 dpi
+    assert len(data) > 30_000  # rectangles, labels, dots and a line, not a blank canvas
+
+
+def test_plot_needs_a_windowed_result(tmp_path) -> None:
+    from dfsql.shell.plot import plot_result
+
+    with pytest.raises(DfsqlError, match="has no window_start"):
+        plot_result(["a"], [(1,)], str(tmp_path / "x.png"))
