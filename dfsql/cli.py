@@ -202,17 +202,17 @@ def shell(args: argparse.Namespace) -> int:
     from dfsql.shell.repl import Shell
 
     sh = Shell(paper_tables=args.paper_tables, history=args.history)
-    if args.execute or args.file:
-        for text in args.execute or []:
-            if sh.run_script(text, where="") != 0:
-                return 1
-        for name in args.file or []:
-            try:
-                text = Path(name).read_text()
-            except OSError as e:
-                raise DfsqlError(f"cannot read {name}: {e.strerror}",
-                                 hint="dfsql -f takes a file of statements") from None
-            if sh.run_script(text, where=f"{name}: ") != 0:
+    if args.scripts:
+        for kind, value in args.scripts:  # in command-line order
+            if kind == "file":
+                try:
+                    text, where = Path(value).read_text(), f"{value}: "
+                except OSError as e:
+                    raise DfsqlError(f"cannot read {value}: {e.strerror}",
+                                     hint="dfsql -f takes a file of statements") from None
+            else:
+                text, where = value, ""
+            if sh.run_script(text, where=where) != 0:
                 return 1
         return 0
     if not sys.stdin.isatty():
@@ -229,9 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", help="a Spark master URL (spark://..., yarn, local[4]) "
                                          "instead of local[2]")
     parser.add_argument("--remote", help="a Spark Connect URL (sc://host:port)")
-    parser.add_argument("-e", "--execute", action="append", metavar="SQL",
+    # -e and -f share one list, so that they run in the order they were given
+    parser.add_argument("-e", "--execute", action="append", dest="scripts", metavar="SQL",
+                        type=lambda text: ("sql", text),
                         help="run these statements and exit (repeatable)")
-    parser.add_argument("-f", "--file", action="append", metavar="FILE",
+    parser.add_argument("-f", "--file", action="append", dest="scripts", metavar="FILE",
+                        type=lambda name: ("file", name),
                         help="run the statements of FILE and exit (repeatable)")
     parser.add_argument("--paper-tables", action="store_true",
                         help="register the paper's example tables (scores, "

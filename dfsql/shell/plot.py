@@ -3,8 +3,8 @@
 Event time runs across, processing time up. Each pane is a rectangle over its window
 ``[window_start, window_end)``, from the previous pane of that window (or the window's
 first element) up to the pane's ``emit_time``, coloured by timing (EARLY, ON_TIME, LATE)
-and labelled with its value at the top; a retraction is a red ``-value`` at the instant it
-was emitted. Where the query replays a table (PROCESSING TIME), the input elements are
+and labelled with its value at the top; a retraction is a dashed red line across its
+window at the instant it was emitted, labelled ``-value``. Where the query replays a table (PROCESSING TIME), the input elements are
 dots at (event time, arrival time) labelled with the value they carry, and the watermark
 is a line: at each processing time, the event time the watermark has reached. A result
 with several keys gets one panel per key (at most :data:`MAX_PANELS`).
@@ -102,6 +102,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
 
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
     summary = PlotSummary(path, value_col, panels)
+    retraction_labels: list[tuple[Any, list, list]] = []
     for ax, panel in zip(axes[:, 0], panels, strict=True):
         mine = [r for r in rows if key_of(r) == panel]
         first_arrival: dict[Any, Any] = {}
@@ -113,6 +114,9 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                         key = (ws, we)
                         first_arrival[key] = min(first_arrival.get(key, p), p)
         drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
+        texts: list[Any] = []  # the panes' value labels
+        marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
+        retraction_labels.append((ax, marks, texts))
         for r in mine:
             ws, we = r[at["window_start"]], r[at["window_end"]]
             x0 = ws if ws is not None else x_lo
@@ -123,9 +127,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                 # a dashed red line across the retracted window, at the retraction's time
                 ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
                         linestyle="--", linewidth=1.2)
-                ax.annotate(f"-{label}", (_num(x0), _num(y1)), color="red", ha="left",
-                            va="bottom", fontsize=9, fontweight="bold",
-                            xytext=(2, 1), textcoords="offset points")
+                marks.append((_num(x0), _num(x1), _num(y1), f"-{label}"))
                 summary.retractions.append((panel, ws, label))
                 continue
             if batch:
@@ -143,8 +145,9 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
             ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
                                    facecolor=COLOURS.get(timing, "#999999"),
                                    edgecolor="black", linewidth=0.8))
-            ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom", fontsize=10,
-                        fontweight="bold", xytext=(0, 2), textcoords="offset points")
+            texts.append(ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom",
+                                     fontsize=10, fontweight="bold", xytext=(0, 2),
+                                     textcoords="offset points"))
             summary.panes.append((panel, ws, we, label, timing))
         if elements is not None:
             ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
@@ -186,9 +189,31 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     if title:
         fig.suptitle(title[:120], fontsize=9)
     fig.tight_layout()
+    _place_retraction_labels(fig, retraction_labels)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return summary
+
+
+def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:
+    """Each retraction's ``-value`` at one end of its dashed line, above or below it,
+    wherever it overlaps no pane label or earlier retraction label (retractions of
+    merged sessions share instants and window starts, so one fixed place collides)."""
+    renderer = fig.canvas.get_renderer()
+    for ax, marks, texts in per_axis:
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        for x0, x1, y, label in marks:
+            places = [(x0, "left", 1, "bottom"), (x1, "right", 1, "bottom"),
+                      (x0, "left", -1, "top"), (x1, "right", -1, "top")]
+            for i, (x, ha, dy, va) in enumerate(places):
+                text = ax.annotate(label, (x, y), color="red", ha=ha, va=va, fontsize=9,
+                                   fontweight="bold", textcoords="offset points",
+                                   xytext=(2 if ha == "left" else -2, dy))
+                box = text.get_window_extent(renderer)
+                if i == len(places) - 1 or not any(box.overlaps(b) for b in boxes):
+                    break
+                text.remove()
+            boxes.append(box)
 
 
 def _num(t: Any) -> float:

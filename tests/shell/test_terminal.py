@@ -290,3 +290,16 @@ def test_execute_reports_spark_analysis_errors(tmp_path) -> None:
                              env=_env(tmp_path), cwd=tmp_path, capture_output=True,
                              text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert missing.returncode == 1 and "error: cannot read nope.sql" in missing.stderr
+
+
+def test_execute_and_files_run_in_command_line_order(tmp_path) -> None:
+    """-e and -f interleave as given (so ``-f query.sql -e '\\plot'`` plots that query)."""
+    middle = tmp_path / "middle.sql"
+    middle.write_text("SELECT 2 AS second_one;")
+    proc = subprocess.run([sys.executable, "-m", "dfsql.cli", "-e", "SELECT 1 AS first_one;",
+                           "-f", str(middle), "-e", "SELECT 3 AS third_one;"],
+                          env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [t[0] for t in _tables(proc.stdout)] == [
+        {"first_one": "1"}, {"second_one": "2"}, {"third_one": "3"}]
