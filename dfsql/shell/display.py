@@ -99,7 +99,7 @@ def print_result(console: Console, columns: Sequence[str], rows: Sequence[Sequen
     table = result_table(columns, rows, ascii_only=not console.is_terminal)
     footer = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
     if more:
-        footer = f"first {footer} shown (the result has more; \\rows N to fetch more)"
+        footer = f"first {footer} shown (the result has more; \\maxrows N to fetch more)"
     if elapsed is not None:
         footer += f" ({elapsed:.2f} s)"
     if page and console.is_terminal and len(rows) + 6 > shutil.get_terminal_size().lines:

@@ -303,3 +303,29 @@ def test_execute_and_files_run_in_command_line_order(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [t[0] for t in _tables(proc.stdout)] == [
         {"first_one": "1"}, {"second_one": "2"}, {"third_one": "3"}]
+
+
+def test_commands_without_a_terminal(tmp_path) -> None:
+    """\\maxrows caps what is fetched and says so; \\timing drops the elapsed time;
+    \\explain shows the trigger tree; --master picks the Spark master."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dfsql.cli", "--master", "local[1]",
+         "-e", "\\maxrows 2", "-e", "SELECT id FROM range(5);",
+         "-e", "\\timing", "-e", "SELECT 1 AS x;",
+         "-e", "\\explain SELECT key, SUM(value) AS total FROM s GROUP BY key "
+               "WINDOW SESSIONS(GAP 1 MINUTE) ON ts TRIGGER AFTER 2 ROWS THEN AFTER 3 ROWS",
+         "-e", "SELECT current_timestamp() IS NOT NULL AS up, "
+               "(SELECT 1) AS one; SET spark.master;"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    tables = _tables(out)
+    assert tables[0] == [{"id": "0"}, {"id": "1"}]
+    assert re.search(r"first 2 rows shown \(the result has more; \\maxrows N to fetch more\) "
+                     r"\(\d+\.\d\d s\)", out)
+    assert "timing is off" in out
+    assert re.search(r"^1 row$", out, re.MULTILINE)  # no elapsed time after \timing
+    assert "at most 2 rows are fetched and shown" in out
+    assert "TRIGGER AfterEach(ElemCount(2), ElemCount(3))" in out  # the seed's notation
+    assert {"key": "spark.master", "value": "local[1]"} in tables[-1]
