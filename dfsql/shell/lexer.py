@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
@@ -79,47 +80,40 @@ class Catalog:
     def __init__(self, spark_getter: Callable[[], object | None]) -> None:
         self._spark = spark_getter
         self._lock = threading.Lock()
-        self._tables: list[str] | None = None
-        self._columns: dict[str, list[str]] = {}
-        self._functions: list[str] | None = None
+        self._names: dict[tuple[str, ...], list[str]] = {}
 
     def invalidate(self) -> None:
+        """Forget tables and columns (a statement may have changed them); functions stay."""
         with self._lock:
-            self._tables = None
-            self._columns = {}
+            self._names = {k: v for k, v in self._names.items() if k == ("functions",)}
+
+    def _read(self, key: tuple[str, ...], read: Callable[[Any], list[str]]) -> list[str]:
+        with self._lock:
+            if key not in self._names:
+                spark = self._spark()
+                if spark is None:  # Spark still starting: nothing to offer yet
+                    return []
+                self._names[key] = read(spark)
+            return self._names[key]
 
     def tables(self) -> list[str]:
-        with self._lock:
-            if self._tables is None:
-                spark = self._spark()
-                if spark is None:
-                    return []
-                self._tables = sorted({t.name for t in spark.catalog.listTables()})
-            return self._tables
+        return self._read(("tables",), lambda spark: sorted(
+            {t.name for t in spark.catalog.listTables()}))
 
     def columns(self, table: str) -> list[str]:
         from pyspark.errors import PySparkException
 
-        with self._lock:
-            if table not in self._columns:
-                spark = self._spark()
-                if spark is None:
-                    return []
-                try:
-                    self._columns[table] = list(spark.table(table).columns)
-                except PySparkException:
-                    self._columns[table] = []
-            return self._columns[table]
+        def read(spark) -> list[str]:
+            try:
+                return list(spark.table(table).columns)
+            except PySparkException:
+                return []
+
+        return self._read(("columns", table), read)
 
     def functions(self) -> list[str]:
-        with self._lock:
-            if self._functions is None:
-                spark = self._spark()
-                if spark is None:
-                    return []
-                self._functions = sorted({f.name for f in spark.catalog.listFunctions()
-                                          if f.name.isidentifier()})
-            return self._functions
+        return self._read(("functions",), lambda spark: sorted(
+            {f.name for f in spark.catalog.listFunctions() if f.name.isidentifier()}))
 
 
 _WORD = re.compile(r"[\w.\\]+$")
