@@ -65,6 +65,9 @@ class Shell:
         self._spark: Any = None
         self._spark_error: BaseException | None = None
         self._starting: threading.Thread | None = None
+        # set when the start ends; not Thread.is_alive(), which a Ctrl-C inside
+        # Thread.join can leave saying False (CPython before 3.13)
+        self._started = threading.Event()
         self._watches = 0
         from dfsql.shell.lexer import Catalog
 
@@ -91,6 +94,8 @@ class Shell:
             self._spark = spark
         except BaseException as e:  # noqa: BLE001 - reported when a statement needs Spark
             self._spark_error = e
+        finally:
+            self._started.set()
 
     def spark(self):
         """The session, waiting for it to start (and starting it if nobody did)."""
@@ -98,12 +103,12 @@ class Shell:
             return self._spark
         self.start_spark()
         assert self._starting is not None
-        if self._starting.is_alive():
+        if not self._started.is_set():
             with self.out.status("starting Spark ...", spinner="dots"):
-                while self._starting.is_alive():
-                    self._starting.join(0.1)
+                self._started.wait()
         if self._spark is None:
             error, self._spark_error, self._starting = self._spark_error, None, None
+            self._started.clear()
             raise error if error is not None else DfsqlError("Spark did not start")
         return self._spark
 
