@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
 from dfsql.server import rowsets
+from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 
 if TYPE_CHECKING:
@@ -465,17 +466,15 @@ class Service:
     def status_reply(self, req) -> bytes:
         """GetOperationStatus's reply body, encoded: kept on the operation per state (an
         operation's answer changes only with its state)."""
-        from dfsql.server.tcli import TCLIService, encode
-
-        key = req.operationHandle.operationId.guid if req.operationHandle else None
-        op = self.operations.get(key)  # type: ignore[arg-type]
+        handle = req.operationHandle
+        op = self.operations.get(handle.operationId.guid if handle else None)  # type: ignore[arg-type]
         if op is None:  # the invalid-handle error
             return encode(TCLIService.GetOperationStatus_result(
                 success=self.GetOperationStatus(req)))
-        state = _long_poll(op)
         cached = op._status_reply
-        if cached is not None and cached[0] == state:
-            return cached[1]
+        if cached is not None and op.done.is_set() and cached[0] == op.state:
+            return cached[1]  # an ended operation asked again (JDBC: once per row)
+        state = _long_poll(op)
         body = encode(TCLIService.GetOperationStatus_result(success=_status_of(op, state)))
         op._status_reply = (state, body)
         return body

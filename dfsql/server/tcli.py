@@ -105,35 +105,41 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         self._framed = trans is not None and trans is not inner
         self._outer = trans
         self._status_reqs: dict[bytes, object] = {}  # a status request's bytes -> request
+        self._check_buffers = True  # process() ran since: bytes may wait in the buffers
 
     def serve_status(self) -> bool:
         """Answer a repeated GetOperationStatus straight from the socket: Hive JDBC asks
         once per fetched row, with the same bytes but the sequence id. Reads one message
         when nothing is buffered; a known status request is answered here (True),
         anything else goes back into the buffer for :meth:`process` (False)."""
-        if self._sock is None or self._inner is None:
+        sock = self._sock
+        if sock is None or self._inner is None:
             return False
-        rbuf = self._inner._TBufferedTransport__rbuf
-        if rbuf.tell() != len(rbuf.getbuffer()):
-            return False
-        if self._framed:
-            obuf = self._outer._TFramedTransport__rbuf
-            if obuf.tell() != len(obuf.getbuffer()):
+        if self._check_buffers:
+            rbuf = self._inner._TBufferedTransport__rbuf
+            if rbuf.tell() != len(rbuf.getbuffer()):
                 return False
-        data = self._sock.recv(4096)
+            if self._framed:
+                obuf = self._outer._TFramedTransport__rbuf
+                if obuf.tell() != len(obuf.getbuffer()):
+                    return False
+            self._check_buffers = False
+        data = sock.recv(4096)
         if not data:
             raise TTransport.TTransportException(TTransport.TTransportException.END_OF_FILE,
                                                  "the client closed the connection")
         msg = data[4:] if self._framed else data
         req = None
-        if len(msg) > 30 and msg[8:26] == b"GetOperationStatus" and (
+        if msg[8:26] == b"GetOperationStatus" and (
                 not self._framed or _U32.unpack(data[:4])[0] == len(msg)):
             req = self._status_reqs.get(msg[30:])
         if req is None:
             self._inner._TBufferedTransport__rbuf = BytesIO(data)
+            self._check_buffers = True
             return False
-        seqid = _I32.unpack(msg[26:30])[0]
-        self._reply_status(seqid, self._handler.status_reply(req), None)
+        # the sequence id's four bytes go back as they came
+        reply = self._STATUS_HEAD + msg[26:30] + self._handler.status_reply(req)
+        sock.sendall(_U32.pack(len(reply)) + reply if self._framed else reply)
         return True
 
     def process(self, iprot, oprot):
