@@ -34,23 +34,11 @@ def register_paper_tables(spark) -> None:
 
 
 def _statements(path: Path) -> list[str]:
-    """The file's statements, split at semicolons outside strings and comments."""
-    from dfsql.errors import DfsqlError
-    from dfsql.language.scan import Source, scan
+    """The file's statements, split at semicolons outside strings and comments (the
+    shell's splitter: ``dfsql run`` and ``dfsql -f`` cut a file the same way)."""
+    from dfsql.shell.script import split
 
-    text = path.read_text()
-    try:
-        tokens, _ = scan(Source(text))
-    except DfsqlError:
-        return [text]  # dfsql.sql reports the mistake with its position
-    cuts = [t.start for t in tokens if t.text == ";"]
-    parts, start = [], 0
-    for cut in [*cuts, len(text)]:
-        piece = [t for t in tokens if start <= t.start < cut]
-        if piece:
-            parts.append(text[start:cut].strip())
-        start = cut + 1
-    return parts
+    return [piece.text for piece in split(path.read_text())]
 
 
 def _run_text(text: str, spark, show: bool = True) -> None:
