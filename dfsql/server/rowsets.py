@@ -1,6 +1,11 @@
 """Spark results as HiveServer2 result sets: the schema's type descriptors, and Arrow
 record batches as ``TRowSet`` (column-based from protocol V6, row-based below).
 
+A column-based fetch is encoded straight from the Arrow buffers (:func:`encoded_row_set`,
+numpy, no Python object per value): the bytes Thrift's codec would write for
+:func:`row_set`'s structs, at a tenth of the cost. PyHive asks for 1000 rows at a time
+and waits for each answer, so the server's time per fetch is the client's wait.
+
 Types map as Spark's own Thrift server maps them: numbers and booleans as themselves;
 TIMESTAMP, DATE, DECIMAL and intervals as strings in Spark's text form; arrays, maps and
 structs as JSON strings (their type id stays ARRAY/MAP/STRUCT). :func:`wire_frame` does
@@ -9,6 +14,7 @@ those casts in Spark, on the executors, so that the server only moves Arrow colu
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -153,3 +159,82 @@ def row_set(table: pa.Table, offset: int, columnar: bool) -> tt.TRowSet:
     arrays = [table.column(i).combine_chunks() for i in range(table.num_columns)]
     rows = [tt.TRow(colVals=[_value(a, r) for a in arrays]) for r in range(table.num_rows)]
     return tt.TRowSet(startRowOffset=offset, rows=rows)
+
+
+# --------------------------------------------------------------------------- raw encoding
+# Thrift's binary protocol: a struct field is (type byte, i16 id, value), a struct ends in
+# a STOP byte, a list is (element type byte, i32 size, elements), binary is (i32, bytes).
+_BOOL, _BYTE, _DOUBLE, _I16, _I32, _I64, _STRING, _STRUCT, _LIST = 2, 3, 4, 6, 8, 10, 11, 12, 15
+_FIELD = struct.Struct("!bh")
+_LIST_HEAD = struct.Struct("!bi")
+_I32_BE, _I64_BE = struct.Struct("!i"), struct.Struct("!q")
+# TColumn's union member (field id) and element type per value kind; numpy's big-endian dtype
+_NUMERIC = {8: (2, _BYTE, "i1"), 16: (3, _I16, ">i2"), 32: (4, _I32, ">i4"), 64: (5, _I64, ">i8")}
+
+
+def _length_prefixed(arr: pa.Array) -> bytes:
+    """A string or binary array without NULLs as Thrift list elements: each value's i32
+    length (big-endian) then its bytes, built from Arrow's offsets and data at once."""
+    import pyarrow as pa
+
+    n = len(arr)
+    if not n:
+        return b""
+    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    dtype = np.dtype(np.int64 if wide else np.int32)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype, n + 1, arr.offset * dtype.itemsize).astype(np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    out = np.empty(4 * n + hi - lo, np.uint8)
+    prefix = ((offsets[:-1] - lo + 4 * np.arange(n))[:, None] + np.arange(4)).ravel()
+    is_prefix = np.zeros(len(out), bool)
+    is_prefix[prefix] = True
+    out[prefix] = np.diff(offsets).astype(">i4").view(np.uint8)
+    if hi > lo:
+        out[~is_prefix] = np.frombuffer(bufs[2], np.uint8, hi - lo, lo)
+    return out.tobytes()
+
+
+def encoded_column(arr: pa.Array) -> bytes:
+    """One Arrow column as an encoded ``TColumn`` (what :func:`column` encodes to)."""
+    import pyarrow as pa
+
+    t = arr.type
+    nulls = _nulls(arr)
+    if pa.types.is_boolean(t):
+        member, kind, placeholder = 1, _BOOL, False
+    elif pa.types.is_integer(t):
+        member, kind, dtype = _NUMERIC[t.bit_width]
+        placeholder = 0
+    elif pa.types.is_floating(t):
+        member, kind, dtype, placeholder = 6, _DOUBLE, ">f8", 0.0
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        member, kind, placeholder = 8, _STRING, b""
+    else:
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            arr = arr.cast(pa.string())
+        member, kind, placeholder = 7, _STRING, ""
+    if nulls:  # a compute call: only where there is a NULL to stand in for
+        arr = arr.fill_null(placeholder)
+    if kind == _BOOL:
+        body = arr.to_numpy(zero_copy_only=False).astype(np.uint8).tobytes()
+    elif kind == _STRING:
+        body = _length_prefixed(arr)
+    else:
+        body = arr.to_numpy().astype(dtype).tobytes()
+    return b"".join((
+        _FIELD.pack(_STRUCT, member),
+        _FIELD.pack(_LIST, 1), _LIST_HEAD.pack(kind, len(arr)), body,
+        _FIELD.pack(_STRING, 2), _I32_BE.pack(len(nulls)), nulls, b"\0",  # the TXColumn
+        b"\0"))  # the TColumn
+
+
+def encoded_row_set(table: pa.Table, offset: int) -> bytes:
+    """A column-based ``TRowSet``, encoded (what :func:`row_set` with ``columnar`` encodes
+    to)."""
+    cols = [encoded_column(table.column(i).combine_chunks()) for i in range(table.num_columns)]
+    return b"".join((
+        _FIELD.pack(_I64, 1), _I64_BE.pack(offset),
+        _FIELD.pack(_LIST, 2), _LIST_HEAD.pack(_STRUCT, 0),
+        _FIELD.pack(_LIST, 3), _LIST_HEAD.pack(_STRUCT, len(cols)), *cols,
+        _FIELD.pack(_I32, 5), _I32_BE.pack(table.num_columns), b"\0"))

@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
 from dfsql.server import rowsets
@@ -40,6 +40,8 @@ log = logging.getLogger("dfsql.server")
 SERVER_PROTOCOL = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
 OK = tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS)
+# an encoded FetchResults_result up to hasMoreRows's value: success{status{statusCode 0}}
+_FETCH_OK = b"\x0c\x00\x00" + b"\x0c\x00\x01\x08\x00\x01\x00\x00\x00\x00\x00" + b"\x02\x00\x02"
 S = tt.TOperationState
 #: how long GetOperationStatus waits for a running operation to end (HiveServer2's
 #: hive.server2.long.polling.timeout is 5 s)
@@ -191,7 +193,9 @@ class Operation:
         self._buf = next(self._batches, None)
 
     # ---------------------------------------------------------------- fetching
-    def fetch(self, max_rows: int, first: bool, columnar: bool) -> tt.TRowSet:
+    def fetch(self, max_rows: int, first: bool) -> tuple[pa.Table, int]:
+        """The next ``max_rows`` rows (from the first with ``first``), and the offset of
+        the first of them."""
         import pyarrow as pa
 
         with self.lock:
@@ -213,9 +217,9 @@ class Operation:
                 need -= take
             assert self._arrow_schema is not None
             table = pa.Table.from_batches(parts, self._arrow_schema)
-            rs = rowsets.row_set(table, self.offset, columnar)
+            offset = self.offset
             self.offset += table.num_rows
-            return rs
+            return table, offset
 
     def cancel(self) -> None:
         if self.state in (S.FINISHED_STATE, S.ERROR_STATE, S.CLOSED_STATE):
@@ -505,6 +509,28 @@ class Service:
         return tt.TGetResultSetMetadataResp(status=OK, schema=rowsets.table_schema(op.schema))
 
     def FetchResults(self, req):  # noqa: N802
+        got = self._fetch(req)
+        return got if isinstance(got, tt.TFetchResultsResp) else self._response(*got)
+
+    def fetch_reply(self, req) -> bytes:
+        """FetchResults's reply body, encoded; a column-based row set straight from Arrow
+        (:func:`rowsets.encoded_row_set`), the rest through Thrift's codec."""
+        got = self._fetch(req)
+        if isinstance(got, tt.TFetchResultsResp) or not got[2]:
+            return encode(TCLIService.FetchResults_result(
+                success=got if isinstance(got, tt.TFetchResultsResp) else self._response(*got)))
+        table, offset, _ = got
+        # FetchResults_result{0: TFetchResultsResp{1: status OK, 2: hasMoreRows, 3: rows}}
+        return b"".join((_FETCH_OK, b"\x01" if table.num_rows else b"\x00", b"\x0c\x00\x03",
+                         rowsets.encoded_row_set(table, offset), b"\x00\x00"))
+
+    def _response(self, table, offset: int, columnar: bool) -> tt.TFetchResultsResp:
+        return tt.TFetchResultsResp(status=OK, hasMoreRows=table.num_rows > 0,
+                                    results=rowsets.row_set(table, offset, columnar))
+
+    def _fetch(self, req) -> tt.TFetchResultsResp | tuple[pa.Table, int, bool]:
+        """The rows a FetchResults asks for (table, offset, column-based?), or the whole
+        answer where there are none to encode (an error, the empty log)."""
         try:
             op = self._operation(req.operationHandle)
             if req.fetchType == 1:  # the operation's log: none kept
@@ -512,13 +538,12 @@ class Service:
                     startRowOffset=0, rows=[], columns=[tt.TColumn(
                         stringVal=tt.TStringColumn(values=[], nulls=b""))]))
             first = req.orientation == tt.TFetchOrientation.FETCH_FIRST
-            rs = op.fetch(req.maxRows, first, op.session.columnar)
+            table, offset = op.fetch(req.maxRows, first)
         except ServiceError as e:
             return tt.TFetchResultsResp(status=_error_status(str(e), e.sqlstate))
         except Exception as e:  # noqa: BLE001 (a job failing mid-result)
             return tt.TFetchResultsResp(status=_error_status(*_describe(e)))
-        rows = len(rs.rows) if rs.rows else (_column_length(rs.columns[0]) if rs.columns else 0)
-        return tt.TFetchResultsResp(status=OK, hasMoreRows=rows > 0, results=rs)
+        return table, offset, op.session.columnar
 
     # ---------------------------------------------------------------- metadata
     def _metadata(self, req, fn, *args) -> tuple[tt.TStatus, tt.TOperationHandle | None]:
@@ -571,15 +596,6 @@ def _status_of(op: Operation, state: int) -> tt.TGetOperationStatusResp:
         resp.errorMessage, resp.sqlState = op.error
         resp.errorCode = 0
     return resp
-
-
-def _column_length(col: Any) -> int:
-    for name in ("boolVal", "byteVal", "i16Val", "i32Val", "i64Val", "doubleVal", "stringVal",
-                 "binaryVal"):
-        v = getattr(col, name)
-        if v is not None:
-            return len(v.values)
-    return 0
 
 
 def like_pattern(pattern: str | None) -> re.Pattern[str]:

@@ -157,6 +157,12 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         seqid = _I32.unpack(rest[size:])[0]
         if name == "GetOperationStatus":
             return self._operation_status(seqid, iprot, oprot)
+        if name == "FetchResults" and hasattr(self._handler, "fetch_reply"):
+            args = TCLIService.FetchResults_args()
+            args.read(iprot)
+            iprot.readMessageEnd()
+            self._reply(self._FETCH_HEAD, seqid, self._handler.fetch_reply(args.req), oprot)
+            return True
         if name in self._processMap:
             self._processMap[name](self, seqid, iprot, oprot)
             return True
@@ -176,6 +182,8 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
 
     _STATUS_HEAD = (struct.pack("!iI", TBinaryProtocol.TBinaryProtocol.VERSION_1 | 2,
                                 len(b"GetOperationStatus")) + b"GetOperationStatus")
+    _FETCH_HEAD = (struct.pack("!iI", TBinaryProtocol.TBinaryProtocol.VERSION_1 | 2,
+                               len(b"FetchResults")) + b"FetchResults")
 
     def _operation_status(self, seqid, iprot, oprot):
         """GetOperationStatus, which Hive JDBC calls once per fetched row. A client asks
@@ -204,11 +212,12 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
                 if len(self._status_reqs) > 256:
                     self._status_reqs.clear()
                 self._status_reqs[raw] = req
-        self._reply_status(seqid, self._handler.status_reply(req), oprot)
+        self._reply(self._STATUS_HEAD, seqid, self._handler.status_reply(req), oprot)
         return True
 
-    def _reply_status(self, seqid: int, body: bytes, oprot) -> None:
-        msg = self._STATUS_HEAD + _I32.pack(seqid) + body
+    def _reply(self, head: bytes, seqid: int, body: bytes, oprot) -> None:
+        """A reply message (``head``: its type and name) with an encoded result body."""
+        msg = b"".join((head, _I32.pack(seqid), body))
         if self._sock is not None:
             self._sock.sendall(_U32.pack(len(msg)) + msg if self._framed else msg)
         else:
