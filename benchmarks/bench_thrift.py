@@ -18,14 +18,17 @@ Clients:
   start-up and connection), and rows/s are given both raw and with that cost subtracted
   (``net``).
 
-The servers run one after the other, never at once (a 2-core machine): Spark's, started
+Both servers run for the whole benchmark, one busy at a time (a 2-core machine): Spark's, started
 with ``spark-submit --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
 --master local[2]`` in a temporary directory (its Derby metastore and warehouse live
 there), then ``python -m dfsql.cli serve --auth NOSASL`` (``dfsql.session()``'s
 ``local[2]``). Each is ready once its port accepts connections and a PyHive ``SELECT 1``
-answers; each is stopped (SIGTERM to its process group, then SIGKILL) when its turn ends,
-also on errors. On each server: one warm-up fetch per client, then ``--runs`` rounds, the
-clients interleaved within a round; the figure is the median. Both bind 127.0.0.1 only.
+answers; both are stopped (SIGTERM to its process group, then SIGKILL) at the end, also
+on errors. One warm-up fetch per client and server, then ``--runs`` rounds; in a round
+each client fetches from both servers back to back (which server goes first alternates),
+so that the machine's load drifting over the run weighs on both alike. The figures are
+the medians, and the median of the rounds' ratios (each round's two runs side by side).
+Both bind 127.0.0.1 only.
 Every step is bounded (``--start-timeout``, ``--fetch-timeout``).
 
 Output: one JSON line per measurement, then a table with the ratio dfsql / Spark of
@@ -268,20 +271,28 @@ def dfsql_server(work: Path, env: dict[str, str], port: int) -> ServerProcess:
     return ServerProcess("dfsql", cmd, wd, env, port, ready_line="dfsql serving")
 
 
-def measure(fns: dict[str, Callable[[], float]], runs: int) -> dict[str, list[float]]:
-    """One warm-up call of each, then ``runs`` rounds with the functions interleaved."""
+def measure(fns: dict[tuple[str, str], Callable[[], float]], runs: int
+            ) -> dict[tuple[str, str], list[float]]:
+    """One warm-up call of each, then ``runs`` rounds. Within a round each client runs
+    against every server back to back, the servers' order alternating from round to
+    round, so that a change in the machine's load weighs on both servers alike."""
     for fn in fns.values():
         fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(runs):
-        for k, fn in fns.items():
-            times[k].append(fn())
+    times: dict[tuple[str, str], list[float]] = {k: [] for k in fns}
+    servers = list(dict.fromkeys(server for server, _ in fns))
+    clients = list(dict.fromkeys(client for _, client in fns))
+    for r in range(runs):
+        order = servers if r % 2 == 0 else servers[::-1]
+        for client in clients:
+            for server in order:
+                if (server, client) in fns:
+                    times[server, client].append(fns[server, client]())
     return times
 
 
-def bench_server(name: str, port: int, args: argparse.Namespace, beeline: Beeline
-                 ) -> list[dict]:
-    """The clients' measurements on one running server, each printed as a JSON line."""
+def client_fns(port: int, args: argparse.Namespace, beeline: Beeline
+               ) -> dict[str, Callable[[], float]]:
+    """The measurements of one server, by client."""
     fns: dict[str, Callable[[], float]] = {}
     for a in args.arraysize if "pyhive" in args.clients else []:
         fns[f"pyhive arraysize={a}"] = (
@@ -289,20 +300,30 @@ def bench_server(name: str, port: int, args: argparse.Namespace, beeline: Beelin
     if "jdbc" in args.clients:
         fns["jdbc SELECT 1"] = lambda: beeline.run(port, "SELECT 1", 1, "1")
         fns["jdbc"] = lambda: beeline.run(port, QUERY.format(n=args.jdbc_rows), args.jdbc_rows)
-    times = measure(fns, args.runs)
+    return fns
+
+
+def summarise(times: dict[tuple[str, str], list[float]], args: argparse.Namespace
+              ) -> list[dict]:
+    """One result per (server, client), each printed as a JSON line; with both servers,
+    the ratio of each round (the two servers' runs next to each other) too."""
     out = []
-    for client, ts in times.items():
+    for (server, client), ts in times.items():
         if client == "jdbc SELECT 1":
             continue
         rows = args.jdbc_rows if client == "jdbc" else args.rows
         med = statistics.median(ts)
-        row = {"server": name, "client": client, "rows": rows, "seconds": round(med, 3),
+        row = {"server": server, "client": client, "rows": rows, "seconds": round(med, 3),
                "rows_per_s": round(rows / med), "runs_s": [round(t, 3) for t in ts]}
         if client == "jdbc":
-            fixed = statistics.median(times["jdbc SELECT 1"])
+            fixed = statistics.median(times[server, "jdbc SELECT 1"])
             row["select1_s"] = round(fixed, 3)
-            row["select1_runs_s"] = [round(t, 3) for t in times["jdbc SELECT 1"]]
+            row["select1_runs_s"] = [round(t, 3) for t in times[server, "jdbc SELECT 1"]]
             row["rows_per_s_net"] = round(rows / (med - fixed)) if med > fixed else None
+        other = times.get(("spark", client)) if server == "dfsql" else None
+        if other:
+            row["round_ratios"] = [round(s / d, 3) for s, d in zip(other, ts, strict=True)]
+            row["round_ratio_median"] = round(statistics.median(row["round_ratios"]), 3)
         out.append(row)
         print(json.dumps(row), flush=True)
     return out
@@ -333,35 +354,51 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     results: list[dict] = []
     failed = False
-    for name in args.servers:
-        port = free_port()
-        server = (spark_server(spark_home, work, env, port) if name == "spark"
-                  else dfsql_server(work, env, port))
-        try:
-            startup = server.start(args.start_timeout)
+    servers: list[ServerProcess] = []
+    try:
+        fns: dict[tuple[str, str], Callable[[], float]] = {}
+        for name in args.servers:
+            port = free_port()
+            server = (spark_server(spark_home, work, env, port) if name == "spark"
+                      else dfsql_server(work, env, port))
+            servers.append(server)
+            try:
+                startup = server.start(args.start_timeout)
+            except Exception as e:  # report, stop it, go on with the other one
+                failed = True
+                print(json.dumps({"server": name, "event": "error", "error": str(e)[:2000]}),
+                      flush=True)
+                server.stop()
+                continue
             print(json.dumps({"server": name, "event": "ready", "port": port,
                               "startup_s": round(startup, 1)}), flush=True)
-            results += bench_server(name, port, args, beeline)
-        except Exception as e:  # report, stop this server, go on with the next one
-            failed = True
-            print(json.dumps({"server": name, "event": "error", "error": str(e)[:2000]}),
+            for client, fn in client_fns(port, args, beeline).items():
+                fns[name, client] = fn
+        results = summarise(measure(fns, args.runs), args)
+    except Exception as e:
+        failed = True
+        print(json.dumps({"event": "error", "error": str(e)[:2000]}), flush=True)
+        for server in servers:
+            print(f"{server.name} server log tail:\n{server.tail()}", file=sys.stderr,
                   flush=True)
-            print(f"{name} server log tail:\n{server.tail()}", file=sys.stderr, flush=True)
-        finally:
+    finally:
+        for server in servers:
             server.stop()
     total = time.perf_counter() - t_start
 
     by = {(r["server"], r["client"]): r for r in results}
     clients = list(dict.fromkeys(r["client"] for r in results))
     print(f"\n{'client':<22} {'rows':>8} {'spark s':>8} {'dfsql s':>8} {'spark rows/s':>13} "
-          f"{'dfsql rows/s':>13} {'ratio':>6}")
+          f"{'dfsql rows/s':>13} {'ratio':>6} {'rounds':>7}")
 
     def line(label, rows, s, d, key):
         sv = s[key] if s and s.get(key) else None
         dv = d[key] if d and d.get(key) else None
         ratio = f"{dv / sv:.2f}" if sv and dv else "-"
+        rounds = d.get("round_ratio_median", "-") if d and key == "rows_per_s" else ""
         print(f"{label:<22} {rows:>8} {s['seconds'] if s else '-':>8} "
-              f"{d['seconds'] if d else '-':>8} {sv or '-':>13} {dv or '-':>13} {ratio:>6}")
+              f"{d['seconds'] if d else '-':>8} {sv or '-':>13} {dv or '-':>13} {ratio:>6} "
+              f"{rounds:>7}")
 
     for client in clients:
         s, d = by.get(("spark", client)), by.get(("dfsql", client))
@@ -372,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'  (SELECT 1 s)':<22} {'':>8} {s['select1_s'] if s else '-':>8} "
                   f"{d['select1_s'] if d else '-':>8}")
     print(f"\ntotal {total:.0f} s; ratio = dfsql rows/s / Spark rows/s (>= 1.0: dfsql at "
-          f"least as fast)" + (f"; logs kept in {work}" if failed else ""))
+          f"least as fast), of the medians; rounds = the median of each round's ratio" + (f"; logs kept in {work}" if failed else ""))
     if not failed:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
