@@ -3,8 +3,9 @@ record batches as ``TRowSet`` (column-based from protocol V6, row-based below).
 
 A column-based fetch is encoded straight from the Arrow buffers (:func:`encoded_row_set`,
 numpy, no Python object per value): the bytes Thrift's codec would write for
-:func:`row_set`'s structs, at a tenth of the cost. PyHive asks for 1000 rows at a time
-and waits for each answer, so the server's time per fetch is the client's wait.
+:func:`row_set`'s structs, in less than half the time (1000 rows of bigint, bigint,
+string: 127 against 295 µs). PyHive asks for 1000 rows at a time and waits for each
+answer, so the server's time per fetch is the client's wait.
 
 Types map as Spark's own Thrift server maps them: numbers and booleans as themselves;
 TIMESTAMP, DATE, DECIMAL and intervals as strings in Spark's text form; arrays, maps and
