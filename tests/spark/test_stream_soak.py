@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -38,8 +37,13 @@ def test_soak_20k_events_per_second_state_and_memory_stay_bounded(spark, tmp_pat
     assert samples[-1]["rows_in"] >= 0.8 * RATE * samples[-1]["t"]
     assert samples[-1]["rows_out"] > samples[-1]["rows_in"] / soak.BURST
     assert samples[-1]["late_dropped"] > 0  # the jitter makes some rows too late
-    # keeping up: in the second half a batch takes less time than its rows took to come
-    assert statistics.median(s["processed_per_s"] for s in second) >= RATE
+    # keeping up: over the second half the backlog (rows offered, less rows processed)
+    # does not grow by more than two trigger periods of rows (rows are counted a whole
+    # batch at a time). A rate threshold on each batch's own time would measure the
+    # machine's speed of the moment, not whether the stream is kept up with; the
+    # events/s figure is benchmarks/soak_stream.py's.
+    backlog = [RATE * s["t"] - s["rows_in"] for s in second]
+    assert max(backlog) - backlog[0] <= 2 * soak.TRIGGER_SECONDS * RATE, backlog
     # the state holds the live windows' elements, not the stream's
     held = [s["state_elements"] for s in samples if s["state_elements"] is not None]
     assert len(held) >= len(samples) - 1
