@@ -45,8 +45,12 @@ def test_soak_20k_events_per_second_state_and_memory_stay_bounded(spark, tmp_pat
     backlog = [RATE * s["t"] - s["rows_in"] for s in second]
     assert max(backlog) - backlog[0] <= 2 * soak.TRIGGER_SECONDS * RATE, backlog
     # the state holds the live windows' elements, not the stream's
-    held = [s["state_elements"] for s in samples if s["state_elements"] is not None]
-    assert len(held) >= len(samples) - 1
+    # (reported on every sample from the first batch with rows on; how long the first
+    # batch takes to start, Python workers included, depends on the machine)
+    running = [s for s in samples if s["rows_in"]]
+    assert len(running) >= len(samples) // 2
+    held = [s["state_elements"] for s in running]
+    assert None not in held, held
     assert max(held) <= (soak.LIVE_SECONDS + soak.TRIGGER_SECONDS) * RATE
     assert max(held) < samples[-1]["rows_in"] / 5
     # memory stops growing: the second half's peak is within the first half's (plus slack
