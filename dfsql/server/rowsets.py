@@ -239,3 +239,18 @@ def encoded_row_set(table: pa.Table, offset: int) -> bytes:
         _FIELD.pack(_LIST, 2), _LIST_HEAD.pack(_STRUCT, 0),
         _FIELD.pack(_LIST, 3), _LIST_HEAD.pack(_STRUCT, len(cols)), *cols,
         _FIELD.pack(_I32, 5), _I32_BE.pack(table.num_columns), b"\0"))
+
+
+# FetchResults_result{0: success TFetchResultsResp{1: status TStatus{1: statusCode 0},
+# 2: hasMoreRows ...: up to that bool's value
+_FETCH_OK = (_FIELD.pack(_STRUCT, 0) + _FIELD.pack(_STRUCT, 1) + _FIELD.pack(_I32, 1)
+             + _I32_BE.pack(0) + b"\0" + _FIELD.pack(_BOOL, 2))
+
+
+def encoded_fetch_result(table: pa.Table, offset: int) -> bytes:
+    """FetchResults's whole successful result, column-based, encoded: hasMoreRows is
+    whether any row came (a client reads until an empty fetch)."""
+    return b"".join((_FETCH_OK, b"\x01" if table.num_rows else b"\x00",
+                     _FIELD.pack(_STRUCT, 3), encoded_row_set(table, offset),
+                     b"\0",  # the TFetchResultsResp
+                     b"\0"))  # the FetchResults_result

@@ -40,8 +40,6 @@ log = logging.getLogger("dfsql.server")
 SERVER_PROTOCOL = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
 OK = tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS)
-# an encoded FetchResults_result up to hasMoreRows's value: success{status{statusCode 0}}
-_FETCH_OK = b"\x0c\x00\x00" + b"\x0c\x00\x01\x08\x00\x01\x00\x00\x00\x00\x00" + b"\x02\x00\x02"
 S = tt.TOperationState
 #: how long GetOperationStatus waits for a running operation to end (HiveServer2's
 #: hive.server2.long.polling.timeout is 5 s)
@@ -520,9 +518,7 @@ class Service:
             return encode(TCLIService.FetchResults_result(
                 success=got if isinstance(got, tt.TFetchResultsResp) else self._response(*got)))
         table, offset, _ = got
-        # FetchResults_result{0: TFetchResultsResp{1: status OK, 2: hasMoreRows, 3: rows}}
-        return b"".join((_FETCH_OK, b"\x01" if table.num_rows else b"\x00", b"\x0c\x00\x03",
-                         rowsets.encoded_row_set(table, offset), b"\x00\x00"))
+        return rowsets.encoded_fetch_result(table, offset)
 
     def _response(self, table, offset: int, columnar: bool) -> tt.TFetchResultsResp:
         return tt.TFetchResultsResp(status=OK, hasMoreRows=table.num_rows > 0,

@@ -11,7 +11,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.transport import TTransport
 
 from dfsql.server import rowsets
-from dfsql.server.tcli import encode
+from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 
 _TYPES = {
@@ -47,6 +47,11 @@ def tables(draw):
 @given(tables(), st.integers(0, 2**40))
 def test_encoded_row_set_is_what_thrifts_codec_writes(table, offset) -> None:
     assert rowsets.encoded_row_set(table, offset) == encode(rowsets.row_set(table, offset, True))
+    # and the whole reply around it
+    want = TCLIService.FetchResults_result(success=tt.TFetchResultsResp(
+        status=tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS),
+        hasMoreRows=table.num_rows > 0, results=rowsets.row_set(table, offset, True)))
+    assert rowsets.encoded_fetch_result(table, offset) == encode(want)
 
 
 def test_a_decoded_fetch_gives_back_the_values_and_nulls() -> None:
