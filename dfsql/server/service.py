@@ -514,11 +514,13 @@ class Service:
         """FetchResults's reply body, encoded; a column-based row set straight from Arrow
         (:func:`rowsets.encoded_row_set`), the rest through Thrift's codec."""
         got = self._fetch(req)
-        if isinstance(got, tt.TFetchResultsResp) or not got[2]:
-            return encode(TCLIService.FetchResults_result(
-                success=got if isinstance(got, tt.TFetchResultsResp) else self._response(*got)))
-        table, offset, _ = got
-        return rowsets.encoded_fetch_result(table, offset)
+        if isinstance(got, tt.TFetchResultsResp):
+            resp = got
+        elif got[2]:
+            return rowsets.encoded_fetch_result(got[0], got[1])
+        else:
+            resp = self._response(*got)
+        return encode(TCLIService.FetchResults_result(success=resp))
 
     def _response(self, table, offset: int, columnar: bool) -> tt.TFetchResultsResp:
         return tt.TFetchResultsResp(status=OK, hasMoreRows=table.num_rows > 0,

@@ -92,6 +92,11 @@ class Protocol(_Base):  # type: ignore[misc,valid-type]
             self._fast_encode = lambda obj, spec: enc(obj, list(spec))
 
 
+def _reply_head(name: bytes) -> bytes:
+    """A reply message's head up to its sequence id (strict binary protocol)."""
+    return struct.pack("!iI", TBinaryProtocol.TBinaryProtocol.VERSION_1 | 2, len(name)) + name
+
+
 class Processor(TCLIService.Processor):  # type: ignore[misc]
     """TCLIService's Processor without GetLog (not in HiveServer2's service: clients
     probe it and fall back on Thrift's unknown-method error), skipping an unknown call's
@@ -180,10 +185,8 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         oprot.trans.flush()
         return None
 
-    _STATUS_HEAD = (struct.pack("!iI", TBinaryProtocol.TBinaryProtocol.VERSION_1 | 2,
-                                len(b"GetOperationStatus")) + b"GetOperationStatus")
-    _FETCH_HEAD = (struct.pack("!iI", TBinaryProtocol.TBinaryProtocol.VERSION_1 | 2,
-                               len(b"FetchResults")) + b"FetchResults")
+    _STATUS_HEAD = _reply_head(b"GetOperationStatus")
+    _FETCH_HEAD = _reply_head(b"FetchResults")
 
     def _operation_status(self, seqid, iprot, oprot):
         """GetOperationStatus, which Hive JDBC calls once per fetched row. A client asks
