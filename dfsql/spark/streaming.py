@@ -76,7 +76,13 @@ import numpy as np
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
-from dfsql.spark.replay import TIMING, _changelog_ranks, pane_members
+from dfsql.spark.replay import (
+    TIMING,
+    _changelog_ranks,
+    emission_place,
+    pane_members,
+    retraction_place,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -804,7 +810,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             ids = np.r_[e_ids, retracted]
             is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
             emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
-            rank = np.r_[ranks[e_ids] >> 32, ranks[retracted] & 0xFFFFFFFF]
+            rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
             first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
             cols = {}
             for k in self.keys:

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from dfsql.language import clauses as c
 from dfsql.model import timeline_for
 from dfsql.model.group_also_by_window import drive
-from dfsql.spark.replay import _changelog_ranks, _changelog_ranks_by_sort, _nondecreasing
+from dfsql.spark.replay import (
+    _changelog_ranks,
+    _changelog_ranks_by_sort,
+    _nondecreasing,
+    emission_place,
+    retraction_place,
+)
 
 S = 1_000_000
 EOW = c.EndOfWindow()
@@ -50,7 +56,7 @@ def test_linear_ranks_equal_the_sorted_definition(data, trigger, fast, lateness,
     np.testing.assert_array_equal(ranks, _changelog_ranks_by_sort(r, r.pane_window_start))
     # every row has its own place
     n_panes, retracted = len(r.pane_key), r.retraction_pane
-    places = np.concatenate([ranks >> 32, (ranks & 0xFFFFFFFF)[retracted]])
+    places = np.concatenate([emission_place(ranks), retraction_place(ranks[retracted])])
     assert len(np.unique(places)) == n_panes + len(retracted)
 
 
