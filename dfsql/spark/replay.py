@@ -497,9 +497,9 @@ def _changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
     this run's changelog, packed into one id (:func:`_packed_ranks`). The order: emit time,
     key, window_start, pane_index, a retraction immediately before the pane that replaces it
     (the model says which; in a merge another window's), several in their own window_start
-    order. All of
-    a key's rows are in one run, so the output sorts by (emit_time, keys, rank): one sort
-    column where the tuple would be four, and no replacing window carried per pane.
+    order. All of a key's rows are in one run, so the output sorts by (emit_time, keys,
+    rank): one sort column where the tuple would be four, and no replacing window carried
+    per pane.
 
     The model's fast paths emit panes in (key, emit time, window) order already, so this
     is linear unless a check finds otherwise; :func:`_changelog_ranks_by_sort` is the
