@@ -524,9 +524,7 @@ def _changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
     first = np.ones(len(ro), bool)
     first[1:] = anchor[1:] != anchor[:-1]
     within = idx - np.maximum.accumulate(np.where(first, idx, 0))
-    retract_pos = np.zeros(n, np.int64)
-    retract_pos[rp[ro]] = pane_pos[anchor] - before[anchor] + within
-    return _packed_ranks(pane_pos, retract_pos, rp)
+    return _packed_ranks(pane_pos, rp[ro], pane_pos[anchor] - before[anchor] + within)
 
 
 def _changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
@@ -546,9 +544,7 @@ def _changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
     order = np.lexsort((own_ws, inserted, sort_pi, sort_ws, emit, key))
     ranks = np.empty(len(order), np.int64)
     ranks[order] = np.arange(len(order), dtype=np.int64)
-    retract_pos = np.zeros(n, np.int64)
-    retract_pos[rp] = ranks[n:]
-    return _packed_ranks(ranks[:n], retract_pos, rp)
+    return _packed_ranks(ranks[:n], rp, ranks[n:])
 
 
 # A ranked pane id packs two places in a run's changelog: its emission's (high 32 bits) and
@@ -563,11 +559,12 @@ _RETRACTION_PLACE_SQL = (f"shiftright(__pane_rank, 32) + (__pane_rank & {_LOW}) 
                          f"- {_RETRACTION_BIAS}")
 
 
-def _packed_ranks(pane_pos: np.ndarray, retract_pos: np.ndarray,
-                  retracted: np.ndarray) -> np.ndarray:
-    """Pane ids from each pane's place and its retraction's (where ``retracted``)."""
+def _packed_ranks(pane_pos: np.ndarray, retracted: np.ndarray,
+                  retract_pos: np.ndarray) -> np.ndarray:
+    """Pane ids from each pane's place, and the places of the retractions of the panes
+    ``retracted`` (in that order)."""
     offset = np.zeros(len(pane_pos), np.int64)
-    offset[retracted] = retract_pos[retracted] - pane_pos[retracted]
+    offset[retracted] = retract_pos - pane_pos[retracted]
     return (pane_pos << 32) | (offset + _RETRACTION_BIAS)
 
 
