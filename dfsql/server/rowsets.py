@@ -241,8 +241,8 @@ def encoded_row_set(table: pa.Table, offset: int) -> bytes:
         _FIELD.pack(_I32, 5), _I32_BE.pack(table.num_columns), b"\0"))
 
 
-# FetchResults_result{0: success TFetchResultsResp{1: status TStatus{1: statusCode 0},
-# 2: hasMoreRows ...: up to that bool's value
+# The head of a successful FetchResults_result, up to hasMoreRows's value:
+# {0: success TFetchResultsResp{1: status TStatus{1: statusCode 0}, 2: hasMoreRows (bool)
 _FETCH_OK = (_FIELD.pack(_STRUCT, 0) + _FIELD.pack(_STRUCT, 1) + _FIELD.pack(_I32, 1)
              + _I32_BE.pack(0) + b"\0" + _FIELD.pack(_BOOL, 2))
 
