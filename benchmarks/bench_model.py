@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model import group_also_by_window, timeline_for
 
 S = 1_000_000

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_model import EVERY_UNTIL_THEN, MIN, S, session_workload  # noqa: E402
-from dfsql.language import clauses as c  # noqa: E402
+from dfsql.model import clauses as c  # noqa: E402
 from dfsql.model import group_also_by_window, timeline_for  # noqa: E402
 
 EVERY_UNTIL = c.OrFinally(main=c.Repeat(sub=c.AtPeriod(period=MIN)), final=c.EndOfWindow())

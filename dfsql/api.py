@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.language import Statement, parse_statement
-from dfsql.language.clauses import Watermark
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.rewrite import rewrite
+from dfsql.model.clauses import Watermark
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 
 if TYPE_CHECKING:

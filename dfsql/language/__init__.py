@@ -1,8 +1,8 @@
 """Text → typed query: the extension clauses (Lark) and the SELECT around them (sqlglot).
 
-The public names load lazily (PEP 562): ``dfsql.model`` imports ``dfsql.language.clauses``
-(the typed clauses), and importing a submodule runs this file; the parsers must not come
-with it into every Spark Python worker.
+The clause types it produces live in :mod:`dfsql.model.clauses` (the model consumes
+them and imports nothing of the language). The public names load lazily (PEP 562), so a
+module that needs one submodule does not load both parsers.
 """
 
 from __future__ import annotations

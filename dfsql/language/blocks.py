@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 
 #: The temp view under which the executor registers an inner windowed block's result;
 #: an outer block reads the inner one through it.

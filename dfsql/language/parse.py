@@ -30,8 +30,8 @@ from dfsql.errors import (
     UnknownKeywordError,
     WatermarkError,
 )
-from dfsql.language import clauses as c
 from dfsql.language.scan import Source
+from dfsql.model import clauses as c
 
 CLAUSE_ORDER = ["WINDOW", "WATERMARK", "PROCESSING TIME", "ALLOWED LATENESS", "TRIGGER", "EMIT"]
 

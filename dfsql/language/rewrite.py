@@ -23,7 +23,6 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dfsql.errors import AnalysisError, DfsqlSyntaxError, NotSupportedError, WindowedQueryError
-from dfsql.language import clauses as c
 from dfsql.language.blocks import WindowedBlock
 from dfsql.language.names import (
     EVENT_TIME,
@@ -34,6 +33,7 @@ from dfsql.language.names import (
     SORT_COLUMNS,
 )
 from dfsql.language.scan import Source
+from dfsql.model import clauses as c
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
 # others are exp.AggFunc); tests/language/test_functions.py checks the list against the

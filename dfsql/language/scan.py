@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dfsql.errors import DfsqlSyntaxError
-from dfsql.language.clauses import Pos
+from dfsql.model.clauses import Pos
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,11 @@ from dfsql.errors import (
     NotSupportedError,
     WindowedQueryError,
 )
-from dfsql.language import clauses as c
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
 from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source, Token, blank, scan
+from dfsql.model import clauses as c
 
 __all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_statement"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.result import (
     NULL_TIME,

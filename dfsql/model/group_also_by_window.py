@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfsql.language.clauses import Accumulation, Clauses
 from dfsql.model import fastpath, sessions_fast
+from dfsql.model.clauses import Accumulation, Clauses
 from dfsql.model.panes import DROP_NULL_TIME
 from dfsql.model.panes import DROP_TEXT as _DROP_TEXT
 from dfsql.model.result import (

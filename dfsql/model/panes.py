@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dfsql.language.clauses import Accumulation
+from dfsql.model.clauses import Accumulation
 from dfsql.model.triggers import Node
 from dfsql.model.windows import I64
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dfsql.language.clauses import Clauses, GlobalWindows, WatermarkFrom
+from dfsql.model.clauses import Clauses, GlobalWindows, WatermarkFrom
 from dfsql.model.group_also_by_window import (
     NULL_TIME,
     group_also_by_window,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, assign
@@ -139,8 +140,6 @@ def end_floor_of(trigger, last_arrival: int, timeline: Timeline | None = None) -
     the end of any trigger period or processing-time delay then in progress (data
     independent: every slice of keys gets the same end), and at least the watermark's
     last change."""
-    from dfsql.language import clauses as c  # the clause types only (no parser)
-
     latest = last_arrival if timeline is None else max(last_arrival, timeline.end)
     last_change = NEG_INF if timeline is None else timeline.last_change
     if latest == NEG_INF:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model.fastpath import _ord_of
 from dfsql.model.panes import DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.result import (

@@ -15,8 +15,8 @@ import itertools
 
 import numpy as np
 
-from dfsql.language.clauses import Clauses, SessionWindows
 from dfsql.model import triggers as tr
+from dfsql.model.clauses import Clauses, SessionWindows
 from dfsql.model.panes import (
     DROP_CLOSED,
     DROP_EXPIRED,

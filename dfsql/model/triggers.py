@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfsql.language.clauses import (
+from dfsql.model.clauses import (
     Watermark,
     WatermarkDelay,
     WatermarkFrom,

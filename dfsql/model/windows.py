@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfsql.language.clauses import (
+from dfsql.model.clauses import (
     Duration,
     FixedWindows,
     GlobalWindows,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.language import clauses as c
     from dfsql.language.rewrite import Stages
     from dfsql.language.scan import Source
+    from dfsql.model import clauses as c
 
 
 class ReplayPlan(Protocol):

@@ -22,7 +22,6 @@ import re
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
-from dfsql.language import clauses as c
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import (
     EVENT_TIME,
@@ -35,6 +34,7 @@ from dfsql.language.rewrite import (
 )
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
+from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error, spark_errors
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.model import clauses as c
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us

@@ -74,8 +74,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dfsql.errors import NotSupportedError, WatermarkError
-from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.model import clauses as c
 from dfsql.spark.replay import (
     TIMING,
     _changelog_ranks,

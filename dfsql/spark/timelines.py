@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dfsql.errors import DataError, SourceError
-from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
+from dfsql.model import clauses as c
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

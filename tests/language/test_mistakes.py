@@ -20,7 +20,7 @@ from dfsql.errors import (
     WindowedQueryError,
 )
 from dfsql.language import parse_statement
-from dfsql.language.clauses import (
+from dfsql.model.clauses import (
     Duration,
     ElemCount,
     FixedWindows,

@@ -1,6 +1,6 @@
 """Every query of LANGUAGE.md and of the paper's figures parses to hand-written clauses.
 
-Expected objects are built from :mod:`dfsql.language.clauses` by hand, never derived from
+Expected objects are built from :mod:`dfsql.model.clauses` by hand, never derived from
 parser output. Dataclass equality ignores ``pos``, so positions are asserted separately.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dfsql.language import parse_clauses, parse_statement
-from dfsql.language.clauses import (
+from dfsql.model.clauses import (
     Accumulation,
     AfterAll,
     AfterEach,

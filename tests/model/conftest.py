@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dfsql.language.clauses import (
+from dfsql.model.clauses import (
     Accumulation,
     AfterEach,
     AtPeriod,

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dfsql.language import clauses as c
 from dfsql.model import aggregate, group_also_by_window, timeline_for
+from dfsql.model import clauses as c
 from dfsql.model.fastpath import plan_for
 from dfsql.model.group_also_by_window import canonical
 from dfsql.model.windows import merge_sessions

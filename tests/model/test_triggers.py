@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
 from dfsql.model.triggers import (
     AfterAll,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model.watermarks import (
     DelayHistogram,
     Timeline,

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dfsql.language import clauses as c
+from dfsql.model import clauses as c
 from dfsql.model import timeline_for
 from dfsql.model.group_also_by_window import drive
 from dfsql.spark.replay import (

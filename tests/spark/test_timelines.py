@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from dfsql.language import clauses as c
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
+from dfsql.model import clauses as c
 from dfsql.model import timeline_for
 from dfsql.model.windows import NULL_EVENT_TIME
 from dfsql.spark import timelines
