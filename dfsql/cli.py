@@ -14,36 +14,27 @@ trace for a user's mistake.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+import dfsql
 from dfsql.errors import DfsqlError
-
-EXAMPLES = Path(__file__).resolve().parent / "examples"  # inside the package: the demo runs from a wheel
-
-
-def register_paper_tables(spark) -> None:
-    """Register the paper's running example as ``scores`` and ``paper_watermarks``."""
-    base = EXAMPLES / "paper"
-    (spark.read.option("header", True)
-     .schema("key STRING, value BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP")
-     .csv(str(base / "events.csv")).createOrReplaceTempView("scores"))
-    (spark.read.option("header", True)
-     .schema("processing_time TIMESTAMP, watermark TIMESTAMP")
-     .csv(str(base / "watermarks.csv")).createOrReplaceTempView("paper_watermarks"))
+from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 
 
 def _statements(path: Path) -> list[str]:
     """The file's statements, split at semicolons outside strings and comments (the
     shell's splitter: ``dfsql run`` and ``dfsql -f`` cut a file the same way)."""
+    # here, not at the top: the splitter's scanner loads dfsql.model (numpy), which
+    # ``dfsql passwd`` and ``--help`` need not wait for
     from dfsql.shell.script import split
 
     return [piece.text for piece in split(path.read_text())]
 
 
 def _run_text(text: str, spark, show: bool = True) -> None:
-    import dfsql
-    from dfsql.progress import progress
+    from dfsql.progress import progress  # its thread (threading) only once a query runs
 
     with progress(spark):
         df = dfsql.sql(text, spark)
@@ -69,8 +60,6 @@ def _print_table(columns: list[str], rows: list, limit: int = 100) -> None:
 
 
 def demo(_args: argparse.Namespace) -> int:
-    import dfsql
-
     spark = dfsql.session()
     register_paper_tables(spark)
     print("dfsql demo: the Dataflow paper's running example (ten values, total 51)\n")
@@ -96,8 +85,6 @@ def demo(_args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dfsql
-
     spark = dfsql.session()
     if args.paper_tables:
         register_paper_tables(spark)
@@ -107,8 +94,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    import dfsql
-
     for text in _statements(Path(args.file)):
         print(dfsql.explain(text))
     return 0
@@ -145,7 +130,8 @@ def stream_views(specs: list[str]):
 
 
 def serve(args: argparse.Namespace) -> int:
-    import dfsql
+    # each subcommand loads only its own interface: the server's Thrift stack here, the
+    # shell's prompt_toolkit and rich in shell()
     from dfsql.server import Server
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
@@ -172,6 +158,7 @@ def serve(args: argparse.Namespace) -> int:
 def passwd(args: argparse.Namespace) -> int:
     import getpass
 
+    # the endpoint's package (socket, logging, threading) only for this command
     from dfsql.server.auth import set_password
 
     if sys.stdin.isatty():
@@ -187,6 +174,7 @@ def passwd(args: argparse.Namespace) -> int:
 
 def shell(args: argparse.Namespace) -> int:
     """The shell: interactive on a terminal, else the -e texts, -f files or stdin."""
+    # prompt_toolkit, rich and the parser (about 0.4 s): only the shell waits for them
     from dfsql.shell.repl import Shell
 
     sh = Shell(paper_tables=args.paper_tables, history=args.history)
@@ -209,8 +197,6 @@ def shell(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     parser = argparse.ArgumentParser(
         prog="dfsql", description="dfsql: streaming SQL with the Dataflow model on Spark. "
         "Without a subcommand: the interactive shell (or -e / -f / a script on stdin).")

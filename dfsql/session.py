@@ -51,13 +51,18 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dfsql.errors import ClusterUnreachableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[2]"
 APP_NAME = "dfsql"
+#: the examples shipped inside the package (the demo and --paper-tables run from a wheel)
+EXAMPLES = Path(__file__).resolve().parent / "examples"
 
 #: SQL runtime settings: valid both for a local JVM and over Spark Connect.
 SQL_CONF: dict[str, str] = {
@@ -100,8 +105,6 @@ def _check_reachable(kind: str, url: str) -> None:
     answer: otherwise Spark retries for a minute or more and ends in a stack trace."""
     import socket
     from urllib.parse import urlsplit
-
-    from dfsql.errors import ClusterUnreachableError
 
     if not url.startswith(("sc://", "spark://")):
         return
@@ -168,3 +171,15 @@ def stop_session() -> None:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+def register_paper_tables(spark: SparkSession) -> None:
+    """Register the paper's running example as ``scores`` and ``paper_watermarks`` (the
+    demo, ``--paper-tables`` of the shell, ``run`` and ``serve``)."""
+    base = EXAMPLES / "paper"
+    (spark.read.option("header", True)
+     .schema("key STRING, value BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP")
+     .csv(str(base / "events.csv")).createOrReplaceTempView("scores"))
+    (spark.read.option("header", True)
+     .schema("processing_time TIMESTAMP, watermark TIMESTAMP")
+     .csv(str(base / "watermarks.csv")).createOrReplaceTempView("paper_watermarks"))

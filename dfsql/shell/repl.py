@@ -21,11 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.language.continuous import parse_continuous
+from dfsql.language.scan import Source
+from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
-from dfsql.shell.lexer import COMMANDS
+from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
+from dfsql.shell.plot import plot_result
 from dfsql.shell.script import Piece, is_complete, split
+from dfsql.shell.watch import watch
+from dfsql.spark.errors import spark_errors
 
 #: where the Spark JVM's own output goes while the shell runs
 SPARK_LOG = Path(tempfile.gettempdir()) / f"dfsql-spark-{os.getuid()}.log"
@@ -69,8 +76,6 @@ class Shell:
         # Thread.join can leave saying False (CPython before 3.13)
         self._started = threading.Event()
         self._watches = 0
-        from dfsql.shell.lexer import Catalog
-
         self.catalog = Catalog(lambda: self._spark)
 
     # ------------------------------------------------------------------ Spark
@@ -82,14 +87,10 @@ class Shell:
             self._starting.start()
 
     def _create_spark(self) -> None:
-        import dfsql
-
         try:
             with _jvm_output_to(SPARK_LOG if self.quiet_spark else None):
                 spark = dfsql.session(self.master)
             if self.paper_tables:
-                from dfsql.cli import register_paper_tables
-
                 register_paper_tables(spark)
             self._spark = spark
         except BaseException as e:  # noqa: BLE001 - reported when a statement needs Spark
@@ -146,10 +147,6 @@ class Shell:
     def statement(self, text: str) -> None:
         """A SQL statement (dfsql's extended SQL, or plain Spark SQL): run it and show
         its rows."""
-        import dfsql
-        from dfsql.language.scan import Source
-        from dfsql.spark.errors import spark_errors
-
         text = text.strip().rstrip(";").rstrip()
         _check_syntax(text)  # at once, even while Spark is still starting
         spark = self.spark()
@@ -240,6 +237,8 @@ class Shell:
     def _describe(self, rest: str, at: int) -> None:
         from rich.table import Table
 
+        # here, not at the top: dfsql.api loads sqlglot and the planner (0.1 s), which
+        # the prompt need not wait for
         from dfsql.api import _REGISTRY
 
         spark = self.spark()
@@ -279,8 +278,6 @@ class Shell:
     def _load(self, rest: str, at: int) -> None:
         """``\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col]
         [WATERMARK ...]``."""
-        import dfsql
-
         words = [(m.group(0).strip("'\""), at + m.start())
                  for m in re.finditer(r"'[^']*'|\"[^\"]*\"|\S+", rest)]
         usage = "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] " \
@@ -359,8 +356,6 @@ class Shell:
         return reader.load(str(p))
 
     def _explain(self, rest: str, at: int) -> None:
-        import dfsql
-
         text = rest.rstrip(";").rstrip()
         if not text:
             raise ShellError("\\explain needs a query", 1, at + 1, "\\explain SELECT ...")
@@ -369,7 +364,7 @@ class Shell:
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)
-        from dfsql.language import parse_statement
+        from dfsql.language import parse_statement  # loaded by dfsql.explain just now
 
         if not parse_statement(text).windowed:
             spark = self.spark()
@@ -378,8 +373,6 @@ class Shell:
             self.out.print(rows[0][0], highlight=False, markup=False)
 
     def _plot(self, rest: str, at: int) -> None:
-        from dfsql.shell.plot import plot_result
-
         if self.last is None:
             raise ShellError("\\plot draws the last windowed result, and there is none yet",
                              1, 1, "run a query with WINDOW first")
@@ -399,15 +392,13 @@ class Shell:
                        + (", the watermark" if summary.watermark_points else ""))
 
     def _watch(self, rest: str, at: int) -> None:
-        from dfsql.shell.watch import watch
-
         text = rest.rstrip(";").rstrip()
         if not text:
             raise ShellError("\\watch needs a windowed query over a stream", 1, at + 1,
                              "\\watch SELECT ... FROM a_stream ... WINDOW ...")
         self._watches += 1
         try:
-            watch(self, text, f"__dfsql_watch_{self._watches}")
+            watch(self.spark(), self.out, text, f"__dfsql_watch_{self._watches}")
         except DfsqlError as e:
             raise _shifted(e, at) from None
 
@@ -419,8 +410,6 @@ class Shell:
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.key_binding import KeyBindings
         from prompt_toolkit.lexers import PygmentsLexer
-
-        from dfsql.shell.lexer import DfsqlLexer, ShellCompleter
 
         self.start_spark()
         keys = KeyBindings()
@@ -446,8 +435,6 @@ class Shell:
             completer=ThreadedCompleter(ShellCompleter(self.catalog)), multiline=True,
             key_bindings=keys, prompt_continuation=lambda width, _n, _s: "...> ".rjust(width),
             complete_while_typing=False)
-        import dfsql
-
         self.out.print(f"dfsql {dfsql.__version__} shell on "
                        f"{self.master or _default_target()}. End statements with ';', "
                        f"\\help for help, Ctrl-D to leave.", style="dim")
@@ -468,8 +455,9 @@ class Shell:
 
 def _check_syntax(text: str) -> None:
     """Parse ``text`` as dfsql.sql will (which parses it again: a few milliseconds)."""
+    # here, not at the top: the SELECT's parser (sqlglot, 0.1-0.3 s) loads with the first
+    # statement, not before the prompt
     from dfsql.language import parse_statement
-    from dfsql.language.continuous import parse_continuous
 
     if parse_continuous(text) is None:
         parse_statement(text)
@@ -501,8 +489,6 @@ def _unexpected(e: BaseException) -> DfsqlError:
 
 
 def _default_target() -> str:
-    from dfsql.session import DEFAULT_MASTER
-
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
 
