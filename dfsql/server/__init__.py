@@ -17,7 +17,9 @@ import socket
 import threading
 from typing import TYPE_CHECKING
 
+import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.server.auth import PasswordFile
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,15 +44,13 @@ class Server:
             if not password_file:
                 raise DfsqlError("--auth PLAIN needs --password-file",
                                  hint="create one with: dfsql passwd FILE USER")
-            from dfsql.server.auth import PasswordFile
-
             self.check = PasswordFile(password_file).check
         elif auth == "NONE":
             self.check = lambda user, password: True
         if spark is None:
-            import dfsql
-
             spark = dfsql.session()
+        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
+        # file, and need not load the Thrift stack, numpy and the scanner the service needs
         from dfsql.server.service import Service
 
         self.spark = spark
@@ -93,10 +93,7 @@ class Server:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self.service.shutdown()
-        from dfsql.continuous import stop_all
-
-        stop_all()
+        self.service.shutdown()  # and the continuous queries its clients started
 
     def connections(self) -> int:
         return len(self._connections)
@@ -117,6 +114,8 @@ class Server:
     def _serve(self, conn: socket.socket) -> None:
         from thrift.transport import TSocket, TTransport
 
+        # loaded with the service already (see __init__); kept out of this file's top for
+        # the same reason
         from dfsql.server import sasl
         from dfsql.server.tcli import Processor, Protocol
 

@@ -5,6 +5,7 @@ lists them."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +20,17 @@ JDBC_TYPES = {
     "timestamp": 93, "timestamp_ntz": 93, "binary": -2, "array": 2003, "map": 2000,
     "struct": 2002, "void": 0, "interval": 1111,
 }
+
+
+def like_pattern(pattern: str | None) -> re.Pattern[str]:
+    """A JDBC search pattern (``%`` any run, ``_`` one character; NULL or ``*`` all) as
+    a case-insensitive regular expression."""
+    if pattern is None or pattern in ("", "*", "%"):
+        return re.compile(".*", re.S)
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch in "%*" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(out), re.I | re.S)
 
 
 def _result(columns: list[tuple[str, str]], rows: list[tuple]) -> tuple[StructType, pa.Table]:
@@ -66,8 +78,6 @@ def catalogs(spark: SparkSession):
 
 
 def schemas(spark: SparkSession, pattern: str | None):
-    from dfsql.server.service import like_pattern
-
     rx = like_pattern(pattern)
     rows = [(db.name, "") for db in spark.catalog.listDatabases() if rx.fullmatch(db.name)]
     return _result([("TABLE_SCHEM", "string"), ("TABLE_CATALOG", "string")], rows)
@@ -75,8 +85,6 @@ def schemas(spark: SparkSession, pattern: str | None):
 
 def _tables(spark: SparkSession, schema_pattern: str | None, table_pattern: str | None):
     """(schema, name, is_view, table) of every matching table and temp view."""
-    from dfsql.server.service import like_pattern
-
     srx, trx = like_pattern(schema_pattern), like_pattern(table_pattern)
     out = []
     seen_temp = set()
@@ -116,8 +124,6 @@ def table_types(spark: SparkSession):
 def columns(spark: SparkSession, schema_pattern, table_pattern, column_pattern):
     from pyspark.sql import types as T  # noqa: N812
 
-    from dfsql.server.service import like_pattern
-
     crx = like_pattern(column_pattern)
     rows = []
     for schema, name, _, _ in _tables(spark, schema_pattern, table_pattern):
@@ -152,8 +158,6 @@ def columns(spark: SparkSession, schema_pattern, table_pattern, column_pattern):
 
 
 def functions(spark: SparkSession, schema_pattern, function_pattern):
-    from dfsql.server.service import like_pattern
-
     frx = like_pattern(function_pattern)
     rows = [("", f.namespace[0] if f.namespace else "", f.name, f.description or "", 0,
              f.className or f.name)

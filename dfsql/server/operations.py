@@ -1,0 +1,276 @@
+"""A client session's operations: one statement or metadata call each, its state, and
+its result set streamed from Spark.
+
+A statement runs through ``dfsql.sql`` (plain Spark SQL and dfsql's windowed queries
+alike) under a Spark job group of its own, so that CancelOperation can cancel its jobs.
+Results stream: a statement's rows come from Spark one partition at a time as Arrow
+batches (:func:`arrow_batches`), and FetchResults slices those into Thrift columns. A
+result larger than memory never sits whole in the server. Operation status lives in
+plain attributes, so GetOperationStatus (which JDBC clients call once per fetched row)
+takes no lock and starts no Spark work.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import dfsql
+from dfsql.errors import DfsqlError, DfsqlSyntaxError
+from dfsql.server import rowsets
+from dfsql.server.tcli import ttypes as tt
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: the first protocol version whose row sets are column-based
+COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
+S = tt.TOperationState
+
+
+def sqlstate_of(e: BaseException) -> str:
+    """The SQLSTATE of a user mistake: 42601 for syntax, else the error class's own."""
+    if isinstance(e, DfsqlSyntaxError):
+        return "42601"
+    return getattr(e, "sqlstate", None) or "HY000"
+
+
+def _handle_id() -> tt.THandleIdentifier:
+    return tt.THandleIdentifier(guid=uuid.uuid4().bytes, secret=uuid.uuid4().bytes)
+
+
+class ServiceError(Exception):
+    """A call the service refuses (unknown handle, a limit): an error status."""
+
+    def __init__(self, message: str, sqlstate: str = "HY000") -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+# --------------------------------------------------------------------------- results
+
+
+def arrow_batches(df: DataFrame) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The rows of ``df`` as Arrow record batches, computed one partition at a time (the
+    next one prefetched): neither the JVM nor Python holds the whole result. On Spark
+    Connect (no JVM here) Spark streams Arrow batches to ``toLocalIterator`` itself."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:  # Spark Connect
+        def rows() -> Iterator[pa.RecordBatch]:
+            chunk: list = []
+            for row in df.toLocalIterator():
+                chunk.append(tuple(row))
+                if len(chunk) == 10_000:
+                    yield pa.RecordBatch.from_pylist(
+                        [dict(zip(schema.names, r, strict=True)) for r in chunk], schema)
+                    chunk = []
+            if chunk:
+                yield pa.RecordBatch.from_pylist(
+                    [dict(zip(schema.names, r, strict=True)) for r in chunk], schema)
+        return schema, rows()
+    from pyspark.serializers import NoOpSerializer
+    from pyspark.util import _local_iterator_from_socket
+
+    sc = df.sparkSession.sparkContext
+    sock = sc._jvm.PythonRDD.toLocalIteratorAndServe(jdf.toArrowBatchRdd(), True)
+    frames = _local_iterator_from_socket(sock, NoOpSerializer())
+    return schema, (pa.ipc.read_record_batch(pa.py_buffer(b), schema) for b in frames)
+
+
+class Operation:
+    """One statement or metadata call of a session, and its result set."""
+
+    def __init__(self, session: Session, kind: int, statement: str = "") -> None:
+        self.session = session
+        self.kind = kind
+        self.statement = statement
+        self.handle = tt.TOperationHandle(operationId=_handle_id(), operationType=kind,
+                                          hasResultSet=True)
+        self.key = self.handle.operationId.guid
+        self.group = f"dfsql-{uuid.UUID(bytes=self.key).hex}"
+        self.state = S.INITIALIZED_STATE
+        self.error: tuple[str, str] | None = None
+        self.schema: StructType | None = None
+        self._df: DataFrame | None = None
+        self._static: pa.Table | None = None
+        self._arrow_schema: pa.Schema | None = None
+        self._batches: Iterator[pa.RecordBatch] | None = None
+        self._buf: pa.RecordBatch | None = None
+        self._pos = 0
+        self.offset = 0
+        self.lock = threading.Lock()
+        self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
+        self.done = threading.Event()  # set when it leaves the running states
+
+    # ---------------------------------------------------------------- running
+    def run(self) -> None:
+        """Execute the statement: plan it, start its result (the first partition's job
+        runs here, so that an error shows at execution, as on Spark's server)."""
+        if self.state == S.CANCELED_STATE:
+            self.done.set()
+            return
+        self.state = S.RUNNING_STATE
+        spark = self.session.spark
+        try:
+            sc = spark.sparkContext
+            sc.setJobGroup(self.group, self.statement[:200], interruptOnCancel=True)
+        except Exception:  # Spark Connect: no job groups; tags instead
+            try:
+                spark.addTag(self.group)
+            except Exception:
+                pass
+        try:
+            df = dfsql.sql(self.statement, spark)
+            if df.isStreaming:
+                raise ServiceError(
+                    "this statement is a continuous query over a stream: a result set "
+                    "cannot hold it (start it with dfsql.start)", "0A000")
+            with self.lock:
+                self.schema = df.schema
+                self._df = rowsets.wire_frame(df)
+                self._start()
+            if self.state == S.RUNNING_STATE:
+                self.state = S.FINISHED_STATE
+        except BaseException as e:  # noqa: BLE001 (every failure becomes the op's error)
+            if self.state == S.CANCELED_STATE:
+                return
+            self.error = describe(e)
+            self.state = S.ERROR_STATE
+        finally:
+            self.done.set()
+            try:
+                spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
+            except Exception:
+                pass
+
+    def set_static(self, schema: StructType, table: pa.Table) -> None:
+        """A metadata call's result (already computed)."""
+        self.schema = schema
+        self._static = table
+        self._start()
+        self.state = S.FINISHED_STATE
+        self.done.set()
+
+    def _start(self) -> None:
+        if self._static is not None:
+            self._arrow_schema = self._static.schema
+            self._batches = iter(self._static.to_batches())
+        else:
+            assert self._df is not None
+            self._arrow_schema, self._batches = arrow_batches(self._df)
+        self._buf, self._pos, self.offset = None, 0, 0
+        self._buf = next(self._batches, None)
+
+    # ---------------------------------------------------------------- fetching
+    def fetch(self, max_rows: int, first: bool) -> tuple[pa.Table, int]:
+        """The next ``max_rows`` rows (from the first with ``first``), and the offset of
+        the first of them."""
+        import pyarrow as pa
+
+        with self.lock:
+            if self.state != S.FINISHED_STATE:
+                raise ServiceError(f"the operation is not finished (state "
+                                   f"{S._VALUES_TO_NAMES.get(self.state, self.state)})")
+            if first:
+                self._close_batches()
+                self._start()
+            parts: list[pa.RecordBatch] = []
+            need = max(0, max_rows)
+            while need and self._buf is not None:
+                if self._pos >= self._buf.num_rows:
+                    self._buf, self._pos = next(self._batches, None), 0  # type: ignore[arg-type]
+                    continue
+                take = min(need, self._buf.num_rows - self._pos)
+                parts.append(self._buf.slice(self._pos, take))
+                self._pos += take
+                need -= take
+            assert self._arrow_schema is not None
+            table = pa.Table.from_batches(parts, self._arrow_schema)
+            offset = self.offset
+            self.offset += table.num_rows
+            return table, offset
+
+    def cancel(self) -> None:
+        if self.state in (S.FINISHED_STATE, S.ERROR_STATE, S.CLOSED_STATE):
+            return
+        self.state = S.CANCELED_STATE
+        self.done.set()
+        self._cancel_jobs()
+
+    def _cancel_jobs(self) -> None:
+        if self._df is None or (self.state != S.CANCELED_STATE and self._buf is None):
+            return  # nothing of it runs on Spark (any more)
+        spark = self.session.spark
+        try:
+            spark.sparkContext.cancelJobGroup(self.group)
+        except Exception:
+            try:
+                spark.interruptTag(self.group)
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        if self.state in (S.RUNNING_STATE, S.INITIALIZED_STATE, S.PENDING_STATE):
+            self.state = S.CANCELED_STATE
+        self._cancel_jobs()
+        with self.lock:
+            self._close_batches()
+            self.state = S.CLOSED_STATE
+        self.done.set()
+
+    def _close_batches(self) -> None:
+        """Stop the partition iterator (its JVM server thread ends with it)."""
+        batches, self._batches, self._buf = self._batches, None, None
+        if batches is not None and hasattr(batches, "close"):
+            try:
+                batches.close()
+            except Exception:
+                pass
+
+
+def describe(e: BaseException) -> tuple[str, str]:
+    """(message, SQLSTATE) of a failed statement: dfsql's positioned text where it is a
+    user mistake; Spark's own message (first line, no stack) otherwise."""
+    if isinstance(e, DfsqlError):
+        return str(e), sqlstate_of(e)
+    if isinstance(e, ServiceError):
+        return str(e), e.sqlstate
+    state = "HY000"
+    try:
+        from pyspark.errors import PySparkException
+
+        if isinstance(e, PySparkException):
+            state = e.getSqlState() or state
+    except Exception:
+        pass
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__), state
+
+
+class Session:
+    """A client session: its SparkSession and operations."""
+
+    def __init__(self, spark: SparkSession, protocol: int, user: str) -> None:
+        self.spark = spark
+        self.protocol = protocol
+        self.user = user
+        self.handle = tt.TSessionHandle(sessionId=_handle_id())
+        self.key = self.handle.sessionId.guid
+        self.operations: dict[bytes, Operation] = {}
+
+    @property
+    def columnar(self) -> bool:
+        return self.protocol >= COLUMNAR_FROM
+
+    def running(self) -> int:
+        return sum(op.state in (S.RUNNING_STATE, S.PENDING_STATE, S.INITIALIZED_STATE)
+                   for op in self.operations.values())
+
