@@ -12,6 +12,8 @@ import threading
 from contextlib import contextmanager
 from typing import TextIO
 
+from dfsql.session import spark_context
+
 
 class Progress(threading.Thread):
     """Polls ``spark.sparkContext.statusTracker()`` and draws ``[stage 3: 2/4 tasks]``."""
@@ -22,8 +24,6 @@ class Progress(threading.Thread):
         self.interval = interval
         self._stop = threading.Event()
         self._shown = False
-        from dfsql.session import spark_context
-
         sc = spark_context(spark)
         self.tracker = None if sc is None else sc.statusTracker()
 

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from dfsql.session import spark_context
+
 T = TypeVar("T")
 
 #: seconds of work before the progress bar appears
@@ -35,8 +37,6 @@ class Job:
     """``fn`` run in a worker thread under a fresh job group of ``spark``."""
 
     def __init__(self, spark, fn: Callable[[], T], description: str = "") -> None:
-        from dfsql.session import spark_context
-
         self.spark = spark
         self.fn = fn
         self.description = description[:200]
