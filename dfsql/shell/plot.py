@@ -20,6 +20,7 @@ from typing import Any
 
 from dfsql.errors import DfsqlError
 from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
+from dfsql.model.windows import NEG_INF, POS_INF
 
 MAX_PANELS = 6
 MAX_ELEMENTS = 2000
@@ -51,6 +52,27 @@ def _label(v: Any) -> str:
     return "NULL" if v is None else str(v)
 
 
+@dataclass
+class _Layout:
+    """Where a result's columns are and the ranges its panels share."""
+
+    at: dict[str, int]  # column -> its index in a row
+    value_col: str
+    keys: list[str]  # the key columns, one panel per combination
+    retract: int | None  # the index of is_retraction, if any
+    batch: bool  # no emit times: a batch result, drawn without processing time
+    times: list[Any]  # every event time shown (window bounds, input elements)
+    x_lo: Any
+    x_hi: Any
+    y_lo: Any
+    y_hi: Any
+    elements: dict | None  # the replayed input (one panel only)
+    timeline: tuple | None  # the watermark line (one panel only)
+
+    def key_of(self, r: Sequence[Any]) -> str:
+        return ", ".join(f"{k}={_label(r[self.at[k]])}" for k in self.keys) or "all"
+
+
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
                 title: str = "", plan=None) -> PlotSummary:
     """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
@@ -58,9 +80,8 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Patch
 
     cols = list(columns)
     missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
@@ -70,117 +91,20 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                          f"{', '.join(missing)}", hint="run a query with WINDOW first")
     if not rows:
         raise DfsqlError("\\plot: the last windowed result has no rows")
-    at = {c: cols.index(c) for c in cols}
-    values = [c for c in cols if c not in PANE_COLUMNS
-              and any(_is_number(r[at[c]]) for r in rows)]
-    value_col = values[0] if values else next(c for c in cols if c not in PANE_COLUMNS)
-    keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
-    retract = at.get("is_retraction")
-    batch = all(r[at["emit_time"]] is None for r in rows)
-
-    def key_of(r) -> str:
-        return ", ".join(f"{k}={_label(r[at[k]])}" for k in keys) or "all"
-
-    panels = list(dict.fromkeys(key_of(r) for r in rows))[:MAX_PANELS]
-    elements, timeline = _input_and_watermark(plan) if plan is not None and not batch \
-        and len(panels) == 1 else (None, None)
-
-    times = [r[at[c]] for r in rows for c in ("window_start", "window_end")
-             if r[at[c]] is not None]
-    emits = [r[at["emit_time"]] for r in rows if r[at["emit_time"]] is not None]
-    if elements is not None and len(elements):
-        times += list(elements["e"])
-        emits += list(elements["p"])
-    # a GLOBAL window with no event times to show spans an axis without dates
-    x_lo, x_hi = (min(times), max(times)) if times else (0.0, 1.0)
-    if batch:
-        y_lo, y_hi = 0.0, 1.0
-    else:
-        y_lo, y_hi = min(emits), max(emits)
-        pad = max((y_hi - y_lo) * 0.05, dt.timedelta(seconds=1))
-        y_lo, y_hi = y_lo - pad, y_hi + pad
+    lay, panels = _layout(cols, rows, plan)
 
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
-    summary = PlotSummary(path, value_col, panels)
+    summary = PlotSummary(path, lay.value_col, panels)
     retraction_labels: list[tuple[Any, list, list]] = []
     for ax, panel in zip(axes[:, 0], panels, strict=True):
-        mine = [r for r in rows if key_of(r) == panel]
-        first_arrival: dict[Any, Any] = {}
-        if elements is not None:
-            for e, p in zip(elements["e"], elements["p"], strict=True):
-                for r in mine:
-                    ws, we = r[at["window_start"]], r[at["window_end"]]
-                    if (ws is None or ws <= e) and (we is None or e < we):
-                        key = (ws, we)
-                        first_arrival[key] = min(first_arrival.get(key, p), p)
-        drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
-        texts: list[Any] = []  # the panes' value labels
-        marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
+        marks, texts = _draw_panel(ax, panel, [r for r in rows if lay.key_of(r) == panel],
+                                   lay, summary)
         retraction_labels.append((ax, marks, texts))
-        for r in mine:
-            ws, we = r[at["window_start"]], r[at["window_end"]]
-            x0 = ws if ws is not None else x_lo
-            x1 = we if we is not None else x_hi
-            label = _label(r[at[value_col]])
-            y1 = r[at["emit_time"]]
-            if retract is not None and r[retract]:
-                # a dashed red line across the retracted window, at the retraction's time
-                ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
-                        linestyle="--", linewidth=1.2)
-                marks.append((_num(x0), _num(x1), _num(y1), f"-{label}"))
-                summary.retractions.append((panel, ws, label))
-                continue
-            if batch:
-                y0, y1 = 0.05, 0.95
-            else:
-                # on top of every earlier pane this window covers (its own earlier panes,
-                # and those of the windows a merged session absorbed), else from its
-                # first element's arrival
-                below = [e for s0, s1, e in drawn if _within(s0, s1, ws, we)]
-                y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
-                drawn.append((ws, we, y1))
-            timing = r[at["pane_timing"]]
-            x0n, x1n = _num(x0), _num(x1)
-            y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
-            ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
-                                   facecolor=COLOURS.get(timing, "#999999"),
-                                   edgecolor="black", linewidth=0.8))
-            texts.append(ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom",
-                                     fontsize=10, fontweight="bold", xytext=(0, 2),
-                                     textcoords="offset points"))
-            summary.panes.append((panel, ws, we, label, timing))
-        if elements is not None:
-            ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
-            for e, p, v in zip(elements["e"], elements["p"], elements["v"], strict=True):
-                if v is not None:
-                    ax.annotate(_label(v), (e, p), fontsize=7, xytext=(3, 3),
-                                textcoords="offset points")
-            summary.elements = len(elements["e"])
-        if timeline is not None:
-            wx, wy = timeline
-            ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
-            summary.watermark_points = len(wx)
-        pad = (_num(x_hi) - _num(x_lo)) * 0.03 or 1.0
-        ax.set_xlim(_num(x_lo) - pad, _num(x_hi) + pad)
-        if times:
-            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
-            ax.set_xlabel("event time")
-        else:
-            ax.set_xticks([])
-            ax.set_xlabel("event time (the global window)")
-        if batch:
-            ax.set_ylim(0, 1)
-            ax.set_yticks([])
-            ax.set_ylabel("batch (no processing time)")
-        else:
-            ax.set_ylim(_num(y_lo), _num(y_hi))
-            ax.yaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
-            ax.set_ylabel("processing time")
-        ax.set_title(panel if len(panels) > 1 or keys else title[:90], fontsize=10)
+        ax.set_title(panel if len(panels) > 1 or lay.keys else title[:90], fontsize=10)
         ax.grid(alpha=0.25)
     handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
                for t, c in COLOURS.items()]
-    if timeline is not None:
+    if lay.timeline is not None:
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
@@ -193,6 +117,129 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return summary
+
+
+def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layout, list[str]]:
+    """The value and key columns, the panels (one per key), the replayed input and the
+    watermark (for one panel of a replay), and the axes' ranges."""
+    at = {c: cols.index(c) for c in cols}
+    values = [c for c in cols if c not in PANE_COLUMNS
+              and any(_is_number(r[at[c]]) for r in rows)]
+    value_col = values[0] if values else next(c for c in cols if c not in PANE_COLUMNS)
+    keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
+    batch = all(r[at["emit_time"]] is None for r in rows)
+    lay = _Layout(at, value_col, keys, at.get("is_retraction"), batch, [], None, None,
+                  None, None, None, None)
+    panels = list(dict.fromkeys(lay.key_of(r) for r in rows))[:MAX_PANELS]
+    if plan is not None and not batch and len(panels) == 1:
+        lay.elements, lay.timeline = _input_and_watermark(plan)
+
+    times = [r[at[c]] for r in rows for c in ("window_start", "window_end")
+             if r[at[c]] is not None]
+    emits = [r[at["emit_time"]] for r in rows if r[at["emit_time"]] is not None]
+    if lay.elements is not None and len(lay.elements):
+        times += list(lay.elements["e"])
+        emits += list(lay.elements["p"])
+    lay.times = times
+    # a GLOBAL window with no event times to show spans an axis without dates
+    lay.x_lo, lay.x_hi = (min(times), max(times)) if times else (0.0, 1.0)
+    if batch:
+        lay.y_lo, lay.y_hi = 0.0, 1.0
+    else:
+        y_lo, y_hi = min(emits), max(emits)
+        pad = max((y_hi - y_lo) * 0.05, dt.timedelta(seconds=1))
+        lay.y_lo, lay.y_hi = y_lo - pad, y_hi + pad
+    return lay, panels
+
+
+def _draw_panel(ax, panel: str, mine: list, lay: _Layout,
+                summary: PlotSummary) -> tuple[list[tuple[float, float, float, str]], list]:
+    """One key's panes, retractions, input elements and watermark on ``ax``, and its
+    axes; returns the retractions' marks and the panes' value labels (for placing the
+    retraction labels once the figure is laid out)."""
+    from matplotlib.patches import Rectangle
+
+    at, x_lo, x_hi, y_lo, batch = lay.at, lay.x_lo, lay.x_hi, lay.y_lo, lay.batch
+    elements = lay.elements
+    first_arrival: dict[Any, Any] = {}
+    if elements is not None:
+        for e, p in zip(elements["e"], elements["p"], strict=True):
+            for r in mine:
+                ws, we = r[at["window_start"]], r[at["window_end"]]
+                if (ws is None or ws <= e) and (we is None or e < we):
+                    key = (ws, we)
+                    first_arrival[key] = min(first_arrival.get(key, p), p)
+    drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
+    texts: list[Any] = []  # the panes' value labels
+    marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
+    for r in mine:
+        ws, we = r[at["window_start"]], r[at["window_end"]]
+        x0 = ws if ws is not None else x_lo
+        x1 = we if we is not None else x_hi
+        label = _label(r[at[lay.value_col]])
+        y1 = r[at["emit_time"]]
+        if lay.retract is not None and r[lay.retract]:
+            # a dashed red line across the retracted window, at the retraction's time
+            ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
+                    linestyle="--", linewidth=1.2)
+            marks.append((_num(x0), _num(x1), _num(y1), f"-{label}"))
+            summary.retractions.append((panel, ws, label))
+            continue
+        if batch:
+            y0, y1 = 0.05, 0.95
+        else:
+            # on top of every earlier pane this window covers (its own earlier panes,
+            # and those of the windows a merged session absorbed), else from its
+            # first element's arrival
+            below = [e for s0, s1, e in drawn if _within(s0, s1, ws, we)]
+            y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
+            drawn.append((ws, we, y1))
+        timing = r[at["pane_timing"]]
+        x0n, x1n = _num(x0), _num(x1)
+        y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
+        ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
+                               facecolor=COLOURS.get(timing, "#999999"),
+                               edgecolor="black", linewidth=0.8))
+        texts.append(ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom",
+                                 fontsize=10, fontweight="bold", xytext=(0, 2),
+                                 textcoords="offset points"))
+        summary.panes.append((panel, ws, we, label, timing))
+    if elements is not None:
+        ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
+        for e, p, v in zip(elements["e"], elements["p"], elements["v"], strict=True):
+            if v is not None:
+                ax.annotate(_label(v), (e, p), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        summary.elements = len(elements["e"])
+    if lay.timeline is not None:
+        wx, wy = lay.timeline
+        ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
+        summary.watermark_points = len(wx)
+    _set_axes(ax, lay)
+    return marks, texts
+
+
+def _set_axes(ax, lay: _Layout) -> None:
+    """Event time across (dates, or none for a GLOBAL window), processing time up (or
+    nothing for a batch result)."""
+    import matplotlib.dates as mdates
+
+    pad = (_num(lay.x_hi) - _num(lay.x_lo)) * 0.03 or 1.0
+    ax.set_xlim(_num(lay.x_lo) - pad, _num(lay.x_hi) + pad)
+    if lay.times:
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        ax.set_xlabel("event time")
+    else:
+        ax.set_xticks([])
+        ax.set_xlabel("event time (the global window)")
+    if lay.batch:
+        ax.set_ylim(0, 1)
+        ax.set_yticks([])
+        ax.set_ylabel("batch (no processing time)")
+    else:
+        ax.set_ylim(_num(lay.y_lo), _num(lay.y_hi))
+        ax.yaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        ax.set_ylabel("processing time")
 
 
 def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:
@@ -241,7 +288,8 @@ def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
     and rising segments both show."""
     import numpy as np
 
-    from dfsql.model.windows import NEG_INF, POS_INF
+    # here, not at the top: the timeline loads Spark's planner (sqlglot, pyspark), which
+    # the shell's prompt need not wait for
     from dfsql.spark.timelines import watermark_timeline
 
     inp = plan.input_df()
