@@ -364,7 +364,8 @@ class Shell:
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)
-        from dfsql.language import parse_statement  # loaded by dfsql.explain just now
+        # not at the top, as in _check_syntax (sqlglot); dfsql.explain has loaded it
+        from dfsql.language import parse_statement
 
         if not parse_statement(text).windowed:
             spark = self.spark()
