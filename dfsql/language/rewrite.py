@@ -33,6 +33,7 @@ from dfsql.language.names import (
     SORT_COLUMNS,
 )
 from dfsql.language.scan import Source
+from dfsql.language.stages import AggregateCall, GroupKey, Stages, aggregate_call
 from dfsql.model import clauses as c
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
@@ -58,30 +59,6 @@ SPARK_AGGREGATES = frozenset({
 
 
 _GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
-
-
-@dataclass(frozen=True)
-class Stages:
-    """The three Spark SQL stages of one windowed block."""
-
-    input_sql: str
-    key_columns: tuple[str, ...]
-    aggregates: tuple[tuple[str, str], ...]  # (Spark SQL over input columns, alias)
-    output_sql: str
-    output_names: tuple[str, ...]
-    has_processing_time: bool
-    default_order: bool
-    #: LANGUAGE.md §7's default order (ORDER BY items) and the output stage without it,
-    #: when that stage is a row-by-row projection and filter (no DISTINCT, LIMIT or window
-    #: function), so the executor may order the panes itself. Else None.
-    default_order_by: tuple[str, ...] | None = None
-    output_sql_unordered: str | None = None
-
-    def explain(self) -> str:
-        aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)
-        return (f"-- input stage\n{self.input_sql}\n"
-                f"-- aggregates (per key, window and pane)\n  {aggs}\n"
-                f"-- output stage\n{self.output_sql}")
 
 
 def _is_aggregate(node: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES) -> bool:
@@ -279,20 +256,25 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
             region_pos.line, region_pos.column,
             "add GROUP BY <key> and an aggregate such as COUNT(*) to the SELECT",
         )
-    agg_sql, input_cols = _aggregate_inputs(aggs)
+    calls, input_cols = _aggregate_inputs(aggs, is_agg)
     key_cols = tuple(f"__k{i}" for i in range(len(keys)))
     out = _output_stage(select, items, keys, key_cols, aggs, block, src, pending,
                         changelog, late_rows)
+    group_keys = tuple(GroupKey(col, k.sql("spark"), next(
+        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
+        for col, k in zip(key_cols, keys, strict=True))
     return Stages(
         input_sql=_input_stage(select, keys, key_cols, input_cols, cl),
         key_columns=key_cols,
-        aggregates=tuple(agg_sql),
+        aggregates=tuple((a.sql, a.alias) for a in calls),
         output_sql=out.sql,
         output_names=out.names,
         has_processing_time=cl.processing_time is not None,
         default_order=out.default_order,
         default_order_by=out.default_order_by,
         output_sql_unordered=out.sql_unordered,
+        group_keys=group_keys,
+        aggregate_calls=calls,
     )
 
 
@@ -351,13 +333,13 @@ def _aggregates(parts: list[exp.Expression | None], is_agg) -> list[exp.Expressi
         a is not b and any(a is d for d in list(b.walk())[1:]) for b in aggs)]
 
 
-def _aggregate_inputs(aggs: list[exp.Expression],
-                      ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(each aggregate over the input columns and its alias ``__a<n>``, the columns the
+def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
+                      ) -> tuple[tuple[AggregateCall, ...], list[tuple[str, str]]]:
+    """(each aggregate over the input columns, aliased ``__a<n>``, the columns the
     aggregates read and their input-stage aliases ``__c<j>``)."""
     col_alias: dict[str, str] = {}
     input_cols: list[tuple[str, str]] = []
-    agg_sql: list[tuple[str, str]] = []
+    calls: list[AggregateCall] = []
     for n, a in enumerate(aggs):
         bound = _lambda_vars(a)
 
@@ -370,8 +352,8 @@ def _aggregate_inputs(aggs: list[exp.Expression],
                 return exp.column(col_alias[key])
             return node
 
-        agg_sql.append((a.transform(to_input, copy=True).sql("spark"), f"__a{n}"))
-    return agg_sql, input_cols
+        calls.append(aggregate_call(a.transform(to_input, copy=True), f"__a{n}", is_agg))
+    return tuple(calls), input_cols
 
 
 @dataclass(frozen=True)
