@@ -28,7 +28,7 @@ def __getattr__(name: str) -> object:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'dfsql.language' has no attribute {name!r}")
-    import importlib
+    import importlib  # here: the lazy loader itself (PEP 562), see the docstring
 
     value = getattr(importlib.import_module(f"dfsql.language.{home}"), name)
     globals()[name] = value

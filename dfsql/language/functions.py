@@ -105,7 +105,7 @@ def _planning_error(spark: SparkSession, sql: str) -> str | None:
     """Why Spark cannot analyse or plan ``sql``, or None. Analysis errors come with
     Spark's message; some rules (a pandas UDAF beside other aggregates) are checked only
     by the physical planner, which ``EXPLAIN`` runs without running a job."""
-    from pyspark.errors import PySparkException
+    from pyspark.errors import PySparkException  # here: parsing needs no Spark loaded
 
     try:
         spark.sql(sql).schema  # noqa: B018 - analysis only
@@ -140,7 +140,7 @@ def _call_pos(call: exp.Anonymous, src: Source, block: WindowedBlock):
 def _is_aggregate(spark: SparkSession, select: exp.Select, call: exp.Anonymous, name: str,
                   found: set[str], sql_of: Callable[[str], str], src: Source,
                   block: WindowedBlock) -> bool:
-    from pyspark.errors import PySparkException
+    from pyspark.errors import PySparkException  # here: parsing needs no Spark loaded
 
     try:
         fn = spark.catalog.getFunction(name)

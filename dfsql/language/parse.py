@@ -30,7 +30,7 @@ from dfsql.errors import (
     UnknownKeywordError,
     WatermarkError,
 )
-from dfsql.language.scan import Source
+from dfsql.language.scan import Source, scan
 from dfsql.model import clauses as c
 
 CLAUSE_ORDER = ["WINDOW", "WATERMARK", "PROCESSING TIME", "ALLOWED LATENESS", "TRIGGER", "EMIT"]
@@ -491,8 +491,6 @@ _SQL_OPERAND_FOLLOWERS = {
 def _misspelt_clause_word(text: str) -> tuple[str, int, str] | None:
     """(word, offset in text, clause keyword) for a word after a complete operand at depth 0
     that is close to a clause keyword (``ts EMITT ...``), else None."""
-    from dfsql.language.scan import scan
-
     try:
         tokens, _ = scan(Source(text))
     except DfsqlError:
@@ -571,10 +569,8 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
 def parse_clauses(text: str) -> c.Clauses:
     """Parse extension-clause text on its own (``WINDOW ... EMIT ...``).
 
-    Used by the model's reference entry point and by tests; comments are allowed.
+    Used by :func:`dfsql.language.reference.run` and by tests; comments are allowed.
     """
-    from dfsql.language.scan import scan
-
     src = Source(text)
     _, cleaned = scan(src)
     return parse_region(Source(cleaned), 0, len(cleaned))

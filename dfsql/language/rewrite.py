@@ -33,6 +33,7 @@ from dfsql.language.names import (
     SORT_COLUMNS,
 )
 from dfsql.language.scan import Source
+from dfsql.language.stages import AggregateCall, GroupKey, Stages, aggregate_call
 from dfsql.model import clauses as c
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
@@ -58,30 +59,6 @@ SPARK_AGGREGATES = frozenset({
 
 
 _GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
-
-
-@dataclass(frozen=True)
-class Stages:
-    """The three Spark SQL stages of one windowed block."""
-
-    input_sql: str
-    key_columns: tuple[str, ...]
-    aggregates: tuple[tuple[str, str], ...]  # (Spark SQL over input columns, alias)
-    output_sql: str
-    output_names: tuple[str, ...]
-    has_processing_time: bool
-    default_order: bool
-    #: LANGUAGE.md §7's default order (ORDER BY items) and the output stage without it,
-    #: when that stage is a row-by-row projection and filter (no DISTINCT, LIMIT or window
-    #: function), so the executor may order the panes itself. Else None.
-    default_order_by: tuple[str, ...] | None = None
-    output_sql_unordered: str | None = None
-
-    def explain(self) -> str:
-        aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)
-        return (f"-- input stage\n{self.input_sql}\n"
-                f"-- aggregates (per key, window and pane)\n  {aggs}\n"
-                f"-- output stage\n{self.output_sql}")
 
 
 def _is_aggregate(node: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES) -> bool:
@@ -255,22 +232,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     region_pos = src.pos(block.region[0])
     if cl.late_rows_into is not None:
         _check_late_rows_view(select, block, src)
-
-    if select.args.get("group") is not None:
-        grp = select.args["group"]
-        # sqlglot keeps GROUPING SETS / ROLLUP(...) / CUBE(...) among the expressions and
-        # WITH ROLLUP / WITH CUBE in args.
-        if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
-                isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
-                for g in grp.expressions):
-            m = _GROUPING.search(block.sql)
-            p = src.pos(block.span[0] + m.start()) if m else region_pos
-            raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
-                                    p.line, p.column,
-                                    "group by plain keys in a windowed query")
-        group_exprs = list(grp.expressions)
-    else:
-        group_exprs = []
+    group_exprs = _group_exprs(select, block, src)
 
     names = SPARK_AGGREGATES | (block.aggregates or frozenset())
     if signed:
@@ -284,8 +246,61 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     # depend on whether one is an aggregate is left for the planner to report.
     pending = frozenset() if block.aggregates is not None else frozenset(
         str(n.this).lower() for n in unknown_calls(select, names))
+    keys = _group_keys(group_exprs, items, block, src, is_agg)
+    having = select.args.get("having")
+    order = select.args.get("order")
+    aggs = _aggregates([*items, having, order], is_agg)
+    if not aggs and not group_exprs and not pending:
+        raise WindowedQueryError(
+            "a windowed query must aggregate (GROUP BY and/or an aggregate function)",
+            region_pos.line, region_pos.column,
+            "add GROUP BY <key> and an aggregate such as COUNT(*) to the SELECT",
+        )
+    calls, input_cols = _aggregate_inputs(aggs, is_agg)
+    key_cols = tuple(f"__k{i}" for i in range(len(keys)))
+    out = _output_stage(select, items, keys, key_cols, aggs, block, src, pending,
+                        changelog, late_rows)
+    group_keys = tuple(GroupKey(col, k.sql("spark"), next(
+        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
+        for col, k in zip(key_cols, keys, strict=True))
+    return Stages(
+        input_sql=_input_stage(select, keys, key_cols, input_cols, cl),
+        key_columns=key_cols,
+        aggregates=tuple((a.sql, a.alias) for a in calls),
+        output_sql=out.sql,
+        output_names=out.names,
+        has_processing_time=cl.processing_time is not None,
+        default_order=out.default_order,
+        default_order_by=out.default_order_by,
+        output_sql_unordered=out.sql_unordered,
+        group_keys=group_keys,
+        aggregate_calls=calls,
+    )
 
-    # GROUP BY 1 / GROUP BY alias → the select expression.
+
+def _group_exprs(select: exp.Select, block: WindowedBlock, src: Source,
+                 ) -> list[exp.Expression]:
+    """GROUP BY's expressions as written; GROUPING SETS, ROLLUP and CUBE cannot be
+    windowed."""
+    grp = select.args.get("group")
+    if grp is None:
+        return []
+    # sqlglot keeps GROUPING SETS / ROLLUP(...) / CUBE(...) among the expressions and
+    # WITH ROLLUP / WITH CUBE in args.
+    if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
+            isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
+            for g in grp.expressions):
+        m = _GROUPING.search(block.sql)
+        p = src.pos(block.span[0] + m.start()) if m else src.pos(block.region[0])
+        raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
+                                p.line, p.column,
+                                "group by plain keys in a windowed query")
+    return list(grp.expressions)
+
+
+def _group_keys(group_exprs: list[exp.Expression], items: list[exp.Expression],
+                block: WindowedBlock, src: Source, is_agg) -> list[exp.Expression]:
+    """The group keys: GROUP BY 1 / GROUP BY alias → the select expression."""
     aliases = {i.alias.lower(): i.unalias() for i in items if isinstance(i, exp.Alias)}
     keys: list[exp.Expression] = []
     for g in group_exprs:
@@ -295,17 +310,16 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
                 and not is_agg(aliases[g.name.lower()]):
             g = aliases[g.name.lower()]
         keys.append(g)
+    return keys
 
-    having = select.args.get("having")
-    order = select.args.get("order")
-    limit = select.args.get("limit")
 
-    # Aggregates of SELECT, HAVING and ORDER BY, outermost only (not inside OVER).
+def _aggregates(parts: list[exp.Expression | None], is_agg) -> list[exp.Expression]:
+    """The distinct aggregate calls of SELECT, HAVING and ORDER BY (``parts``), outermost
+    only (not inside OVER), with their FILTER."""
     aggs: list[exp.Expression] = []
-
-    def collect(e: exp.Expression | None) -> None:
+    for e in parts:
         if e is None:
-            return
+            continue
         for node in e.walk():
             if is_agg(node) and not isinstance(node.parent, exp.Window):
                 target = node.parent if isinstance(node.parent, exp.Filter) else node
@@ -314,26 +328,18 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
                 if not any(target == a for a in aggs) and not any(
                         any(node is d for d in a.walk()) for a in aggs if a is not target):
                     aggs.append(target)
-
-    for i in items:
-        collect(i)
-    collect(having)
-    collect(order)
     # drop aggregates nested in another aggregate's arguments (Spark rejects those anyway)
-    aggs = [a for a in aggs if not any(
+    return [a for a in aggs if not any(
         a is not b and any(a is d for d in list(b.walk())[1:]) for b in aggs)]
 
-    if not aggs and not group_exprs and not pending:
-        raise WindowedQueryError(
-            "a windowed query must aggregate (GROUP BY and/or an aggregate function)",
-            region_pos.line, region_pos.column,
-            "add GROUP BY <key> and an aggregate such as COUNT(*) to the SELECT",
-        )
 
-    # Columns read by the aggregates → __c<j> in the input stage.
+def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
+                      ) -> tuple[tuple[AggregateCall, ...], list[tuple[str, str]]]:
+    """(each aggregate over the input columns, aliased ``__a<n>``, the columns the
+    aggregates read and their input-stage aliases ``__c<j>``)."""
     col_alias: dict[str, str] = {}
     input_cols: list[tuple[str, str]] = []
-    agg_sql: list[tuple[str, str]] = []
+    calls: list[AggregateCall] = []
     for n, a in enumerate(aggs):
         bound = _lambda_vars(a)
 
@@ -346,10 +352,27 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
                 return exp.column(col_alias[key])
             return node
 
-        agg_sql.append((a.transform(to_input, copy=True).sql("spark"), f"__a{n}"))
+        calls.append(aggregate_call(a.transform(to_input, copy=True), f"__a{n}", is_agg))
+    return tuple(calls), input_cols
 
-    key_cols = tuple(f"__k{i}" for i in range(len(keys)))
 
+@dataclass(frozen=True)
+class _Output:
+    """The output stage and what the executor needs to know of its order."""
+
+    sql: str
+    names: tuple[str, ...]
+    default_order: bool
+    default_order_by: tuple[str, ...] | None
+    sql_unordered: str | None
+
+
+def _output_stage(select: exp.Select, items: list[exp.Expression],
+                  keys: list[exp.Expression], key_cols: tuple[str, ...],
+                  aggs: list[exp.Expression], block: WindowedBlock, src: Source,
+                  pending: frozenset[str], changelog: bool, late_rows: bool) -> _Output:
+    """SELECT over keys, aggregates and pane columns, HAVING, ORDER BY (the user's or
+    LANGUAGE.md §7's) and LIMIT, over the table of panes."""
     def to_output(node: exp.Expression) -> exp.Expression:
         for n, a in enumerate(aggs):
             if node == a:
@@ -359,6 +382,9 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
                 return exp.column(key_cols[i])
         return node
 
+    having = select.args.get("having")
+    order = select.args.get("order")
+    limit = select.args.get("limit")
     out_items: list[str] = []
     out_names: list[str] = []
     for i in items:
@@ -380,7 +406,6 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         cond = having.this.transform(to_output, copy=True)
         _check_grouped(cond, block, src, key_cols, pending)
         parts.append(f"WHERE {cond.sql('spark')}")
-    default_order = order is None
     default_order_by: tuple[str, ...] | None = None
     output_sql_unordered: str | None = None
     if order is not None:
@@ -389,29 +414,9 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         for o in order.expressions:
             ords.append(o.transform(to_output, copy=True).sql("spark"))
         parts.append("ORDER BY " + ", ".join(ords))
-    elif cl.processing_time is not None or changelog:
-        # LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
-        # pane_index; a retraction sorts immediately before the row that replaces it,
-        # several in their own window_start order. Without merging that row is its
-        # window's next pane; where windows merge the replay ranks the rows (hidden
-        # SORT_COLUMNS).
-        # A batch result (no PROCESSING TIME) has no order, as any Spark SQL result
-        # without ORDER BY.
-        keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
-                      if any(i.unalias() == k for k in keys)]
-        distinct = bool(select.args.get("distinct"))
-        retracting = cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
-        if retracting and not distinct and cl.window.merging:
-            order_by = ("emit_time", *keys_order, *SORT_COLUMNS)
-        elif retracting and not distinct:
-            # pane i's retraction sorts with pane i + 1 (a window may fire twice at one
-            # instant: EARLY then ON_TIME)
-            order_by = ("emit_time", *keys_order, "window_start",
-                        "pane_index + CAST(is_retraction AS INT)", "is_retraction DESC")
-        else:  # (SELECT DISTINCT can only sort by what it selects)
-            order_by = ("emit_time", *keys_order, "window_start", "pane_index",
-                        "is_retraction DESC")
-        row_by_row = limit is None and not distinct and not any(
+    elif block.clauses.processing_time is not None or changelog:
+        order_by = _changelog_order(select, items, keys, out_names, block.clauses)
+        row_by_row = limit is None and not select.args.get("distinct") and not any(
             e.find(exp.Window) for e in [*items, *([having] if having is not None else [])])
         if row_by_row:
             # the executor sorts itself: the stage selects the hidden columns it sorts by
@@ -427,9 +432,38 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         parts.append("ORDER BY " + ", ".join(order_by))
     if limit is not None:
         parts.append(limit.sql("spark").strip())
-    output_sql = "\n".join(parts)
+    return _Output("\n".join(parts), tuple(out_names), order is None, default_order_by,
+                   output_sql_unordered)
 
-    # The input stage: the user's FROM/JOIN/WHERE (and CTEs), projecting what is needed.
+
+def _changelog_order(select: exp.Select, items: list[exp.Expression],
+                     keys: list[exp.Expression], out_names: list[str],
+                     cl: c.Clauses) -> tuple[str, ...]:
+    """LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
+    pane_index; a retraction sorts immediately before the row that replaces it, several
+    in their own window_start order. Without merging that row is its window's next pane;
+    where windows merge the replay ranks the rows (hidden SORT_COLUMNS).
+    A batch result (no PROCESSING TIME) has no order, as any Spark SQL result without
+    ORDER BY."""
+    keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
+                  if any(i.unalias() == k for k in keys)]
+    distinct = bool(select.args.get("distinct"))
+    retracting = cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    if retracting and not distinct and cl.window.merging:
+        return ("emit_time", *keys_order, *SORT_COLUMNS)
+    if retracting and not distinct:
+        # pane i's retraction sorts with pane i + 1 (a window may fire twice at one
+        # instant: EARLY then ON_TIME)
+        return ("emit_time", *keys_order, "window_start",
+                "pane_index + CAST(is_retraction AS INT)", "is_retraction DESC")
+    # (SELECT DISTINCT can only sort by what it selects)
+    return ("emit_time", *keys_order, "window_start", "pane_index", "is_retraction DESC")
+
+
+def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple[str, ...],
+                 input_cols: list[tuple[str, str]], cl: c.Clauses) -> str:
+    """The user's FROM/JOIN/WHERE (and CTEs), projecting the keys, the event and
+    processing times and the columns the aggregates read."""
     inp = select.copy()
     for arg in ("group", "having", "order", "limit", "distinct", "qualify", "offset"):
         inp.set(arg, None)
@@ -444,17 +478,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         exprs.insert(len(keys) + (cl.on is not None), _clause_expr(
             cl.processing_time, PROCESSING_TIME, "PROCESSING TIME"))
     inp.set("expressions", exprs)
-    return Stages(
-        input_sql=inp.sql("spark"),
-        key_columns=key_cols,
-        aggregates=tuple(agg_sql),
-        output_sql=output_sql,
-        output_names=tuple(out_names),
-        has_processing_time=cl.processing_time is not None,
-        default_order=default_order,
-        default_order_by=default_order_by,
-        output_sql_unordered=output_sql_unordered,
-    )
+    return inp.sql("spark")
 
 
 def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source) -> None:

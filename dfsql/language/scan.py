@@ -8,6 +8,7 @@ found without being fooled by a string literal or comment that happens to contai
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from dfsql.errors import DfsqlSyntaxError
@@ -41,8 +42,6 @@ class Source:
                 self._line_starts.append(i + 1)
 
     def pos(self, offset: int) -> Pos:
-        import bisect
-
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._line_starts, offset)
         return Pos(line, offset - self._line_starts[line - 1] + 1, offset)

@@ -243,9 +243,22 @@ def parse_statement(text: str) -> Statement:
     """Find and parse every windowed block of ``text``; see the module docstring."""
     src = Source(text)
     tokens, cleaned = scan(src)
-    csrc = Source(cleaned)
+    kind, body_start, view = _kind(tokens, len(text))
+    regions = _regions(tokens, src)
+    if not regions:
+        return Statement(text, kind, body_start, (), source=src, **view.fields())
+    if kind == "create_view":
+        _check_windowed_view(view, src)
+    blocks = _blocks(regions, tokens, src, cleaned, body_start)
+    # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
+    # grouped or aggregated), so that a mistake there fails before any Spark work starts.
+    for b in blocks:
+        rewrite(b, src)
+    return Statement(text, kind, body_start, blocks, source=src, **view.fields())
 
-    # Statement kind and where its query body starts.
+
+def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
+    """The statement's kind, where its query body starts, and its CREATE VIEW head."""
     kind, body_start, view = "query", 0, _ViewHead()
     first = [t for t in tokens if t.depth == 0]
     if first and first[0].is_word("EXPLAIN"):
@@ -254,69 +267,89 @@ def parse_statement(text: str) -> Statement:
         while k < len(first) and first[k].is_word("EXTENDED", "FORMATTED", "CODEGEN", "COST",
                                                    "LOGICAL"):
             k += 1
-        body_start = first[k].start if k < len(first) else len(text)
+        body_start = first[k].start if k < len(first) else end
     elif first and first[0].is_word("CREATE") and any(t.is_word("VIEW") for t in first[:7]):
         kind = "create_view"
-        view = _view_head(first, len(text))
+        view = _view_head(first, end)
         body_start = view.body_start
     elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
             first[0].text != "(":
         kind = "other"
+    return kind, body_start, view
 
-    # Extension regions.
-    regions: list[tuple[int, int, int]] = []  # (start offset, end offset, depth)
+
+def _regions(tokens: list[Token], src: Source) -> list[tuple[int, int, int]]:
+    """The extension regions (start offset, end offset, depth); an extension clause word
+    outside any region, or a SQL clause after WINDOW that belongs before it, is the
+    user's mistake."""
+    regions: list[tuple[int, int, int]] = []
     consumed_until = -1
     for i, t in enumerate(tokens):
         if t.start < consumed_until:
             continue
         if t.is_word("WINDOW") and _is_region_start(tokens, i):
-            j = i + 1
-            while j < len(tokens):
-                u = tokens[j]
-                if u.depth < t.depth or (u.text == ")" and u.depth == t.depth - 1):
-                    break
-                if u.depth == t.depth and (u.text == ";" or (u.kind == "word" and (
-                        u.upper in _REGION_END or u.upper in _BEFORE_WINDOW))):
-                    if not (u.is_word("FROM") and tokens[j - 1].is_word("WATERMARK")):
-                        break
-                j += 1
-            end_tok = tokens[j] if j < len(tokens) else None
-            if end_tok is not None and end_tok.kind == "word" and end_tok.upper in _BEFORE_WINDOW:
-                word = "GROUP BY" if end_tok.upper == "GROUP" else end_tok.upper
-                raise src.error(ClauseOrderError, f"{word} must come before WINDOW",
-                                end_tok.start, "WINDOW and the clauses after it follow GROUP BY "
-                                               "and HAVING, and precede ORDER BY and LIMIT")
-            end = tokens[j - 1].end
+            end = _region_end(tokens, i, src)
             regions.append((t.start, end, t.depth))
             consumed_until = end
             continue
-        stray = _STRAY.get(t.upper) if t.kind == "word" else None
-        prev = tokens[i - 1] if i > 0 else None
-        if stray and prev is not None and (prev.text in (",", ".", "(") or prev.is_word(
-                "SELECT", "AS", "DISTINCT", "BY", "ON", "AND", "OR", "NOT", "WHEN", "THEN",
-                "ELSE", "CASE")):
-            stray = None  # a column or alias that happens to be called watermark, emit, ...
-        if stray:
-            nxt = _next(tokens, i)
-            if nxt is not None and (nxt.upper in stray or nxt.text in stray) and not (
-                    t.is_word("WATERMARK") and nxt.kind in ("word", "quoted")
-                    and (_next(tokens, i + 1) or nxt).is_word("DELAY")
-                    and (_next(tokens, i + 2) or nxt).is_word("OF")):
-                word = {"ALLOWED": "ALLOWED LATENESS", "PROCESSING": "PROCESSING TIME"}.get(
-                    t.upper, t.upper)
-                prior = [r for r in regions if r[2] == t.depth]
-                if prior:
-                    raise src.error(ClauseOrderError, f"{word} must come before ORDER BY / LIMIT",
-                                    t.start, "the extension clauses follow WINDOW directly")
-                raise src.error(ClauseOrderError, f"{word} needs a WINDOW clause before it",
-                                t.start, "add e.g. WINDOW FIXED(1 MINUTE) ON <event time> first")
+        _check_stray(tokens, i, regions, src)
+    return regions
 
-    if not regions:
-        return Statement(text, kind, body_start, (), source=src, **view.fields())
-    if kind == "create_view":
-        _check_windowed_view(view, src)
 
-    # Parse each region and work out its block.
+def _region_end(tokens: list[Token], i: int, src: Source) -> int:
+    """Where the region that starts at the WINDOW token ``tokens[i]`` ends."""
+    t = tokens[i]
+    j = i + 1
+    while j < len(tokens):
+        u = tokens[j]
+        if u.depth < t.depth or (u.text == ")" and u.depth == t.depth - 1):
+            break
+        if u.depth == t.depth and (u.text == ";" or (u.kind == "word" and (
+                u.upper in _REGION_END or u.upper in _BEFORE_WINDOW))):
+            if not (u.is_word("FROM") and tokens[j - 1].is_word("WATERMARK")):
+                break
+        j += 1
+    end_tok = tokens[j] if j < len(tokens) else None
+    if end_tok is not None and end_tok.kind == "word" and end_tok.upper in _BEFORE_WINDOW:
+        word = "GROUP BY" if end_tok.upper == "GROUP" else end_tok.upper
+        raise src.error(ClauseOrderError, f"{word} must come before WINDOW",
+                        end_tok.start, "WINDOW and the clauses after it follow GROUP BY "
+                                       "and HAVING, and precede ORDER BY and LIMIT")
+    return tokens[j - 1].end
+
+
+def _check_stray(tokens: list[Token], i: int, regions: list[tuple[int, int, int]],
+                 src: Source) -> None:
+    """An extension clause word (TRIGGER EVERY, EMIT ACCUMULATING, ...) outside a region:
+    after ORDER BY / LIMIT, or without WINDOW."""
+    t = tokens[i]
+    stray = _STRAY.get(t.upper) if t.kind == "word" else None
+    prev = tokens[i - 1] if i > 0 else None
+    if stray and prev is not None and (prev.text in (",", ".", "(") or prev.is_word(
+            "SELECT", "AS", "DISTINCT", "BY", "ON", "AND", "OR", "NOT", "WHEN", "THEN",
+            "ELSE", "CASE")):
+        stray = None  # a column or alias that happens to be called watermark, emit, ...
+    if not stray:
+        return
+    nxt = _next(tokens, i)
+    if nxt is not None and (nxt.upper in stray or nxt.text in stray) and not (
+            t.is_word("WATERMARK") and nxt.kind in ("word", "quoted")
+            and (_next(tokens, i + 1) or nxt).is_word("DELAY")
+            and (_next(tokens, i + 2) or nxt).is_word("OF")):
+        word = {"ALLOWED": "ALLOWED LATENESS", "PROCESSING": "PROCESSING TIME"}.get(
+            t.upper, t.upper)
+        prior = [r for r in regions if r[2] == t.depth]
+        if prior:
+            raise src.error(ClauseOrderError, f"{word} must come before ORDER BY / LIMIT",
+                            t.start, "the extension clauses follow WINDOW directly")
+        raise src.error(ClauseOrderError, f"{word} needs a WINDOW clause before it",
+                        t.start, "add e.g. WINDOW FIXED(1 MINUTE) ON <event time> first")
+
+
+def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Source,
+            cleaned: str, body_start: int) -> tuple[WindowedBlock, ...]:
+    """Parse each region and work out its block (innermost first)."""
+    csrc = Source(cleaned)
     spark_wms = _spark_watermark(tokens, src)
     raw_blocks = []
     for start, end, depth in regions:
@@ -367,11 +400,7 @@ def parse_statement(text: str) -> Statement:
             clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
         sql = "".join(body)[b0:b1]
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
-    # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
-    # grouped or aggregated), so that a mistake there fails before any Spark work starts.
-    for b in blocks:
-        rewrite(b, src)
-    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
+    return tuple(blocks)
 
 
 def _with(cl: c.Clauses, **changes) -> c.Clauses:

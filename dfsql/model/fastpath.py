@@ -165,22 +165,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
         close_ord = np.where(created_late, 2 * a0, ord_on)
         closed = ok & (a2 > close_ord[wid])
     acc = ok & ~closed
-    fire = np.full(n, FINAL, I64)
-    if not plan.eow:  # pure Repeat(AtPeriod p)
-        fire = np.minimum(2 * ceil_to(a_o, plan.early), exp_i)  # type: ignore[arg-type]
-    else:
-        early_phase = ~late_w & (a2 <= on_i)
-        if plan.early is not None:
-            f = 2 * ceil_to(a_o, plan.early)
-            ef = np.where(f < on_i, f, on_i)
-        else:
-            ef = on_i
-        if plan.late == "period":
-            lf = np.minimum(2 * ceil_to(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
-        else:
-            lf = a2
-        fire = np.where(early_phase, ef, lf)
-        fire = np.where(late_w & (a_o == a0_i), a2, fire)
+    fire = _first_emission(plan, a_o, on_i, exp_i, late_w, a0_i)
     if n == 0:
         return _empty(row, e_time)
     fin = 2 * e_time + 1
@@ -224,28 +209,59 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     inv = np.empty(n, I64)
     inv[o] = np.arange(n)
     fp_in, rs_in, dw_in = first_pane[inv], reason[inv], dwm[inv]
-    # retractions and cover
-    prev = np.arange(np_) - 1
-    has_prev = ~p_first
-    if clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
-        retr = Retractions(prev[has_prev].astype(I64), emit[has_prev].astype(I64),
-                           np.nonzero(has_prev)[0].astype(I64))
-    else:
-        retr = Retractions(np.empty(0, I64), np.empty(0, I64), np.empty(0, I64))
-    if clauses.accumulation is c.Accumulation.DISCARDING:
-        cover = Cover(np.arange(np_, dtype=I64), np.arange(np_, dtype=I64))
-    else:
-        cnt = p_index + 1
-        cp = np.repeat(np.arange(np_, dtype=I64), cnt)
-        cover = Cover(cp, concat_ranges(p_start_pos, cnt))
     res = GabwResult(
         Panes(np.arange(np_, dtype=I64), k_o[wfirst][p_w], s_o[wfirst][p_w], w_end[p_w],
               p_index.astype(I64), timing.astype(np.int8), is_last, emit.astype(I64)),
-        retr, cover,
+        _retractions(clauses.accumulation, p_first, emit),
+        _cover(clauses.accumulation, p_index, p_start_pos),
         Instances(row, start, end, fp_in, rs_in, dw_in),
         e_time,
     )
     return canonical(res) if ordered else res
+
+
+def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.ndarray,
+                    late_w: np.ndarray, a0_i: np.ndarray) -> np.ndarray:
+    """Ordinal at which each instance is first emitted (FINAL: the final round), from its
+    arrival and its window's on-time and expiry ordinals, creation late and first arrival."""
+    a2 = 2 * a_o
+    if not plan.eow:  # pure Repeat(AtPeriod p)
+        return np.minimum(2 * ceil_to(a_o, plan.early), exp_i)  # type: ignore[arg-type]
+    early_phase = ~late_w & (a2 <= on_i)
+    if plan.early is not None:
+        f = 2 * ceil_to(a_o, plan.early)
+        ef = np.where(f < on_i, f, on_i)
+    else:
+        ef = on_i
+    if plan.late == "period":
+        lf = np.minimum(2 * ceil_to(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
+    else:
+        lf = a2
+    fire = np.where(early_phase, ef, lf)
+    return np.where(late_w & (a_o == a0_i), a2, fire)
+
+
+def _retractions(accumulation: c.Accumulation, p_first: np.ndarray,
+                 emit: np.ndarray) -> Retractions:
+    """Every pane but a window's first retracts the window's previous pane (when
+    retracting)."""
+    if accumulation is not c.Accumulation.ACCUMULATING_AND_RETRACTING:
+        return Retractions(np.empty(0, I64), np.empty(0, I64), np.empty(0, I64))
+    prev = np.arange(len(p_first)) - 1
+    has_prev = ~p_first
+    return Retractions(prev[has_prev].astype(I64), emit[has_prev].astype(I64),
+                       np.nonzero(has_prev)[0].astype(I64))
+
+
+def _cover(accumulation: c.Accumulation, p_index: np.ndarray,
+           p_start_pos: np.ndarray) -> Cover:
+    """Discarding panes cover themselves; accumulating ones their window's panes so far."""
+    np_ = len(p_index)
+    if accumulation is c.Accumulation.DISCARDING:
+        return Cover(np.arange(np_, dtype=I64), np.arange(np_, dtype=I64))
+    cnt = p_index + 1
+    cp = np.repeat(np.arange(np_, dtype=I64), cnt)
+    return Cover(cp, concat_ranges(p_start_pos, cnt))
 
 
 def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarray,

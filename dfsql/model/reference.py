@@ -53,7 +53,7 @@ _NUMPY_AGGS: dict[Any, str] = {sum: "sum", len: "count", min: "min", max: "max"}
 
 def run(
     elements: Iterable[Sequence[Any]],
-    clauses: Clauses | str,
+    clauses: Clauses,
     aggregate: Callable[[list[Any]], Any] = sum,
     watermarks: Iterable[Sequence[Any]] | None = None,
     *,
@@ -61,16 +61,12 @@ def run(
 ) -> list[dict[str, Any]]:
     """Run a windowed aggregation over tuples; see the module docstring.
 
-    ``clauses`` is a :class:`Clauses` or the text from WINDOW to EMIT (without
-    PROCESSING TIME the input is batch). ``watermarks`` feeds WATERMARK FROM: pairs
-    ``(processing_time, watermark)`` or, with BY writer, ``(writer, processing_time,
-    noted_time)``. ``aggregate`` is any callable over a list (sum, len, max…); ``fast``
-    is passed to :func:`group_also_by_window`.
+    ``clauses`` are typed (:func:`dfsql.language.reference.run` takes them as the text
+    from WINDOW to EMIT); without PROCESSING TIME the input is batch. ``watermarks``
+    feeds WATERMARK FROM: pairs ``(processing_time, watermark)`` or, with BY writer,
+    ``(writer, processing_time, noted_time)``. ``aggregate`` is any callable over a list
+    (sum, len, max…); ``fast`` is passed to :func:`group_also_by_window`.
     """
-    if isinstance(clauses, str):
-        from dfsql.language import parse_clauses
-
-        clauses = parse_clauses(clauses)
     els = list(elements)
     as_dt = any(isinstance(e[2], dt.datetime) for e in els)
     keys_in = [e[0] for e in els]

@@ -156,3 +156,37 @@ def test_filtered_aggregate_beside_the_same_plain_aggregate() -> None:
     assert st.output_sql.startswith(
         f"SELECT __k0 AS `k`, __a0 AS `total`, __a1 AS `big`, window_start, {PANES}\n"
         "FROM __dfsql_panes\nWHERE __a0 > 1")
+
+
+def test_keys_and_aggregates_are_typed() -> None:
+    """Streams and sinks read each aggregate's function, arguments, DISTINCT and FILTER
+    from the stages, without parsing the stage SQL again (issue #22, item 2)."""
+    from dfsql.language.stages import AggregateCall, GroupKey
+
+    st = stages("SELECT k AS key, COUNT(*) AS n, SUM(v) FILTER (WHERE v > 1) AS s, "
+                "COUNT(DISTINCT v) AS d, approx_percentile(v + 1, 0.5) AS p, AVG(w) AS a "
+                "FROM t GROUP BY k, w + 1 WINDOW FIXED(1 MINUTE) ON ts")
+    assert st.group_keys == (GroupKey("__k0", "k", "key"), GroupKey("__k1", "w + 1", None))
+    assert st.aggregate_calls == (
+        AggregateCall("COUNT(*)", "__a0", "count", ("*",), False, None, False),
+        AggregateCall("SUM(__c0) FILTER(WHERE __c0 > 1)", "__a1", "sum", ("__c0",), False,
+                      "__c0 > 1", False),
+        AggregateCall("COUNT(DISTINCT __c0)", "__a2", "count", ("__c0",), True, None, False),
+        AggregateCall("PERCENTILE_APPROX(__c0 + 1, 0.5)", "__a3", "percentile_approx",
+                      ("__c0 + 1", "0.5"), False, None, False),
+        AggregateCall("AVG(__c1)", "__a4", "avg", ("__c1",), False, None, False),
+    )
+    assert [(a.sql, a.alias) for a in st.aggregate_calls] == list(st.aggregates)
+    assert [k.column for k in st.group_keys] == list(st.key_columns)
+    count, total, distinct, pct, avg = st.aggregate_calls
+    assert count.star and count.column is None and count.decomposable
+    assert total.column == "__c0" and total.decomposable  # FILTER applies to the elements
+    assert not distinct.decomposable and not pct.decomposable and pct.column is None
+    assert avg.column == "__c1" and avg.decomposable
+
+
+def test_an_aggregate_inside_another_is_marked_nested() -> None:
+    st = stages("SELECT k, SUM(v + COUNT(*)) AS s FROM t GROUP BY k "
+                "WINDOW FIXED(1 MINUTE) ON ts")
+    (call,) = st.aggregate_calls
+    assert call.function == "sum" and call.nested and not call.decomposable

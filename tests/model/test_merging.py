@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfsql.model import run
+from dfsql.language.reference import run
 from dfsql.model.triggers import (
     AfterAll,
     AfterEach,

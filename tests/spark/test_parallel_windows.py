@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
 import dfsql
-from dfsql.model import run
+from dfsql.language.reference import run
 
 T0 = datetime(2024, 1, 1)
 

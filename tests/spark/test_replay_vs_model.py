@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dfsql
-from dfsql.model import run
+from dfsql.language.reference import run
 
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 
