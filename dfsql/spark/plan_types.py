@@ -45,3 +45,9 @@ class ReplayPlan(Protocol):
     def input_df(self) -> DataFrame:
         """The input stage, checked (ON / PROCESSING TIME types, no stream)."""
         ...
+
+
+def late_row_key_names(plan: ReplayPlan) -> list[str]:
+    """The key columns' names in a LATE ROWS INTO view (key_0, key_1, ...): the replay's
+    and the stream's dropped rows look the same."""
+    return [f"key_{i}" for i in range(len(plan.stages.key_columns))]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from dfsql.model.watermarks import Timeline
-    from dfsql.spark.planner import BlockPlan
+    from dfsql.spark.plan_types import ReplayPlan
 
 _TS = f"{PROCESSING_TIME} TIMESTAMP, {EVENT_TIME} TIMESTAMP"
 
@@ -58,7 +58,7 @@ def us(arr, null: int | None = None) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int | None,
+def watermark_timeline(plan: ReplayPlan, inp: DataFrame) -> tuple[Timeline, int | None,
                                                                   int | None]:
     """The watermark as a function of processing time, and the first and last arrivals
     of the whole input (None when it is empty)."""
@@ -92,7 +92,7 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int |
     raise TypeError(f"unknown watermark {wm!r}")
 
 
-def from_table_timeline(plan: BlockPlan, wm: c.WatermarkFrom) -> Timeline:
+def from_table_timeline(plan: ReplayPlan, wm: c.WatermarkFrom) -> Timeline:
     """``WATERMARK FROM <table> [BY writer [IDLE TIMEOUT d]]``: the table's timeline."""
     from dfsql.model import watermarks as wmod
 
@@ -112,7 +112,7 @@ def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
             "filter them out in WHERE, or COALESCE them to an arrival time")
 
 
-def _arrival_range(plan: BlockPlan, inp: DataFrame) -> tuple[int | None, int | None]:
+def _arrival_range(plan: ReplayPlan, inp: DataFrame) -> tuple[int | None, int | None]:
     """First and last arrival in one aggregate row (and no NULL processing time)."""
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -265,7 +265,7 @@ class _PercentileLags:
 # --------------------------------------------------------------------------- FROM
 
 
-def watermark_table(plan: BlockPlan, wm: c.WatermarkFrom) -> DataFrame:
+def watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom) -> DataFrame:
     """The FROM table's columns, in order: (processing_time, watermark), or with BY
     (writer, processing_time, noted_time); a positioned error names what is missing."""
     from dfsql.spark.errors import spark_errors
@@ -286,7 +286,7 @@ def watermark_table(plan: BlockPlan, wm: c.WatermarkFrom) -> DataFrame:
     return df.select(*want)
 
 
-def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+def _read_watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom):
     t = watermark_table(plan, wm).toArrow()
     if wm.writer is None:
         return (us(t.column(0)), us(t.column(1))), None
