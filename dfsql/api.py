@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfsql.continuous import run as run_continuous
 from dfsql.language import Statement, parse_statement
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
@@ -50,9 +51,7 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
     continuous = parse_continuous(text)
     if continuous is not None:
-        from dfsql.continuous import run
-
-        return run(continuous, text, _spark(spark))
+        return run_continuous(continuous, text, _spark(spark), start)
     stmt = parse_statement(text)
     quiet_spark_loggers()
     if not stmt.windowed:
