@@ -31,6 +31,7 @@ from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.changelog import changelog_ranks as _changelog_ranks
 from dfsql.model.changelog import element_panes as pane_members
 from dfsql.spark.ordering import shuffle_partitions
+from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
@@ -50,8 +51,9 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: ReplayPlan) -> DataFrame:
-    """The panes table of a replayed block (keys, aggregates, pane columns)."""
+def replay_panes(plan: ReplayPlan) -> Replayed:
+    """The panes table of a replayed block (keys, aggregates, pane columns), and what the
+    driver computed beside it."""
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.input_df()
@@ -66,8 +68,9 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,
                              NEG_INF if last_arrival is None else last_arrival, timeline)
+    emit_range = None
     if first_arrival is not None:
-        plan.emit_range = (first_arrival, max(end_floor, last_arrival))
+        emit_range = (first_arrival, max(end_floor, last_arrival))
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     schema = inp.schema
@@ -94,19 +97,18 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     merges = _two_level(plan, inp)
     inp, per_window, driver_clauses = _by_window(inp, clauses)
     group = [*keys, *per_window]
-    plan.driver_partitions = shuffle_partitions(plan.spark) if group else 1
-    plan.dropped_by_partition = _dropped_accumulator(plan.spark)
+    driver_partitions = shuffle_partitions(plan.spark) if group else 1
+    dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked,
-                              group=group, dropped=plan.dropped_by_partition)
-    ordered = (inp.repartition(plan.driver_partitions, *group) if group
+                              group=group, dropped=dropped_by_partition)
+    ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
     if clauses.late_rows_into:
         emitted = emitted.persist()  # read twice: the panes and the late rows' view
-    plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
@@ -144,7 +146,7 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
             F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
-    return result
+    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions)
 
 
 WINDOW_START = "__window_start"

@@ -49,10 +49,10 @@ ever, and ``availableNow`` never ends.) A source with no batches at all holds th
 still.
 
 **The state store.** transformWithState runs only on the RocksDB state store. Planning
-changes no session setting: the plan says which store its query needs
-(:func:`state_store`), and the stream is started on it (:func:`dfsql.api.start`; the
-streaming DataFrame ``dfsql.sql`` returns sets it on the session, where the user starts
-the query).
+changes no session setting: the plan says which store its query needs (:data:`ROCKSDB`,
+or the session's for a native query) and :func:`dfsql.api.start` starts the stream on it;
+for the streaming DataFrame ``dfsql.sql`` returns (the user starts it), ``dfsql.sql``
+sets it on the session.
 
 **The watermark is global.** Each input partition reduces its rows to the change points
 of its running maximum event time (and its latest arrival), and those few rows go to
@@ -104,7 +104,7 @@ if TYPE_CHECKING:
     from dfsql.spark.plan_types import ReplayPlan
 
 __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "METRICS", "NATIVE_CONF", "ROCKSDB", "STATS",
-           "STORE_CONF", "BucketProcessor", "Packer", "check_streamable",
+           "BucketProcessor", "Packer", "check_streamable",
            "native_panes", "runs_natively", "stream_panes"]
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
@@ -120,7 +120,6 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     )
 
     cl = plan.clauses
-    _use_rocksdb(plan.spark)
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     aggs = _aggregates(plan, inp)
@@ -230,19 +229,12 @@ def _marks_rows(table: DataFrame) -> DataFrame:
     return table.where(F.col(cols[-2]).isNotNull() & F.col(cols[-1]).isNotNull()).select(*out)
 
 
+#: the state store transformWithState needs (Spark refuses the default HDFS-backed one; it
+#: is the store for large state anyway): a stream the bucket processor runs starts on it
+#: (the plan says so, :class:`~dfsql.spark.plan_types.StreamPlan`); a query Spark's own
+#: operator runs keeps the session's store (Spark's default, the in-memory HDFS-backed
+#: one, is its fastest)
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
-
-
-def _use_rocksdb(spark) -> None:
-    """transformWithState runs only on the RocksDB state store (Spark refuses the default
-    HDFS-backed one); it is the store for large state anyway. A session-level setting:
-    the streaming DataFrame ``dfsql.sql`` returns must start on it; ``dfsql.start`` puts
-    the session's own choice back once its query runs (on its own copy of the settings).
-    A query Spark's own operator runs (the default trigger on the engine's clock) keeps
-    the session's store: Spark's default, the in-memory HDFS-backed one, is its fastest."""
-    if spark.conf.get(STORE_CONF, None) != ROCKSDB:
-        spark.conf.set(STORE_CONF, ROCKSDB)
 
 
 def check_streamable(plan: ReplayPlan) -> None:
