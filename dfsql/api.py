@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import run as run_continuous
-from dfsql.language import Statement, parse_statement
+from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
+from dfsql.language import Statement, parse_clauses, parse_statement
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
+from dfsql.session import session
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.sinks import STORE_CONF, start_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,7 +46,6 @@ _REGISTRY: dict[str, Registration] = {}
 def _spark(spark: SparkSession | None) -> SparkSession:
     if spark is not None:
         return spark
-    from dfsql.session import session
 
     return session()
 
@@ -62,7 +64,6 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     if stores:
         # the user starts this streaming DataFrame, on the session's settings: put the
         # session on the state store its stateful operator needs (dfsql.start does not)
-        from dfsql.spark.sinks import STORE_CONF
 
         planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
     return remember(planned)
@@ -102,8 +103,6 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     The statement is planned once; the query starts on the state store its plan needs
     (the session's own setting is left as it was), the same on classic Spark and Spark
     Connect."""
-    from dfsql.errors import SourceError
-    from dfsql.spark.sinks import start_stream
 
     stream = None
     if parse_continuous(text) is None:
@@ -173,15 +172,12 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
 def _registered_watermark(text: str) -> Watermark:
     """A WATERMARK clause's body, parsed with the clause grammar; errors are positioned
     in ``text`` itself."""
-    from dfsql.errors import DfsqlError
-    from dfsql.language import parse_clauses
 
     head = "WINDOW GLOBAL WATERMARK "
     try:
         cl = parse_clauses(head + text)
         if cl.processing_time is not None or cl.allowed_lateness.micros or \
                 cl.trigger_given or cl.emit_given:
-            from dfsql.errors import WatermarkError
 
             raise WatermarkError(f"only a watermark is expected, got {text!r}",
                                  1, len(head) + 1, "give ON, PROCESSING TIME and the "
@@ -198,7 +194,6 @@ def _check_column(df: DataFrame, arg: str, expr: str, types: tuple[str, ...]) ->
     """``expr`` must name a time column of ``df`` (analysed by Spark, nothing runs)."""
     from pyspark.errors import AnalysisException, ParseException
 
-    from dfsql.errors import AnalysisError
 
     try:
         dtype = df.selectExpr(expr).schema.fields[0].dataType.typeName()

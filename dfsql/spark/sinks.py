@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from dfsql.language.names import SORT_COLUMNS
+from dfsql.language.names import LATE_ROW, SORT_COLUMNS
+from dfsql.spark.ordering import sort_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 def in_changelog_order(batch: DataFrame, order_by: tuple[str, ...] | None) -> DataFrame:
     """One micro-batch (a bounded DataFrame) in §7's order, the hidden columns dropped."""
-    from dfsql.spark.ordering import sort_columns
 
     if order_by:
         # one task sorts (a micro-batch's panes are few); no range exchange, whose
@@ -255,7 +255,6 @@ def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink:
     """Every sink through ``foreachBatch``: each batch is split into its dropped rows
     (appended to ``late_view``) and its panes (to ``sink``). A directory gets each batch
     as files named after it; "memory" a growing temp view ``name``."""
-    from dfsql.language.names import LATE_ROW
 
     spark = df.sparkSession
     late_schema = df.schema[LATE_ROW].dataType

@@ -31,7 +31,7 @@ from dfsql.model.watermarks import (
     percentile_lags,
     writers_timeline,
 )
-from dfsql.model.windows import NULL_EVENT_TIME
+from dfsql.model.windows import NULL_EVENT_TIME, segmented_cummax
 from dfsql.spark.replay import TIMING
 from dfsql.spark.stream_packing import (
     AT,
@@ -474,8 +474,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             o = idx[np.lexsort((et[idx], key_ids[idx]))]
             start, end, k = et[o], et[o] + w.gap.micros, key_ids[o]
             new_key = np.r_[True, k[1:] != k[:-1]]
-            # running max of end within a key: offset each key's ends above the previous
-            run_end = _segmented_cummax(end, new_key)
+            run_end = segmented_cummax(end, k)  # running max of end within a key
             new_run = new_key | np.r_[True, start[1:] >= run_end[:-1]]
             run_id = np.cumsum(new_run) - 1
             run_max = np.maximum.reduceat(end, np.flatnonzero(new_run))
@@ -484,13 +483,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             np.maximum.at(live_end, r.element_row, r.element_window_end)
         expired = (live_end != NEG) & (live_end + lateness < wm) & done
         return keep & ~expired
-
-
-def _segmented_cummax(values: np.ndarray, new_segment: np.ndarray) -> np.ndarray:
-    import pandas as pd
-
-    seg = np.cumsum(new_segment)
-    return pd.Series(values).groupby(seg).cummax().to_numpy()
 
 
 def _fold_start(t: np.ndarray, oldest: int) -> int:
