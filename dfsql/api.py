@@ -44,10 +44,7 @@ _REGISTRY: dict[str, Registration] = {}
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
-    if spark is not None:
-        return spark
-
-    return session()
+    return spark if spark is not None else session()
 
 
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:

@@ -6,7 +6,7 @@ outer query (windowed or not) reads them like any table. Planning returns a
 :class:`Planned` value: the result, each block's plan and what its replay computed, and
 the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
 Planned in a map weakly keyed by the result DataFrame, for :func:`dropped_late` and the
-shell's ``\\plot`` (nothing is set on the DataFrame, so Spark Connect's work the same).
+shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
 """
 
 from __future__ import annotations
