@@ -9,15 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfsql.language import Statement, parse_statement
+from dfsql.continuous import run as run_continuous
+from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
+from dfsql.language import Statement, parse_clauses, parse_statement
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
+from dfsql.session import session
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.sinks import STORE_CONF, start_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from dfsql.spark.planner import Planned
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,7 @@ _REGISTRY: dict[str, Registration] = {}
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
-    if spark is not None:
-        return spark
-    from dfsql.session import session
-
-    return session()
+    return spark if spark is not None else session()
 
 
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
@@ -50,20 +52,32 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
     continuous = parse_continuous(text)
     if continuous is not None:
-        from dfsql.continuous import run
+        return run_continuous(continuous, text, _spark(spark), start)
+    from dfsql.spark.planner import remember  # Spark's modules load with the first query
 
-        return run(continuous, text, _spark(spark))
     stmt = parse_statement(text)
-    quiet_spark_loggers()
-    if not stmt.windowed:
-        s = _spark(spark)
-        with spark_errors(stmt.source, text=text):
-            return s.sql(text)
-    s = _spark(spark)
-    if stmt.kind == "explain":
-        return s.createDataFrame([(explain_statement(stmt),)], "plan string")
-    from dfsql.spark.planner import execute
+    planned = _plan(stmt, text, spark)
+    stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
+    if stores:
+        # the user starts this streaming DataFrame, on the session's settings: put the
+        # session on the state store its stateful operator needs (dfsql.start does not)
 
+        planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
+    return remember(planned)
+
+
+def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
+    """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
+    text, a windowed statement by :mod:`dfsql.spark.planner`."""
+    from dfsql.spark.planner import Planned, execute
+
+    quiet_spark_loggers()
+    s = _spark(spark)
+    if not stmt.windowed:
+        with spark_errors(stmt.source, text=text):
+            return Planned(s.sql(text))
+    if stmt.kind == "explain":
+        return Planned(s.createDataFrame([(explain_statement(stmt),)], "plan string"))
     return execute(stmt, s, _REGISTRY)
 
 
@@ -78,44 +92,29 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     retractions applied). Console, callable and table sinks get each micro-batch in
     LANGUAGE.md §7's changelog order. With ``LATE ROWS INTO v`` the dropped rows go to the
     temp view ``v`` (growing by each batch), the panes to ``sink`` — a directory then gets
-    each batch as files named after its id, and "memory" a temp view ``name``. ``checkpoint``: where the query's state and progress
-    live (restart from it after a crash). ``trigger``: ``DataStreamWriter.trigger``'s
-    keyword arguments, e.g. ``{"processingTime": "10 seconds"}`` or
-    ``{"availableNow": True}``."""
-    from dfsql.spark.streaming import STORE_CONF
+    each batch as files named after its id, and "memory" a temp view ``name``.
+    ``checkpoint``: where the query's state and progress live (restart from it after a
+    crash). ``trigger``: ``DataStreamWriter.trigger``'s keyword arguments, e.g.
+    ``{"processingTime": "10 seconds"}`` or ``{"availableNow": True}``.
 
-    session = _spark(spark)
-    store = session.conf.get(STORE_CONF, None)
-    try:
-        return _start(text, sink, checkpoint, trigger, name, session)
-    finally:
-        # dfsql's executor switched the session to RocksDB to plan (transformWithState
-        # needs it); the query runs on its own copy of the settings (and a restart on its
-        # checkpoint's), so the session keeps the user's store for what runs natively
-        if session.conf.get(STORE_CONF, None) != store:
-            if store is None:
-                session.conf.unset(STORE_CONF)
-            else:
-                session.conf.set(STORE_CONF, store)
+    The statement is planned once; the query starts on the state store its plan needs
+    (the session's own setting is left as it was), the same on classic Spark and Spark
+    Connect."""
 
-
-def _start(text: str, sink: object, checkpoint: str | None, trigger: dict | None,
-           name: str | None, spark: SparkSession):
-    from dfsql.errors import SourceError
-    from dfsql.spark.sinks import start_stream
-
-    df = sql(text, spark)
-    plans = [p for p in getattr(df, "_dfsql_plans", []) if p.stream_df is not None]
-    if not df.isStreaming or not plans:
+    stream = None
+    if parse_continuous(text) is None:
+        stmt = parse_statement(text)
+        planned = _plan(stmt, text, spark)
+        stream = planned.stream if planned.result.isStreaming else None
+    if stream is None:
         raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
                           "read the source with spark.readStream and register it as a view; "
                           "for a bounded table use dfsql.sql")
-    plan = plans[-1]
-    with spark_errors(parse_statement(text).source, text=text):
-        query = start_stream(plan.stream_df, plan.stream_order_by, sink, checkpoint, trigger,
-                             name, late_view=plan.stream_late_view)
-    hidden = [c for c in (*SORT_COLUMNS, LATE_ROW) if c in plan.stream_df.columns]
-    query.panes_schema = plan.stream_df.drop(*hidden).schema  # the sink's columns
+    with spark_errors(stmt.source, text=text):
+        query = start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
+                             late_view=stream.late_view, state_store=stream.state_store)
+    hidden = [c for c in (*SORT_COLUMNS, LATE_ROW) if c in stream.df.columns]
+    query.panes_schema = stream.df.drop(*hidden).schema  # the sink's columns
     return query
 
 
@@ -170,15 +169,12 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
 def _registered_watermark(text: str) -> Watermark:
     """A WATERMARK clause's body, parsed with the clause grammar; errors are positioned
     in ``text`` itself."""
-    from dfsql.errors import DfsqlError
-    from dfsql.language import parse_clauses
 
     head = "WINDOW GLOBAL WATERMARK "
     try:
         cl = parse_clauses(head + text)
         if cl.processing_time is not None or cl.allowed_lateness.micros or \
                 cl.trigger_given or cl.emit_given:
-            from dfsql.errors import WatermarkError
 
             raise WatermarkError(f"only a watermark is expected, got {text!r}",
                                  1, len(head) + 1, "give ON, PROCESSING TIME and the "
@@ -195,7 +191,6 @@ def _check_column(df: DataFrame, arg: str, expr: str, types: tuple[str, ...]) ->
     """``expr`` must name a time column of ``df`` (analysed by Spark, nothing runs)."""
     from pyspark.errors import AnalysisException, ParseException
 
-    from dfsql.errors import AnalysisError
 
     try:
         dtype = df.selectExpr(expr).schema.fields[0].dataType.typeName()

@@ -1,6 +1,9 @@
 """Running the continuous-query statements (:mod:`dfsql.language.continuous`): one
 registry per Spark application, so that any session — a Thrift client's, the shell's,
-Python's — lists and stops the queries any other started."""
+Python's — lists and stops the queries any other started.
+
+The statements are run for :func:`dfsql.api.sql`, which passes its own ``start`` in: this
+module sits below the API and does not import it (no cycle between the two)."""
 
 from __future__ import annotations
 
@@ -8,14 +11,23 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dfsql.errors import AnalysisError, DfsqlError, SourceError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
+from dfsql.spark.sinks import TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+class Starter(Protocol):
+    """How a continuous query starts its stream: :func:`dfsql.api.start`'s signature."""
+
+    def __call__(self, text: str, sink: object = ..., checkpoint: str | None = ...,
+                 trigger: dict | None = ..., name: str | None = ...,
+                 spark: SparkSession | None = ...) -> object: ...
 
 
 @dataclass
@@ -37,18 +49,17 @@ SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGI
                "started TIMESTAMP")
 
 
-def run(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter) -> DataFrame:
+    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY."""
     if stmt.kind == "show":
         return _show(spark)
     if stmt.kind == "stop":
         return _stop(stmt, text, spark)
-    return _create(stmt, text, spark)
+    return _create(stmt, text, spark, start)
 
 
-def _create(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
-    from dfsql.api import start
-    from dfsql.spark.sinks import TableSink
-
+def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
+            start: Starter) -> DataFrame:
     src = Source(text)
     assert stmt.name is not None
     with _LOCK:

@@ -381,7 +381,9 @@ class Shell:
         if not path.lower().endswith(".png"):
             raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
                              "e.g. \\plot panes.png")
-        plans = getattr(self.last.df, "_dfsql_plans", [])
+        from dfsql.spark.planner import block_plans
+
+        plans = block_plans(self.last.df)
         top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(

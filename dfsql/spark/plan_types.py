@@ -1,13 +1,16 @@
-"""What the replay executor needs of a windowed block's plan.
+"""The values that pass between the planner and the executors.
 
-:mod:`dfsql.spark.planner` builds the plan and calls :mod:`dfsql.spark.replay`; the
-replay only reads the plan. This protocol is that read-only view, so the replay does not
-import the planner (not even for typing): the two modules form no import cycle.
+:mod:`dfsql.spark.block_plan` builds a block's plan and calls :mod:`dfsql.spark.replay`
+and :mod:`dfsql.spark.streaming`; they only read the plan (:class:`ReplayPlan` is that
+read-only view, so they do not import the planner, not even for typing) and return what
+they computed (:class:`Replayed`, :class:`StreamPlan`). Planning a statement returns a
+:class:`Planned`: nothing is set on a DataFrame or written back onto a plan.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,15 +27,6 @@ class ReplayPlan(Protocol):
     src: Source
     clauses: c.Clauses
     stages: Stages
-    #: the driver's output, set by the replay (dropped elements are read from it)
-    emitted: DataFrame | None
-    #: where the replay's emit times lie (first arrival, end of input), microseconds
-    emit_range: tuple[int, int] | None
-
-    #: the driver's dropped-element counts per partition (an accumulator), and how
-    #: many partitions the driver runs in
-    dropped_by_partition: object
-    driver_partitions: int
 
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register a temp view that only the statement's own SQL reads."""
@@ -45,3 +39,40 @@ class ReplayPlan(Protocol):
     def input_df(self) -> DataFrame:
         """The input stage, checked (ON / PROCESSING TIME types, no stream)."""
         ...
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a replay computed (:func:`dfsql.spark.replay.replay_panes`)."""
+
+    #: keys, aggregates and the pane columns, one row per emitted pane or retraction
+    panes: DataFrame
+    #: the driver's output (dropped elements are read from it)
+    emitted: DataFrame
+    #: where the emit times lie (first arrival, end of input), microseconds; None for an
+    #: empty input
+    emit_range: tuple[int, int] | None
+    #: the driver's dropped-element counts per partition (an accumulator the driver fills
+    #: as the query runs; None without a SparkContext), and how many partitions it runs in
+    dropped_by_partition: Any
+    driver_partitions: int
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """A live stream's result as :func:`dfsql.api.start` starts it."""
+
+    #: the result with its hidden §7 sort columns (and LATE_ROW with LATE ROWS INTO)
+    df: DataFrame
+    #: the order those columns make (each micro-batch is sorted by it)
+    order_by: tuple[str, ...] | None
+    #: LATE ROWS INTO: the temp view the dropped rows go to
+    late_view: str | None
+    #: the state store provider the query must start on (None: the session's own)
+    state_store: str | None
+
+
+def late_row_key_names(plan: ReplayPlan) -> list[str]:
+    """The key columns' names in a LATE ROWS INTO view (key_0, key_1, ...): the replay's
+    and the stream's dropped rows look the same."""
+    return [f"key_{i}" for i in range(len(plan.stages.key_columns))]

@@ -1,535 +1,48 @@
-"""Windowed statements on Spark: input stage → windows and panes → aggregates → output.
-
-Each windowed block of a statement (innermost first) becomes a DataFrame:
-
-1. the **input stage** (Spark SQL from the rewrite) projects keys, event time,
-   processing time and the columns the aggregates read;
-2. windows and panes are decided — natively by Spark where the semantics allow it (a
-   batch input fires exactly one ON_TIME, last pane per key and window whatever the
-   trigger, so it *is* ``GROUP BY window()`` / ``session_window()``), otherwise by the
-   Dataflow model's driver over Arrow batches (:mod:`dfsql.spark.replay`);
-3. Spark computes every aggregate;
-4. the **output stage** applies the SELECT expressions, HAVING, ORDER BY and LIMIT.
+"""Windowed statements on Spark: each windowed block planned in turn, innermost first
+(:mod:`dfsql.spark.block_plan`), and the statement around them.
 
 Inner blocks are registered as temp views under names unique to the statement, so the
-outer query (windowed or not) reads them like any table.
+outer query (windowed or not) reads them like any table. Planning returns a
+:class:`Planned` value: the result, each block's plan and what its replay computed, and
+the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
+Planned in a map weakly keyed by the result DataFrame, for :func:`dropped_late` and the
+shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
 """
 
 from __future__ import annotations
 
-import itertools
-import re
+import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
+from dfsql.errors import AnalysisError
 from dfsql.language.functions import resolve_aggregates
-from dfsql.language.rewrite import (
-    EVENT_TIME,
-    LATE_ROW,
-    PANES_TABLE,
-    PROCESSING_TIME,
-    SORT_COLUMNS,
-    Stages,
-    rewrite,
-)
-from dfsql.language.scan import Source
-from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
+from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
-from dfsql.spark.errors import map_spark_error, spark_errors
+from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
+from dfsql.spark.errors import spark_errors
+from dfsql.spark.plan_types import StreamPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_counter = itertools.count()
-_PANE_COLS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-              "is_retraction")
 
+@dataclass(frozen=True)
+class Planned:
+    """A planned statement: its result, its windowed blocks (innermost first), and the
+    stream :func:`dfsql.api.start` starts (the last block over a streaming source)."""
 
-def interval(d: c.Duration) -> str:
-    """A Spark interval string for a duration (exact, in microseconds)."""
-    return f"{d.micros} microseconds"
+    result: DataFrame
+    blocks: tuple[PlannedBlock, ...] = ()
 
-
-class BlockPlan:
-    """Everything needed to run one windowed block; results are lazy DataFrames."""
-
-    def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
-                 registry: dict) -> None:
-        self.stmt = stmt
-        self.spark = spark
-        self.uid = uid
-        self.src: Source = stmt.source
-        self.registry = registry
-        block = with_registered_defaults(block, registry)
-        self.block = block
-        self.clauses = block.clauses
-        self.stages: Stages = rewrite(block, self.src, signed=reads_changelog(stmt, block))
-        self.emitted: DataFrame | None = None  # the replay driver's output
-        #: per driver partition, the elements it dropped (an accumulator the driver
-        #: fills as the query runs), and how many partitions the driver runs in
-        self.dropped_by_partition = None
-        self.driver_partitions = 0
-        #: the temp views this plan registered (dropped once the statement is planned)
-        self.views: list[str] = []
-        #: where a replay's emit times lie (first arrival, end of input), microseconds
-        self.emit_range: tuple[int, int] | None = None
-        self._input: DataFrame | None = None
-        #: a stream's result with its hidden §7 sort columns, and the order they make
-        #: (dfsql.start sorts each micro-batch by it)
-        self.stream_df: DataFrame | None = None
-        self.stream_order_by: tuple[str, ...] | None = None
-        #: LATE ROWS INTO on a stream: the view its dropped rows go to (dfsql.start)
-        self.stream_late_view: str | None = None
-
-    def temp_view(self, df: DataFrame, name: str) -> None:
-        """Register ``df`` as a temp view that only this statement's SQL reads: it is
-        dropped once the statement is planned (a DataFrame is analysed when created, so
-        the result keeps the view's plan, not its name)."""
-        df.createOrReplaceTempView(name)
-        self.views.append(name)
-
-    def name(self, base: str) -> str:
-        return f"{base}_{self.uid}"
-
-    def sql_of(self, text: str) -> str:
-        """Stage SQL with this statement's unique view names."""
-        return re.sub(r"__dfsql_w(\d+)\b", lambda m: f"__dfsql_{self.uid}_w{m.group(1)}", text)
-
-    # ------------------------------------------------------------------ validation
-    def _where(self, pos: c.Pos | None):
-        return (pos.line, pos.column) if pos is not None and pos.line else (None, None)
-
-    def _map_fragment(self, exc: BaseException) -> DfsqlError | None:
-        """Map a Spark error on a generated stage back to the user's text by its fragment."""
-        mapped = map_spark_error(exc, None)
-        if mapped is None:
-            return None
-        frag = None
-        for ctx in getattr(exc, "getQueryContext", list)():
-            frag = ctx.fragment()
-            break
-        m = re.search(r"`([^`]+)`", mapped.message)
-        needles = [f for f in (frag, m.group(1) if m else None) if f]
-        text = self.src.text
-        for needle in needles:
-            needle = re.sub(r"__dfsql_\w+_w(\d+)", lambda mm: PLACEHOLDER.format(mm.group(1)),
-                            needle)
-            k = text.find(needle, self.block.span[0])
-            if k < 0:
-                k = text.lower().find(needle.lower(), self.block.span[0])
-            if k >= 0:
-                p = self.src.pos(k)
-                return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
-        p = self.src.pos(self.block.span[0])
-        return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
-
-    def analyse_original(self) -> list[str] | None:
-        """Analyse the user's SELECT (extension region blanked) with Spark.
-
-        Its offsets are the user's, so unknown tables and columns are reported exactly
-        where they were written; its schema gives Spark's own output column names.
-        """
-        from pyspark.errors import PySparkException
-
-        sql = self.sql_of(self.block.sql)
-        try:
-            df = self.spark.sql(sql)
-            return list(df.columns)
-        except PySparkException as exc:
-            if _unresolved_pane_column(exc):
-                return None  # the SELECT names window columns that only exist after windowing
-            mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
-            if mapped is None:
-                raise
-            raise mapped from None
-
-    def input_df(self) -> DataFrame:
-        """The input stage, checked; analysed once per plan (every path reads it, and
-        :meth:`is_streaming` before them)."""
-        if self._input is None:
-            self._input = self._checked_input()
-        return self._input
-
-    def _checked_input(self) -> DataFrame:
-        from pyspark.errors import PySparkException
-
-        sql = self.sql_of(self.stages.input_sql)
-        try:
-            df = self.spark.sql(sql)
-            schema = df.schema
-        except PySparkException as exc:
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
-        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
-
-        if EVENT_TIME in df.columns:
-            t = schema[EVENT_TIME].dataType
-            if not isinstance(t, TimestampType | TimestampNTZType | DateType):
-                line, col = self._where(self.clauses.on.pos if self.clauses.on else None)
-                raise AnalysisError(
-                    f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
-                    f"{t.simpleString()}", line, col,
-                    f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
-            if isinstance(t, DateType):
-                # midnight of the session time zone, as Spark's window() reads a DATE
-                from pyspark.sql import functions as F  # noqa: N812
-
-                df = df.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp"))
-        if PROCESSING_TIME in df.columns:
-            t = schema[PROCESSING_TIME].dataType
-            if not isinstance(t, TimestampType | TimestampNTZType):
-                pt = self.clauses.processing_time
-                line, col = self._where(pt.pos if pt else None)
-                raise AnalysisError(
-                    f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
-                    line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
-        return df
-
-    def is_streaming(self) -> bool:
-        """Whether the block reads a streaming source (its input stage is a stream)."""
-        return self.input_df().isStreaming
-
-    def check_clauses(self) -> None:
-        cl = self.clauses
-        if isinstance(cl.watermark, c.WatermarkPerfect) and cl.processing_time is None:
-            line, col = self._where(cl.watermark.pos)
-            raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
-                                 "the perfect watermark looks ahead in a replayed table")
-        if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
-            line, col = self._where(cl.window.pos)
-            raise AnalysisError("ON <event time> is required for this window", line, col,
-                                "write e.g. ON event_time after the window, or register the "
-                                "source with dfsql.register(name, df, event_time=...)")
-
-    # ------------------------------------------------------------------ execution
-    def panes(self) -> DataFrame:
-        """Keys, aggregates and the pane columns, one row per emitted pane (or retraction)."""
-        if self.clauses.processing_time is None:
-            return self.batch_panes()
-        from dfsql.spark.replay import replay_panes
-
-        return replay_panes(self)
-
-    def batch_panes(self) -> DataFrame:
-        """A batch input: every key and window gets one ON_TIME, last pane — natively."""
-        inp = self.name("__dfsql_in")
-        self.temp_view(self.input_df(), inp)
-        with spark_errors(None):
-            return self.spark.sql(self.batch_panes_sql(inp))
-
-    def batch_panes_sql(self, inp: str, stream: bool = False) -> str:
-        """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``;
-        with ``stream``, Spark's streaming aggregation in append mode (a watermarked
-        streaming input, on the engine's clock: see :func:`dfsql.spark.streaming.native_panes`)."""
-        keys = list(self.stages.key_columns)
-        w = self.clauses.window
-        if isinstance(w, c.GlobalWindows):
-            win_expr = None
-            start = end = "CAST(NULL AS TIMESTAMP)"
-        elif isinstance(w, c.FixedWindows):
-            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.size)}', "
-                        f"'{interval(w.offset)}')")
-        elif isinstance(w, c.SlidingWindows):
-            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
-                        f"'{interval(w.offset)}')")
-        elif isinstance(w, c.SessionWindows) and w.gap.micros == 1:
-            # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
-            win_expr = f"window({EVENT_TIME}, '1 microseconds')"
-        elif isinstance(w, c.SessionWindows):
-            # Windows are half-open (LANGUAGE.md §3): [t1, t1+gap) and [t2, t2+gap) merge
-            # iff t2 < t1 + gap. Spark's session_window merges iff t2 <= t1 + its gap,
-            # so it runs with 1 µs less and 1 µs is added back to the end.
-            win_expr = f"session_window({EVENT_TIME}, '{w.gap.micros - 1} microseconds')"
-        else:  # pragma: no cover - the grammar has no other window
-            raise AssertionError(w)
-        if win_expr is not None:
-            # Spark names the grouping column after the function: window / session_window.
-            wcol = win_expr.split("(")[0]
-            start, end = f"{wcol}.start", f"{wcol}.end"
-            if wcol == "session_window":
-                end = f"{end} + INTERVAL 1 MICROSECOND"
-        group = keys + ([win_expr] if win_expr else [])
-        select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
-        select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
-        # a stream's pane is emitted by the micro-batch whose watermark passes the window's
-        # end: its processing time is that batch's timestamp (current_timestamp() is the
-        # batch's, kept in the offset log, so a batch replayed after a crash gets the same)
-        emit = "current_timestamp()" if stream else "CAST(NULL AS TIMESTAMP)"
-        select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
-                   "true AS is_last", f"{emit} AS emit_time", "false AS is_retraction"]
-        if stream:
-            select.append(f"CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]}")
-        # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
-        where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in self._input_columns() else ""
-        group_sql = f" GROUP BY {', '.join(group)}" if group else ""
-        sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
-        if isinstance(w, c.SessionWindows) and not stream:
-            # The output stage's ORDER BY (LANGUAGE.md §7) is a range exchange, whose
-            # sampling job recomputes the stage below it: here the sort, MergingSessions and
-            # aggregate over every element, which would then run twice. Shuffling the (much
-            # smaller) panes first makes the sampler read that shuffle instead. (FIXED and
-            # SLIDING: the stage is a final hash aggregate, cheaper to recompute than another
-            # shuffle.) Hash on more than exactly the keys, or Spark drops the repartition
-            # as already satisfied by the aggregate's own partitioning.
-            # It also keeps Spark's RemoveRedundantAggregates away from the session
-            # aggregate: under an aggregate on its grouping columns only (SELECT DISTINCT
-            # key ...), Spark 4 drops it and returns one "session" per element.
-            sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
-                   f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
-        return sql
-
-    def _input_columns(self) -> tuple[str, ...]:
-        """The input stage's column names, as the rewrite projects them (no Spark call)."""
-        cols = [*self.stages.key_columns]
-        if self.clauses.on is not None:
-            cols.append(EVENT_TIME)
-        return tuple(cols)
-
-    def null_time_rows_sql(self, inp: str) -> str:
-        """The batch path's dropped elements — the rows whose event time is NULL — as
-        the replay's LATE ROWS INTO rows (no arrival time, no watermark: a batch input
-        arrives all at once, before the watermark leaves -inf)."""
-        keys = [f"`{k}` AS key_{i}" for i, k in enumerate(self.stages.key_columns)]
-        return (f"SELECT {', '.join([*keys, f'{EVENT_TIME} AS event_time'])}, "
-                "CAST(NULL AS TIMESTAMP) AS arrival_time, 'null event time' AS reason, "
-                f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
-                f"WHERE {EVENT_TIME} IS NULL")
-
-    def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
-        """The output stage over the panes: the temp view, or else the given subquery;
-        without its default ORDER BY when not ``ordered`` (the stage must have one)."""
-        view = self.name(PANES_TABLE)
-        stage_sql = self.stages.output_sql if ordered else self.stages.output_sql_unordered
-        assert stage_sql is not None
-        out_sql = stage_sql.replace(PANES_TABLE, view)
-        if panes_sql is not None:
-            out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
-        from pyspark.errors import PySparkException
-
-        try:
-            return self.spark.sql(out_sql)
-        except PySparkException as exc:
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
-
-    def _batch_result(self) -> DataFrame:
-        """A batch block as one statement: input, panes and output stages as subqueries.
-
-        The same SQL as the step-by-step path, without analysing each stage again for a
-        temp view (planning time is a fair share of a small batch query's). Any failure
-        is reported by the step-by-step path, so errors stay exactly what they were."""
-        from pyspark.errors import PySparkException
-
-        self.input_df()  # checks the ON / PROCESSING TIME types
-        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
-        try:
-            return self._output_df(self.batch_panes_sql(inp))
-        except (PySparkException, DfsqlError):  # report it as the step-by-step path does
-            self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
-            return self._output_df()
-
-    def result(self, ordered: bool = True) -> DataFrame:
-        """The block's result; without §7's default order when not ``ordered`` (a result
-        that only feeds another windowed query's aggregation, where order is lost)."""
-        self.check_clauses()
-        names = self.analyse_original()
-        if self.is_streaming():
-            return self._stream_result(names)
-        if self.clauses.processing_time is None:
-            df = self._batch_result()
-            if self.clauses.late_rows_into:
-                if EVENT_TIME in self._input_columns():
-                    inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
-                    late = self.spark.sql(self.null_time_rows_sql(inp))
-                    late = late.withColumn("event_time", late["event_time"].cast("timestamp"))
-                else:  # nothing can be dropped: GLOBAL without ON
-                    late = self.spark.sql(
-                        "SELECT CAST(NULL AS TIMESTAMP) AS event_time, CAST(NULL AS TIMESTAMP) "
-                        "AS arrival_time, CAST(NULL AS STRING) AS reason, CAST(NULL AS "
-                        "TIMESTAMP) AS watermark_at_arrival WHERE false")
-                late.createOrReplaceTempView(self.clauses.late_rows_into)
-        else:
-            self.temp_view(self.panes(), self.name(PANES_TABLE))
-            order_by = self.stages.default_order_by
-            if order_by is not None and not ordered:
-                df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
-            elif order_by is not None and self.emit_range is not None:
-                # §7's order, partitioned by slices of the known emit-time range instead
-                # of a sampled range exchange (see dfsql.spark.ordering)
-                from dfsql.spark.ordering import in_emit_order, shuffle_partitions
-
-                df = self._output_df(ordered=False)
-                if _is_timestamp(df, "emit_time"):
-                    df = in_emit_order(df, order_by, *self.emit_range,
-                                       shuffle_partitions(self.spark)).drop(*SORT_COLUMNS)
-                else:  # the SELECT list named another column emit_time
-                    df = self._output_df()
-            else:
-                df = self._output_df()
-        return self._with_original_names(df, names)
-
-    def _with_original_names(self, df: DataFrame, names: list[str] | None,
-                             hidden: tuple[str, ...] = ()) -> DataFrame:
-        """The output columns under the names the user's query gives them (Spark's own
-        analysis of the original text), the ``hidden`` columns after them kept as they are."""
-        if names is None:
-            return df
-        wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
-        visible = [n for n in df.columns if n not in hidden]
-        if len(wanted) == len(visible) and wanted != visible:
-            df = df.toDF(*wanted, *[h for h in hidden if h in df.columns])
-        return df
-
-    def _stream_result(self, names: list[str] | None) -> DataFrame:
-        """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
-        through the output stage, each micro-batch's rows in no order (a streaming
-        DataFrame cannot be sorted); ``stream_df`` keeps the hidden sort columns."""
-        from dfsql.spark.streaming import (
-            NATIVE_CONF,
-            check_streamable,
-            native_panes,
-            runs_natively,
-            stream_panes,
-        )
-
-        cl = self.clauses
-        native = runs_natively(cl) and self.spark.conf.get(NATIVE_CONF, "true") != "false"
-        if cl.processing_time is None or cl.late_rows_into:
-            # the engine's clock is still a changelog; dropped rows ride with the panes
-            self.stages = rewrite(self.block, self.src, changelog=cl.processing_time is None,
-                                  late_rows=bool(cl.late_rows_into),
-                                  signed=reads_changelog(self.stmt, self.block))
-        check_streamable(self)
-        with spark_errors(self.src):
-            if native:
-                panes = native_panes(self)
-            else:
-                panes = stream_panes(self, self.input_df())
-        self.temp_view(panes, self.name(PANES_TABLE))
-        late = cl.late_rows_into
-        hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
-        df = self._with_original_names(self._output_df(ordered=False), names, hidden)
-        self.stream_df = df
-        self.stream_order_by = self.stages.default_order_by
-        self.stream_late_view = late
-        if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
-            df = df.where(f"{LATE_ROW} IS NULL")
-        return df.drop(*hidden)
+    @property
+    def stream(self) -> StreamPlan | None:
+        streams = [b.stream for b in self.blocks if b.stream is not None]
+        return streams[-1] if streams else None
 
     def dropped_count(self) -> int:
-        """How many elements this block dropped as too late (0 for a batch input)."""
-        if self.clauses.processing_time is None:
-            if EVENT_TIME not in self._input_columns():
-                return 0
-            inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
-            return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
-        if self.emitted is None:
-            return 0
-        counts = self.dropped_by_partition.value if self.dropped_by_partition else {}
-        if len(counts) >= self.driver_partitions:
-            return sum(counts.values())  # what the query's run counted
-        # the query has not run (in full) yet: run the driver once, which fills the count
-        from dfsql.spark.replay import KIND_DROPPED
-
-        return self.emitted.where(f"__kind = {KIND_DROPPED}").count()
-
-
-def _unresolved_pane_column(exc: BaseException) -> bool:
-    """True when Spark's error is that a pane column (window_start, emit_time …) is not
-    a column of the user's FROM: those exist only after windowing. Any other error,
-    even one whose message or query text mentions a pane column, is the user's."""
-    cond = getattr(exc, "getCondition", lambda: None)() or ""
-    if not cond.startswith("UNRESOLVED_COLUMN"):
-        return False
-    params = getattr(exc, "getMessageParameters", dict)() or {}
-    name = params.get("objectName", "").split(".")[-1].strip("`").lower()
-    return name in _PANE_COLS
-
-
-def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
-    """The tables the block's SELECT reads directly — its FROM relation and joins, not
-    subqueries — as (table name, the name its columns are qualified with)."""
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError
-
-    try:
-        tree = sqlglot.parse_one(block.sql, read="spark")
-    except ParseError:  # reported by the rewrite
-        return []
-    if isinstance(tree, exp.Subquery):
-        tree = tree.this
-    if not isinstance(tree, exp.Select):
-        return []
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
-    out = []
-    for rel in relations:
-        table = rel.this if rel is not None else None
-        if isinstance(table, exp.Table) and not table.args.get("db") and \
-                table.name.lower() not in ctes:
-            out.append((table.name, table.alias_or_name))
-    return out
-
-
-def with_registered_defaults(block: WindowedBlock, registry: dict) -> WindowedBlock:
-    """The block with the defaults of its registered source (dfsql.register) for each of
-    ON, PROCESSING TIME and WATERMARK that it leaves out. A default's column names are
-    qualified by the source's name in the FROM clause, so a join stays unambiguous; it
-    is positioned at the WINDOW clause, whose defaults it fills in."""
-    import dataclasses
-
-    import sqlglot
-    from sqlglot import exp
-
-    cl = block.clauses
-    if not registry or (cl.on is not None and cl.processing_time is not None
-                        and cl.watermark_given):
-        return block
-    changes: dict = {}
-    for table, qualifier in source_relations(block):
-        reg = registry.get(table.lower())
-        if reg is None:
-            continue
-
-        def qualified(expr: str, qualifier: str = qualifier) -> c.Expr:
-            node = sqlglot.parse_one(expr, read="spark").transform(
-                lambda n: exp.column(n.name, table=qualifier, quoted=True)
-                if isinstance(n, exp.Column) and not n.table else n)
-            return c.Expr(node.sql("spark"), cl.pos)
-
-        if cl.on is None and "on" not in changes and reg.event_time:
-            changes["on"] = qualified(reg.event_time)
-        if cl.processing_time is None and "processing_time" not in changes \
-                and reg.processing_time:
-            changes["processing_time"] = qualified(reg.processing_time)
-        if not cl.watermark_given and "watermark" not in changes and reg.watermark is not None:
-            changes["watermark"] = dataclasses.replace(reg.watermark, pos=cl.pos)
-    if not changes:
-        return block
-    return dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes))
-
-
-def _is_timestamp(df: DataFrame, name: str) -> bool:
-    from pyspark.sql.types import TimestampType
-
-    fields = [f for f in df.schema.fields if f.name.lower() == name]
-    return len(fields) == 1 and isinstance(fields[0].dataType, TimestampType)
-
-
-def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
-    """Whether ``block`` replays (PROCESSING TIME) an ACCUMULATING AND RETRACTING result of
-    the statement as a changelog: every pane and retraction is an element at its
-    emit_time, and the block's aggregates subtract the retractions (LANGUAGE.md §6). A
-    batch block reads that result with its retractions cancelled in advance
-    (:func:`net_changelog`), which gives the same final values in one pane."""
-    return block.clauses.processing_time is not None and any(
-        stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
-        for i in block.inner)
+        """Elements dropped as too late by the statement's windowed blocks."""
+        return sum(b.dropped_count() for b in self.blocks)
 
 
 def net_changelog(df: DataFrame) -> DataFrame:
@@ -547,67 +60,6 @@ def net_changelog(df: DataFrame) -> DataFrame:
            .select(*[F.col(n).alias(f"__r_{n}") for n in [*cols, "__rn"]]))
     cond = [ins[n].eqNullSafe(ret[f"__r_{n}"]) for n in [*cols, "__rn"]]
     return ins.join(ret, cond, "left_anti").drop("__rn")
-
-
-def execute(stmt: Statement, spark: SparkSession, registry: dict) -> DataFrame:
-    """Run a statement with windowed blocks; see the module docstring."""
-    plans: list[BlockPlan] = []
-    inner_views: list[str] = []
-    try:
-        return _execute(stmt, spark, registry, plans, inner_views)
-    finally:
-        # every DataFrame above was analysed when created: the views are not needed
-        for name in [*inner_views, *(v for p in plans for v in p.views)]:
-            spark.catalog.dropTempView(name)
-
-
-def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
-             inner_views: list[str]) -> DataFrame:
-    uid = f"{next(_counter)}"
-    result = None
-    top = stmt.top
-    fed_to_window = {i for b in stmt.blocks for i in b.inner}
-    # a retracting result cancelled in advance: only for a batch consumer, whose one pane
-    # per window holds exactly what is left once every retraction is subtracted
-    cancel = {i for b in stmt.blocks if b.clauses.processing_time is None for i in b.inner}
-    for block in stmt.blocks:
-        plan = BlockPlan(stmt, block, spark, uid, registry)
-        resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
-        if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
-            plan = BlockPlan(stmt, resolved, spark, uid, registry)
-        plans.append(plan)
-        df = plan.result(ordered=block is top or block.index not in fed_to_window)
-        if block is top:
-            result = df
-        else:
-            if block.index in cancel and \
-                    block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
-                df = net_changelog(df)
-            df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
-            inner_views.append(f"__dfsql_{uid}_w{block.index}")
-    if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
-        _create_view(stmt, result)
-        return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
-    if result is not None:
-        return _with_plans(result, plans)
-    # Windowed blocks only inside a plain statement: run it over their views.
-    text = list(stmt.text)
-    outer = [b for b in stmt.blocks
-             if not any(o is not b and o.span[0] <= b.span[0] and b.span[1] <= o.span[1]
-                        for o in stmt.blocks)]
-    for b in sorted(outer, key=lambda b: -b.span[0]):
-        text[b.span[0]:b.span[1]] = f"SELECT * FROM __dfsql_{uid}_w{b.index}"
-    final = "".join(text)
-    if stmt.kind == "create_view":
-        # The view's body reads windowed blocks: make the view from the body's DataFrame,
-        # which keeps their plans (a SQL view would keep their names, and this
-        # statement's views are dropped once it is planned).
-        body = final[stmt.body_start:].rstrip().rstrip(";")
-        with spark_errors(stmt.source, lambda k: k + stmt.body_start):
-            _create_view(stmt, spark.sql(body))
-        return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
-    with spark_errors(stmt.source):
-        return _with_plans(spark.sql(final), plans)
 
 
 def _create_view(stmt: Statement, result: DataFrame) -> None:
@@ -636,22 +88,100 @@ def _create_view(stmt: Statement, result: DataFrame) -> None:
                             f"CREATE {kind} IF NOT EXISTS {name} to keep it") from None
 
 
-def _with_plans(df: DataFrame, plans: list[BlockPlan]) -> DataFrame:
-    """Keep the block plans on the result so that metrics (dropped elements) can be read;
-    a driver output persisted for LATE ROWS INTO is released with the result (a view of
-    late rows read afterwards runs the driver again)."""
-    import weakref
-
+def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
+    """Plan a statement with windowed blocks; see the module docstring."""
+    plans: list[BlockPlan] = []
+    inner_views: list[str] = []
     try:
-        df._dfsql_plans = plans  # type: ignore[attr-defined]
-    except AttributeError:  # a DataFrame class with __slots__ (e.g. a Connect DataFrame)
-        pass
-    for p in plans:
-        if p.emitted is not None and p.emitted.is_cached:
-            weakref.finalize(df, p.emitted.unpersist)
+        return _execute(stmt, spark, registry, plans, inner_views)
+    finally:
+        # every DataFrame above was analysed when created: the views are not needed
+        for name in [*inner_views, *(v for p in plans for v in p.views)]:
+            spark.catalog.dropTempView(name)
+
+
+def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
+             inner_views: list[str]) -> Planned:
+    uid = new_uid()
+    result = None
+    top = stmt.top
+    fed_to_window = {i for b in stmt.blocks for i in b.inner}
+    # a retracting result cancelled in advance: only for a batch consumer, whose one pane
+    # per window holds exactly what is left once every retraction is subtracted
+    cancel = {i for b in stmt.blocks if b.clauses.processing_time is None for i in b.inner}
+    blocks: list[PlannedBlock] = []
+    for block in stmt.blocks:
+        plan = BlockPlan(stmt, block, spark, uid, registry)
+        resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
+        if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
+            plan = BlockPlan(stmt, resolved, spark, uid, registry)
+        plans.append(plan)
+        df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
+        blocks.append(planned)
+        if block is top:
+            result = df
+        else:
+            if block.index in cancel and \
+                    block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
+                df = net_changelog(df)
+            df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
+            inner_views.append(f"__dfsql_{uid}_w{block.index}")
+    if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
+        _create_view(stmt, result)
+        return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
+    if result is not None:
+        return Planned(result, tuple(blocks))
+    # Windowed blocks only inside a plain statement: run it over their views.
+    text = list(stmt.text)
+    outer = [b for b in stmt.blocks
+             if not any(o is not b and o.span[0] <= b.span[0] and b.span[1] <= o.span[1]
+                        for o in stmt.blocks)]
+    for b in sorted(outer, key=lambda b: -b.span[0]):
+        text[b.span[0]:b.span[1]] = f"SELECT * FROM __dfsql_{uid}_w{b.index}"
+    final = "".join(text)
+    if stmt.kind == "create_view":
+        # The view's body reads windowed blocks: make the view from the body's DataFrame,
+        # which keeps their plans (a SQL view would keep their names, and this
+        # statement's views are dropped once it is planned).
+        body = final[stmt.body_start:].rstrip().rstrip(";")
+        with spark_errors(stmt.source, lambda k: k + stmt.body_start):
+            _create_view(stmt, spark.sql(body))
+        return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
+    with spark_errors(stmt.source):
+        return Planned(spark.sql(final), tuple(blocks))
+
+
+#: each remembered result's blocks, weakly keyed by the result DataFrame (the blocks hold
+#: no reference to it, so the entry goes with the result)
+_PLANNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def remember(planned: Planned) -> DataFrame:
+    """Keep ``planned`` for its result (metrics: dropped elements; the shell's plot) for as
+    long as the result lives; a driver output persisted for LATE ROWS INTO is released
+    with the result (a view of late rows read afterwards runs the driver again)."""
+    df = planned.result
+    if planned.blocks:
+        _PLANNED[df] = planned.blocks
+    for b in planned.blocks:
+        if b.replay is not None and b.replay.emitted.is_cached:
+            weakref.finalize(df, b.replay.emitted.unpersist)
     return df
+
+
+def planned_of(df: DataFrame) -> Planned | None:
+    """The Planned behind a result :func:`remember` kept (None for any other DataFrame)."""
+    blocks = _PLANNED.get(df)
+    return Planned(df, blocks) if blocks is not None else None
+
+
+def block_plans(df: DataFrame) -> list[BlockPlan]:
+    """The block plans behind a windowed result, innermost first ([] if none)."""
+    planned = planned_of(df)
+    return [b.plan for b in planned.blocks] if planned is not None else []
 
 
 def dropped_late(df: DataFrame) -> int:
     """Elements dropped as too late by the windowed query that produced ``df``."""
-    return sum(p.dropped_count() for p in getattr(df, "_dfsql_plans", []))
+    planned = planned_of(df)
+    return planned.dropped_count() if planned is not None else 0

@@ -26,7 +26,13 @@ import numpy as np
 
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
+from dfsql.model.changelog import LOW_BITS as _LOW
+from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
+from dfsql.model.changelog import changelog_ranks as _changelog_ranks
+from dfsql.model.changelog import element_panes as pane_members
 from dfsql.spark.ordering import shuffle_partitions
+from dfsql.spark.plan_types import Replayed
+from dfsql.spark.plan_types import late_row_key_names as _key_names
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
 
@@ -45,8 +51,9 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: ReplayPlan) -> DataFrame:
-    """The panes table of a replayed block (keys, aggregates, pane columns)."""
+def replay_panes(plan: ReplayPlan) -> Replayed:
+    """The panes table of a replayed block (keys, aggregates, pane columns), and what the
+    driver computed beside it."""
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.input_df()
@@ -61,8 +68,9 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,
                              NEG_INF if last_arrival is None else last_arrival, timeline)
+    emit_range = None
     if first_arrival is not None:
-        plan.emit_range = (first_arrival, max(end_floor, last_arrival))
+        emit_range = (first_arrival, max(end_floor, last_arrival))
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     schema = inp.schema
@@ -89,19 +97,18 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
     merges = _two_level(plan, inp)
     inp, per_window, driver_clauses = _by_window(inp, clauses)
     group = [*keys, *per_window]
-    plan.driver_partitions = shuffle_partitions(plan.spark) if group else 1
-    plan.dropped_by_partition = _dropped_accumulator(plan.spark)
+    driver_partitions = shuffle_partitions(plan.spark) if group else 1
+    dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked,
-                              group=group, dropped=plan.dropped_by_partition)
-    ordered = (inp.repartition(plan.driver_partitions, *group) if group
+                              group=group, dropped=dropped_by_partition)
+    ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
     if clauses.late_rows_into:
         emitted = emitted.persist()  # read twice: the panes and the late rows' view
-    plan.emitted = emitted
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
@@ -139,7 +146,7 @@ def replay_panes(plan: ReplayPlan) -> DataFrame:
             F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
-    return result
+    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions)
 
 
 WINDOW_START = "__window_start"
@@ -290,13 +297,6 @@ def _filtered(agg_sql: str, cond: str) -> str:
     else:
         node = exp.Filter(this=node, expression=exp.Where(this=extra))
     return node.sql("spark")
-
-
-def _key_names(plan: ReplayPlan) -> list[str]:
-    names = []
-    for i, _k in enumerate(plan.stages.key_columns):
-        names.append(f"key_{i}")
-    return names
 
 
 class _PartitionDriver:
@@ -476,119 +476,11 @@ def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
     return starts.astype(np.int64)
 
 
-def pane_members(r, n_panes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Which panes aggregate each element: those that cover its first delta. Returns the
-    mask of elements in some pane, how many panes each of those is in, and the panes,
-    element after element."""
-    from dfsql.model.windows import concat_ranges
-
-    ok = r.element_first_pane >= 0
-    fp = r.element_first_pane[ok]
-    co = np.argsort(r.cover_delta, kind="stable")
-    c_pane, c_delta = r.cover_pane[co], r.cover_delta[co]
-    per_delta = np.bincount(c_delta, minlength=n_panes)
-    c_start = np.cumsum(per_delta) - per_delta
-    lens = per_delta[fp]
-    return ok, lens, c_pane[concat_ranges(c_start[fp], lens)]
-
-
-def _changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
-    """Each pane's place in LANGUAGE.md §7's order and its retraction's, as positions in
-    this run's changelog, packed into one id (:func:`_packed_ranks`). The order: emit time,
-    key, window_start, pane_index, a retraction immediately before the pane that replaces it
-    (the model says which; in a merge another window's), several in their own window_start
-    order. All of a key's rows are in one run, so the output sorts by (emit_time, keys,
-    rank): one sort column where the tuple would be four, and no replacing window carried
-    per pane.
-
-    The model's fast paths emit panes in (key, emit time, window) order already, so this
-    is linear unless a check finds otherwise; :func:`_changelog_ranks_by_sort` is the
-    plain definition (and what a retraction without a replacing pane needs)."""
-    n = len(r.pane_index)
-    pi = r.pane_index.astype(np.int64)
-    rp, repl = r.retraction_pane, r.retraction_replacing
-    if len(rp) and repl.min() < 0:
-        return _changelog_ranks_by_sort(r, wstart)
-    key, emit = r.pane_key, r.pane_emit_time
-    po = None if _nondecreasing(key, emit, wstart, pi) else np.lexsort((pi, wstart, emit, key))
-    before = np.bincount(repl, minlength=n)  # retractions placed right before each pane
-    before_s = before if po is None else before[po]
-    pos_s = np.arange(n, dtype=np.int64) + np.cumsum(before_s)
-    pane_pos = pos_s
-    if po is not None:
-        pane_pos = np.empty(n, np.int64)
-        pane_pos[po] = pos_s
-    ro = np.lexsort((wstart[rp], repl))  # retractions before one pane: window_start order
-    anchor = repl[ro]
-    idx = np.arange(len(ro), dtype=np.int64)
-    first = np.ones(len(ro), bool)
-    first[1:] = anchor[1:] != anchor[:-1]
-    within = idx - np.maximum.accumulate(np.where(first, idx, 0))
-    return _packed_ranks(pane_pos, rp[ro], pane_pos[anchor] - before[anchor] + within)
-
-
-def _changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
-    """:func:`_changelog_ranks` by sorting every row by §7's tuple; a retraction that no
-    pane replaces sorts where its window's next pane would."""
-    n = len(r.pane_index)
-    pi = r.pane_index.astype(np.int64)
-    rp, repl = r.retraction_pane, r.retraction_replacing
-    has = repl >= 0
-    to = np.where(has, repl, rp)
-    sort_ws = np.concatenate([wstart, wstart[to]])
-    sort_pi = np.concatenate([pi, np.where(has, pi[to], pi[rp] + 1)])
-    emit = np.concatenate([r.pane_emit_time, r.retraction_emit_time])
-    key = np.concatenate([r.pane_key, r.pane_key[rp]])
-    inserted = np.concatenate([np.ones(n, np.int8), np.zeros(len(rp), np.int8)])
-    own_ws = np.concatenate([wstart, wstart[rp]])
-    order = np.lexsort((own_ws, inserted, sort_pi, sort_ws, emit, key))
-    ranks = np.empty(len(order), np.int64)
-    ranks[order] = np.arange(len(order), dtype=np.int64)
-    return _packed_ranks(ranks[:n], rp, ranks[n:])
-
-
-# A ranked pane id packs two places in a run's changelog: its emission's (high 32 bits) and
-# its retraction's, as an offset from the emission's biased by 2^31 (low 32 bits). A
-# retraction sorts soon after the pane it retracts, so the offset is small: ids that
-# differ in few bits compress in Spark's shuffle like the running counters they replace
-# (absolute places there made the driver's shuffle output 14% larger).
-_RETRACTION_BIAS = 1 << 31
-_LOW = 0xFFFFFFFF
+# a ranked pane's places in its run's changelog, as Spark SQL over its packed id
+# (see :func:`dfsql.model.changelog.packed_ranks`)
 _EMISSION_PLACE_SQL = "shiftright(__pane_rank, 32)"
 _RETRACTION_PLACE_SQL = (f"shiftright(__pane_rank, 32) + (__pane_rank & {_LOW}) "
                          f"- {_RETRACTION_BIAS}")
-
-
-def _packed_ranks(pane_pos: np.ndarray, retracted: np.ndarray,
-                  retract_pos: np.ndarray) -> np.ndarray:
-    """Pane ids from each pane's place, and the places of the retractions of the panes
-    ``retracted`` (in that order)."""
-    offset = np.zeros(len(pane_pos), np.int64)
-    offset[retracted] = retract_pos - pane_pos[retracted]
-    return (pane_pos << 32) | (offset + _RETRACTION_BIAS)
-
-
-def emission_place(ranks: np.ndarray) -> np.ndarray:
-    """A pane's place in its run's changelog, from its packed id."""
-    return ranks >> 32
-
-
-def retraction_place(ranks: np.ndarray) -> np.ndarray:
-    """The place of a pane's retraction, from its packed id."""
-    return (ranks >> 32) + (ranks & _LOW) - _RETRACTION_BIAS
-
-
-def _nondecreasing(*columns: np.ndarray) -> bool:
-    """Whether the rows of ``columns`` are in lexicographic (non-decreasing) order."""
-    if len(columns[0]) < 2:
-        return True
-    tied = np.ones(len(columns[0]) - 1, bool)  # equal in every column so far
-    for col in columns:
-        a, b = col[:-1], col[1:]
-        if (tied & (b < a)).any():
-            return False
-        tied &= b == a
-    return True
 
 
 def _union(parts: list[dict], names: list[str], in_schema):

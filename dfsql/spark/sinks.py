@@ -9,9 +9,12 @@ exactly once). :class:`TableSink` keeps the current value of every live window.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from dfsql.language.names import SORT_COLUMNS
+from dfsql.language.names import LATE_ROW, SORT_COLUMNS
+from dfsql.spark.ordering import sort_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -19,7 +22,6 @@ if TYPE_CHECKING:
 
 def in_changelog_order(batch: DataFrame, order_by: tuple[str, ...] | None) -> DataFrame:
     """One micro-batch (a bounded DataFrame) in §7's order, the hidden columns dropped."""
-    from dfsql.spark.ordering import sort_columns
 
     if order_by:
         # one task sorts (a micro-batch's panes are few); no range exchange, whose
@@ -180,12 +182,42 @@ def _write_batch_files(batch: DataFrame, path: str, batch_id: int) -> None:
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
                  checkpoint: str | None, trigger: dict | None, name: str | None,
-                 late_view: str | None = None):
+                 late_view: str | None = None, state_store: str | None = None):
     """Start ``df`` (a stream with its hidden sort columns) into ``sink``; with
     ``late_view``, each batch's dropped rows (the hidden LATE_ROW column) go to that
-    temp view instead, in the same query (one stateful operator, one checkpoint)."""
-    if late_view:
-        return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name, late_view)
+    temp view instead, in the same query (one stateful operator, one checkpoint). With
+    ``state_store``, the query starts on that state store provider (the session keeps
+    its own: a query runs on its own copy of the settings)."""
+    with _state_store(df.sparkSession, state_store):
+        if late_view:
+            return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name,
+                                         late_view)
+        return _start(df, order_by, sink, checkpoint, trigger, name)
+
+
+#: the session setting that names the streaming state store provider
+STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
+
+
+@contextmanager
+def _state_store(spark, provider: str | None) -> Iterator[None]:
+    """The session on ``provider`` while a query starts, then on what it was before."""
+    before = spark.conf.get(STORE_CONF, None) if provider else None
+    if not provider or before == provider:
+        yield
+        return
+    spark.conf.set(STORE_CONF, provider)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(STORE_CONF)
+        else:
+            spark.conf.set(STORE_CONF, before)
+
+
+def _start(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
+           checkpoint: str | None, trigger: dict | None, name: str | None):
     visible = df.drop(*SORT_COLUMNS)
     if isinstance(sink, TableSink):
         sink.keys = key_names(order_by)
@@ -223,7 +255,6 @@ def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink:
     """Every sink through ``foreachBatch``: each batch is split into its dropped rows
     (appended to ``late_view``) and its panes (to ``sink``). A directory gets each batch
     as files named after it; "memory" a growing temp view ``name``."""
-    from dfsql.language.names import LATE_ROW
 
     spark = df.sparkSession
     late_schema = df.schema[LATE_ROW].dataType

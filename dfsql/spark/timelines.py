@@ -31,12 +31,15 @@ import numpy as np
 from dfsql.errors import DataError, SourceError
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model import clauses as c
+from dfsql.model import watermarks as wmod
+from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags, round_delay
+from dfsql.session import spark_context
+from dfsql.spark.errors import spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.model.watermarks import Timeline
-    from dfsql.spark.planner import BlockPlan
+    from dfsql.spark.plan_types import ReplayPlan
 
 _TS = f"{PROCESSING_TIME} TIMESTAMP, {EVENT_TIME} TIMESTAMP"
 
@@ -58,12 +61,10 @@ def us(arr, null: int | None = None) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int | None,
+def watermark_timeline(plan: ReplayPlan, inp: DataFrame) -> tuple[Timeline, int | None,
                                                                   int | None]:
     """The watermark as a function of processing time, and the first and last arrivals
     of the whole input (None when it is empty)."""
-    from dfsql.model import watermarks as wmod
-    from dfsql.spark.errors import spark_errors
 
     cl = plan.clauses
     wm = cl.watermark
@@ -92,9 +93,8 @@ def watermark_timeline(plan: BlockPlan, inp: DataFrame) -> tuple[Timeline, int |
     raise TypeError(f"unknown watermark {wm!r}")
 
 
-def from_table_timeline(plan: BlockPlan, wm: c.WatermarkFrom) -> Timeline:
+def from_table_timeline(plan: ReplayPlan, wm: c.WatermarkFrom) -> Timeline:
     """``WATERMARK FROM <table> [BY writer [IDLE TIMEOUT d]]``: the table's timeline."""
-    from dfsql.model import watermarks as wmod
 
     series, writers = _read_watermark_table(plan, wm)
     if writers is None:
@@ -112,11 +112,10 @@ def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
             "filter them out in WHERE, or COALESCE them to an arrival time")
 
 
-def _arrival_range(plan: BlockPlan, inp: DataFrame) -> tuple[int | None, int | None]:
+def _arrival_range(plan: ReplayPlan, inp: DataFrame) -> tuple[int | None, int | None]:
     """First and last arrival in one aggregate row (and no NULL processing time)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    from dfsql.spark.errors import spark_errors
 
     with spark_errors(None):
         t = inp.agg(F.min(PROCESSING_TIME).alias("lo"), F.max(PROCESSING_TIME).alias("hi"),
@@ -163,16 +162,11 @@ def _running_max_records(batches):
     t = t.filter(pc.is_valid(t.column(1)))  # a NULL event time moves no watermark
     if not t.num_rows:
         return
-    p, e = us(t.column(0)), us(t.column(1))
-    if len(p) > 1 and not bool((p[1:] >= p[:-1]).all()):
-        o = np.argsort(p, kind="stable")
-        p, e = p[o], e[o]
-    # the running max at the last row of each instant, kept where it grows
-    run = np.maximum.accumulate(e)
-    last = np.r_[p[1:] != p[:-1], True]
-    p, run = p[last], run[last]
-    keep = np.r_[True, run[1:] > run[:-1]]
-    yield pa.RecordBatch.from_arrays([pa.array(p[keep]).cast(ts), pa.array(run[keep]).cast(ts)],
+    # the running max at the last row of each instant, kept where it grows: the model's
+    # own reduction of a timeline's raw points
+    tl = Timeline.of(us(t.column(0)), us(t.column(1)))
+    yield pa.RecordBatch.from_arrays([pa.array(tl.times).cast(ts),
+                                      pa.array(tl.values).cast(ts)],
                                      names=[PROCESSING_TIME, EVENT_TIME])
 
 
@@ -213,7 +207,6 @@ def delay_counts(batches):
     with each rounded delay (the model's :func:`~dfsql.model.watermarks.round_delay`)."""
     import pyarrow as pa
 
-    from dfsql.model.watermarks import round_delay
 
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not tables:
@@ -247,7 +240,6 @@ class _PercentileLags:
     def __call__(self, batches):
         import pyarrow as pa
 
-        from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags
 
         tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not tables:
@@ -265,10 +257,9 @@ class _PercentileLags:
 # --------------------------------------------------------------------------- FROM
 
 
-def watermark_table(plan: BlockPlan, wm: c.WatermarkFrom) -> DataFrame:
+def watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom) -> DataFrame:
     """The FROM table's columns, in order: (processing_time, watermark), or with BY
     (writer, processing_time, noted_time); a positioned error names what is missing."""
-    from dfsql.spark.errors import spark_errors
 
     pos = wm.pos
     want = ["processing_time", "watermark"] if wm.writer is None else [
@@ -286,7 +277,7 @@ def watermark_table(plan: BlockPlan, wm: c.WatermarkFrom) -> DataFrame:
     return df.select(*want)
 
 
-def _read_watermark_table(plan: BlockPlan, wm: c.WatermarkFrom):
+def _read_watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom):
     t = watermark_table(plan, wm).toArrow()
     if wm.writer is None:
         return (us(t.column(0)), us(t.column(1))), None
@@ -306,7 +297,6 @@ class Shipped:
     Connect has no broadcast)."""
 
     def __init__(self, spark, value: Any) -> None:
-        from dfsql.session import spark_context
 
         self._bc = None
         self._value = None

@@ -130,13 +130,14 @@ def test_plot_of_figure_14_draws_the_papers_panes(spark, paper_tables, tmp_path)
     -7 -10 +25, -5 -25 +39, 3, -3 +12; the ten input elements and the watermark too."""
     import dfsql
     from dfsql.shell.plot import plot_result
+    from dfsql.spark.planner import block_plans
 
     fig = FIGURES["fig14_sessions_retracting"]
     df = dfsql.sql(fig["query"], spark)
     rows = [tuple(r) for r in df.collect()]
     path = tmp_path / "fig14.png"
     summary = plot_result(df.columns, rows, str(path), "Figure 14",
-                          plan=df._dfsql_plans[-1])
+                          plan=block_plans(df)[-1])
     assert [(p[3], p[4]) for p in summary.panes] == [
         ("5", "ON_TIME"), ("7", "EARLY"), ("10", "EARLY"), ("25", "ON_TIME"),
         ("39", "LATE"), ("3", "EARLY"), ("12", "ON_TIME")]

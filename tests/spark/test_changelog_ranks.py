@@ -1,6 +1,7 @@
-"""The replay ranks a merging changelog's rows (§7) in linear time, trusting a check that
-the model's panes come in (key, emit time, window) order; the plain definition sorts
-every row by §7's tuple. On random inputs, through the fast paths and the state machine,
+"""The model's changelog ranks (:mod:`dfsql.model.changelog`, used by the replay and the
+stream) place a merging changelog's rows (§7) in linear time, trusting a check that the
+model's panes come in (key, emit time, window) order; the plain definition sorts every
+row by §7's tuple. On random inputs, through the fast paths and the state machine,
 both give the same ranks."""
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from hypothesis import strategies as st
 
 from dfsql.model import clauses as c
 from dfsql.model import timeline_for
-from dfsql.model.group_also_by_window import drive
-from dfsql.spark.replay import (
-    _changelog_ranks,
-    _changelog_ranks_by_sort,
-    _nondecreasing,
+from dfsql.model.changelog import (
+    changelog_ranks,
+    changelog_ranks_by_sort,
     emission_place,
+    nondecreasing,
     retraction_place,
 )
+from dfsql.model.group_also_by_window import drive
 
 S = 1_000_000
 EOW = c.EndOfWindow()
@@ -52,8 +53,8 @@ def test_linear_ranks_equal_the_sorted_definition(data, trigger, fast, lateness,
                    allowed_lateness=c.Duration(lateness * S),
                    processing_time=c.Expr("arrival_time"))
     r = drive(k, e, a, cl, timeline_for(cl.watermark, e, a), fast=fast, ordered=False)
-    ranks = _changelog_ranks(r, r.pane_window_start)
-    np.testing.assert_array_equal(ranks, _changelog_ranks_by_sort(r, r.pane_window_start))
+    ranks = changelog_ranks(r, r.pane_window_start)
+    np.testing.assert_array_equal(ranks, changelog_ranks_by_sort(r, r.pane_window_start))
     # every row has its own place
     n_panes, retracted = len(r.pane_key), r.retraction_pane
     places = np.concatenate([emission_place(ranks), retraction_place(ranks[retracted])])
@@ -62,7 +63,7 @@ def test_linear_ranks_equal_the_sorted_definition(data, trigger, fast, lateness,
 
 def test_nondecreasing_is_lexicographic() -> None:
     a = np.array([0, 0, 1, 1])
-    assert _nondecreasing(a, np.array([5, 6, 0, 1]))
-    assert not _nondecreasing(a, np.array([5, 4, 0, 1]))
-    assert _nondecreasing(np.array([0, 1]), np.array([9, 0]))  # decided by the first column
-    assert not _nondecreasing(np.array([1, 0]), np.array([0, 9]))
+    assert nondecreasing(a, np.array([5, 6, 0, 1]))
+    assert not nondecreasing(a, np.array([5, 4, 0, 1]))
+    assert nondecreasing(np.array([0, 1]), np.array([9, 0]))  # decided by the first column
+    assert not nondecreasing(np.array([1, 0]), np.array([0, 9]))

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F  # noqa: N812
 
 import dfsql
 from dfsql.language.reference import run
+from dfsql.spark.planner import planned_of
 
 T0 = datetime(2024, 1, 1)
 
@@ -60,6 +61,6 @@ def test_windows_of_one_key_run_in_every_task(spark, hot, kind, keyed) -> None:
                   for r in run(ROWS, text, aggregate=sum))
     assert got == want and len(got) > 30
     # the driver's work was spread: more than one task emitted panes
-    (plan,) = df._dfsql_plans
-    tasks = plan.emitted.select(F.spark_partition_id().alias("p")).distinct().count()
+    (block,) = planned_of(df).blocks
+    tasks = block.replay.emitted.select(F.spark_partition_id().alias("p")).distinct().count()
     assert tasks > 1

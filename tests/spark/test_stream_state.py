@@ -73,7 +73,7 @@ def _run(events: pd.DataFrame, cuts: list[int], buckets: int = 3):
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         part = events.iloc[a:b].assign(**{S.BUCKET: bucket.iloc[a:b]})
         table = pa.Table.from_pandas(part, preserve_index=False)
-        packed = pa.Table.from_batches(list(S._Packer(buckets)(table.to_batches()))).to_pandas()
+        packed = pa.Table.from_batches(list(S.Packer(buckets)(table.to_batches()))).to_pandas()
         for i, group in packed.groupby(S.BUCKET):
             rows += [o for o in procs[i].handleInputRows((i,), iter([group]))]
         retained.append(sum(len(p._load()[0]) if p._load()[0] is not None else 0

@@ -1,0 +1,538 @@
+"""One windowed block of a statement, planned: input stage → windows and panes →
+aggregates → output stage (the statement's blocks: :mod:`dfsql.spark.planner`).
+
+1. the **input stage** (Spark SQL from the rewrite) projects keys, event time,
+   processing time and the columns the aggregates read;
+2. windows and panes are decided — natively by Spark where the semantics allow it (a
+   batch input fires exactly one ON_TIME, last pane per key and window whatever the
+   trigger, so it *is* ``GROUP BY window()`` / ``session_window()``), otherwise by the
+   Dataflow model's driver over Arrow batches (:mod:`dfsql.spark.replay`), or on a
+   stream by :mod:`dfsql.spark.streaming`;
+3. Spark computes every aggregate;
+4. the **output stage** applies the SELECT expressions, HAVING, ORDER BY and LIMIT.
+
+:meth:`BlockPlan.result` returns a :class:`PlannedBlock`, a value: the block's result
+with what its replay or stream computed beside it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
+from dfsql.language.rewrite import (
+    EVENT_TIME,
+    LATE_ROW,
+    PANES_TABLE,
+    PROCESSING_TIME,
+    SORT_COLUMNS,
+    Stages,
+    rewrite,
+)
+from dfsql.language.scan import Source
+from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
+from dfsql.model import clauses as c
+from dfsql.spark.errors import map_spark_error, spark_errors
+from dfsql.spark.ordering import in_emit_order, shuffle_partitions
+from dfsql.spark.plan_types import Replayed, StreamPlan
+from dfsql.spark.replay import KIND_DROPPED, replay_panes
+from dfsql.spark.streaming import (
+    NATIVE_CONF,
+    ROCKSDB,
+    check_streamable,
+    native_panes,
+    runs_natively,
+    stream_panes,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_counter = itertools.count()
+
+
+def new_uid() -> str:
+    """A suffix unique to one statement's temp view names."""
+    return f"{next(_counter)}"
+
+_PANE_COLS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
+              "is_retraction")
+
+
+def interval(d: c.Duration) -> str:
+    """A Spark interval string for a duration (exact, in microseconds)."""
+    return f"{d.micros} microseconds"
+
+
+class BlockPlan:
+    """Everything needed to run one windowed block; results are lazy DataFrames."""
+
+    def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
+                 registry: dict) -> None:
+        self.stmt = stmt
+        self.spark = spark
+        self.uid = uid
+        self.src: Source = stmt.source
+        self.registry = registry
+        block = with_registered_defaults(block, registry)
+        self.block = block
+        self.clauses = block.clauses
+        self.stages: Stages = rewrite(block, self.src, signed=reads_changelog(stmt, block))
+        #: the temp views this plan registered (dropped once the statement is planned)
+        self.views: list[str] = []
+        self._input: DataFrame | None = None
+
+    def temp_view(self, df: DataFrame, name: str) -> None:
+        """Register ``df`` as a temp view that only this statement's SQL reads: it is
+        dropped once the statement is planned (a DataFrame is analysed when created, so
+        the result keeps the view's plan, not its name)."""
+        df.createOrReplaceTempView(name)
+        self.views.append(name)
+
+    def name(self, base: str) -> str:
+        return f"{base}_{self.uid}"
+
+    def sql_of(self, text: str) -> str:
+        """Stage SQL with this statement's unique view names."""
+        return re.sub(r"__dfsql_w(\d+)\b", lambda m: f"__dfsql_{self.uid}_w{m.group(1)}", text)
+
+    # ------------------------------------------------------------------ validation
+    def _where(self, pos: c.Pos | None):
+        return (pos.line, pos.column) if pos is not None and pos.line else (None, None)
+
+    def _map_fragment(self, exc: BaseException) -> DfsqlError | None:
+        """Map a Spark error on a generated stage back to the user's text by its fragment."""
+        mapped = map_spark_error(exc, None)
+        if mapped is None:
+            return None
+        frag = None
+        for ctx in getattr(exc, "getQueryContext", list)():
+            frag = ctx.fragment()
+            break
+        m = re.search(r"`([^`]+)`", mapped.message)
+        needles = [f for f in (frag, m.group(1) if m else None) if f]
+        text = self.src.text
+        for needle in needles:
+            needle = re.sub(r"__dfsql_\w+_w(\d+)", lambda mm: PLACEHOLDER.format(mm.group(1)),
+                            needle)
+            k = text.find(needle, self.block.span[0])
+            if k < 0:
+                k = text.lower().find(needle.lower(), self.block.span[0])
+            if k >= 0:
+                p = self.src.pos(k)
+                return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
+        p = self.src.pos(self.block.span[0])
+        return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
+
+    def analyse_original(self) -> list[str] | None:
+        """Analyse the user's SELECT (extension region blanked) with Spark.
+
+        Its offsets are the user's, so unknown tables and columns are reported exactly
+        where they were written; its schema gives Spark's own output column names.
+        """
+        from pyspark.errors import PySparkException
+
+        sql = self.sql_of(self.block.sql)
+        try:
+            df = self.spark.sql(sql)
+            return list(df.columns)
+        except PySparkException as exc:
+            if _unresolved_pane_column(exc):
+                return None  # the SELECT names window columns that only exist after windowing
+            mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def input_df(self) -> DataFrame:
+        """The input stage, checked; analysed once per plan (every path reads it, and
+        :meth:`is_streaming` before them)."""
+        if self._input is None:
+            self._input = self._checked_input()
+        return self._input
+
+    def _checked_input(self) -> DataFrame:
+        from pyspark.errors import PySparkException
+
+        sql = self.sql_of(self.stages.input_sql)
+        try:
+            df = self.spark.sql(sql)
+            schema = df.schema
+        except PySparkException as exc:
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
+        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+        if EVENT_TIME in df.columns:
+            t = schema[EVENT_TIME].dataType
+            if not isinstance(t, TimestampType | TimestampNTZType | DateType):
+                line, col = self._where(self.clauses.on.pos if self.clauses.on else None)
+                raise AnalysisError(
+                    f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
+                    f"{t.simpleString()}", line, col,
+                    f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
+            if isinstance(t, DateType):
+                # midnight of the session time zone, as Spark's window() reads a DATE
+                from pyspark.sql import functions as F  # noqa: N812
+
+                df = df.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp"))
+        if PROCESSING_TIME in df.columns:
+            t = schema[PROCESSING_TIME].dataType
+            if not isinstance(t, TimestampType | TimestampNTZType):
+                pt = self.clauses.processing_time
+                line, col = self._where(pt.pos if pt else None)
+                raise AnalysisError(
+                    f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
+                    line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
+        return df
+
+    def is_streaming(self) -> bool:
+        """Whether the block reads a streaming source (its input stage is a stream)."""
+        return self.input_df().isStreaming
+
+    def check_clauses(self) -> None:
+        cl = self.clauses
+        if isinstance(cl.watermark, c.WatermarkPerfect) and cl.processing_time is None:
+            line, col = self._where(cl.watermark.pos)
+            raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
+                                 "the perfect watermark looks ahead in a replayed table")
+        if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
+            line, col = self._where(cl.window.pos)
+            raise AnalysisError("ON <event time> is required for this window", line, col,
+                                "write e.g. ON event_time after the window, or register the "
+                                "source with dfsql.register(name, df, event_time=...)")
+
+    # ------------------------------------------------------------------ execution
+    def batch_panes(self) -> DataFrame:
+        """A batch input: every key and window gets one ON_TIME, last pane — natively."""
+        inp = self.name("__dfsql_in")
+        self.temp_view(self.input_df(), inp)
+        with spark_errors(None):
+            return self.spark.sql(self.batch_panes_sql(inp))
+
+    def batch_panes_sql(self, inp: str, stream: bool = False) -> str:
+        """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``;
+        with ``stream``, Spark's streaming aggregation in append mode (a watermarked
+        streaming input, on the engine's clock: see :func:`dfsql.spark.streaming.native_panes`)."""
+        keys = list(self.stages.key_columns)
+        w = self.clauses.window
+        if isinstance(w, c.GlobalWindows):
+            win_expr = None
+            start = end = "CAST(NULL AS TIMESTAMP)"
+        elif isinstance(w, c.FixedWindows):
+            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.size)}', "
+                        f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SlidingWindows):
+            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
+                        f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SessionWindows) and w.gap.micros == 1:
+            # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
+            win_expr = f"window({EVENT_TIME}, '1 microseconds')"
+        elif isinstance(w, c.SessionWindows):
+            # Windows are half-open (LANGUAGE.md §3): [t1, t1+gap) and [t2, t2+gap) merge
+            # iff t2 < t1 + gap. Spark's session_window merges iff t2 <= t1 + its gap,
+            # so it runs with 1 µs less and 1 µs is added back to the end.
+            win_expr = f"session_window({EVENT_TIME}, '{w.gap.micros - 1} microseconds')"
+        else:  # pragma: no cover - the grammar has no other window
+            raise AssertionError(w)
+        if win_expr is not None:
+            # Spark names the grouping column after the function: window / session_window.
+            wcol = win_expr.split("(")[0]
+            start, end = f"{wcol}.start", f"{wcol}.end"
+            if wcol == "session_window":
+                end = f"{end} + INTERVAL 1 MICROSECOND"
+        group = keys + ([win_expr] if win_expr else [])
+        select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
+        select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
+        # a stream's pane is emitted by the micro-batch whose watermark passes the window's
+        # end: its processing time is that batch's timestamp (current_timestamp() is the
+        # batch's, kept in the offset log, so a batch replayed after a crash gets the same)
+        emit = "current_timestamp()" if stream else "CAST(NULL AS TIMESTAMP)"
+        select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
+                   "true AS is_last", f"{emit} AS emit_time", "false AS is_retraction"]
+        if stream:
+            select.append(f"CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]}")
+        # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
+        where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in self._input_columns() else ""
+        group_sql = f" GROUP BY {', '.join(group)}" if group else ""
+        sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
+        if isinstance(w, c.SessionWindows) and not stream:
+            # The output stage's ORDER BY (LANGUAGE.md §7) is a range exchange, whose
+            # sampling job recomputes the stage below it: here the sort, MergingSessions and
+            # aggregate over every element, which would then run twice. Shuffling the (much
+            # smaller) panes first makes the sampler read that shuffle instead. (FIXED and
+            # SLIDING: the stage is a final hash aggregate, cheaper to recompute than another
+            # shuffle.) Hash on more than exactly the keys, or Spark drops the repartition
+            # as already satisfied by the aggregate's own partitioning.
+            # It also keeps Spark's RemoveRedundantAggregates away from the session
+            # aggregate: under an aggregate on its grouping columns only (SELECT DISTINCT
+            # key ...), Spark 4 drops it and returns one "session" per element.
+            sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
+                   f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
+        return sql
+
+    def _input_columns(self) -> tuple[str, ...]:
+        """The input stage's column names, as the rewrite projects them (no Spark call)."""
+        cols = [*self.stages.key_columns]
+        if self.clauses.on is not None:
+            cols.append(EVENT_TIME)
+        return tuple(cols)
+
+    def null_time_rows_sql(self, inp: str) -> str:
+        """The batch path's dropped elements — the rows whose event time is NULL — as
+        the replay's LATE ROWS INTO rows (no arrival time, no watermark: a batch input
+        arrives all at once, before the watermark leaves -inf)."""
+        keys = [f"`{k}` AS key_{i}" for i, k in enumerate(self.stages.key_columns)]
+        return (f"SELECT {', '.join([*keys, f'{EVENT_TIME} AS event_time'])}, "
+                "CAST(NULL AS TIMESTAMP) AS arrival_time, 'null event time' AS reason, "
+                f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
+                f"WHERE {EVENT_TIME} IS NULL")
+
+    def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
+        """The output stage over the panes: the temp view, or else the given subquery;
+        without its default ORDER BY when not ``ordered`` (the stage must have one)."""
+        view = self.name(PANES_TABLE)
+        stage_sql = self.stages.output_sql if ordered else self.stages.output_sql_unordered
+        assert stage_sql is not None
+        out_sql = stage_sql.replace(PANES_TABLE, view)
+        if panes_sql is not None:
+            out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
+        from pyspark.errors import PySparkException
+
+        try:
+            return self.spark.sql(out_sql)
+        except PySparkException as exc:
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def _batch_result(self) -> DataFrame:
+        """A batch block as one statement: input, panes and output stages as subqueries.
+
+        The same SQL as the step-by-step path, without analysing each stage again for a
+        temp view (planning time is a fair share of a small batch query's). Any failure
+        is reported by the step-by-step path, so errors stay exactly what they were."""
+        from pyspark.errors import PySparkException
+
+        self.input_df()  # checks the ON / PROCESSING TIME types
+        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+        try:
+            return self._output_df(self.batch_panes_sql(inp))
+        except (PySparkException, DfsqlError):  # report it as the step-by-step path does
+            self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
+            return self._output_df()
+
+    def result(self, ordered: bool = True) -> tuple[DataFrame, PlannedBlock]:
+        """The block's result; without §7's default order when not ``ordered`` (a result
+        that only feeds another windowed query's aggregation, where order is lost), and what
+        planning it computed beside."""
+        self.check_clauses()
+        names = self.analyse_original()
+        if self.is_streaming():
+            return self._stream_result(names)
+        if self.clauses.processing_time is None:
+            df = self._batch_result()
+            if self.clauses.late_rows_into:
+                self._batch_late_rows().createOrReplaceTempView(self.clauses.late_rows_into)
+            return self._with_original_names(df, names), PlannedBlock(self)
+        replayed = replay_panes(self)
+        self.temp_view(replayed.panes, self.name(PANES_TABLE))
+        order_by = self.stages.default_order_by
+        if order_by is not None and not ordered:
+            df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
+        elif order_by is not None and replayed.emit_range is not None:
+            # §7's order, partitioned by slices of the known emit-time range instead
+            # of a sampled range exchange (see dfsql.spark.ordering)
+            df = self._output_df(ordered=False)
+            if _is_timestamp(df, "emit_time"):
+                df = in_emit_order(df, order_by, *replayed.emit_range,
+                                   shuffle_partitions(self.spark)).drop(*SORT_COLUMNS)
+            else:  # the SELECT list named another column emit_time
+                df = self._output_df()
+        else:
+            df = self._output_df()
+        return self._with_original_names(df, names), PlannedBlock(self, replay=replayed)
+
+    def _batch_late_rows(self) -> DataFrame:
+        """LATE ROWS INTO of a batch block: its elements without an event time."""
+        if EVENT_TIME in self._input_columns():
+            inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+            late = self.spark.sql(self.null_time_rows_sql(inp))
+            return late.withColumn("event_time", late["event_time"].cast("timestamp"))
+        return self.spark.sql(  # nothing can be dropped: GLOBAL without ON
+            "SELECT CAST(NULL AS TIMESTAMP) AS event_time, CAST(NULL AS TIMESTAMP) "
+            "AS arrival_time, CAST(NULL AS STRING) AS reason, CAST(NULL AS "
+            "TIMESTAMP) AS watermark_at_arrival WHERE false")
+
+    def _with_original_names(self, df: DataFrame, names: list[str] | None,
+                             hidden: tuple[str, ...] = ()) -> DataFrame:
+        """The output columns under the names the user's query gives them (Spark's own
+        analysis of the original text), the ``hidden`` columns after them kept as they are."""
+        if names is None:
+            return df
+        wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
+        visible = [n for n in df.columns if n not in hidden]
+        if len(wanted) == len(visible) and wanted != visible:
+            df = df.toDF(*wanted, *[h for h in hidden if h in df.columns])
+        return df
+
+    def _stream_result(self, names: list[str] | None) -> tuple[DataFrame, PlannedBlock]:
+        """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
+        through the output stage, each micro-batch's rows in no order (a streaming
+        DataFrame cannot be sorted); its :class:`StreamPlan` keeps the hidden sort columns
+        and the state store the query needs (the session's is left as it is)."""
+        cl = self.clauses
+        native = runs_natively(cl) and self.spark.conf.get(NATIVE_CONF, "true") != "false"
+        if cl.processing_time is None or cl.late_rows_into:
+            # the engine's clock is still a changelog; dropped rows ride with the panes
+            self.stages = rewrite(self.block, self.src, changelog=cl.processing_time is None,
+                                  late_rows=bool(cl.late_rows_into),
+                                  signed=reads_changelog(self.stmt, self.block))
+        check_streamable(self)
+        with spark_errors(self.src):
+            if native:
+                panes = native_panes(self)
+            else:
+                panes = stream_panes(self, self.input_df())
+        self.temp_view(panes, self.name(PANES_TABLE))
+        late = cl.late_rows_into
+        hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
+        df = self._with_original_names(self._output_df(ordered=False), names, hidden)
+        # transformWithState runs only on RocksDB: the stream starts on it (dfsql.start)
+        stream = StreamPlan(df, self.stages.default_order_by, late,
+                            None if native else ROCKSDB)
+        if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
+            df = df.where(f"{LATE_ROW} IS NULL")
+        return df.drop(*hidden), PlannedBlock(self, stream=stream)
+
+    def null_time_count(self) -> int:
+        """How many elements have no event time (what a batch block drops)."""
+        if EVENT_TIME not in self._input_columns():
+            return 0
+        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+        return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
+
+
+@dataclass(frozen=True)
+class PlannedBlock:
+    """A planned block: its plan, and what its replay or stream computed (not its result,
+    which :func:`dfsql.spark.planner.remember` keys weakly)."""
+
+    plan: BlockPlan
+    replay: Replayed | None = None
+    stream: StreamPlan | None = None
+
+    def dropped_count(self) -> int:
+        """How many elements this block dropped as too late (0 for a batch input)."""
+        if self.plan.clauses.processing_time is None:
+            return self.plan.null_time_count()
+        r = self.replay
+        if r is None:
+            return 0
+        counts = r.dropped_by_partition.value if r.dropped_by_partition else {}
+        if len(counts) >= r.driver_partitions:
+            return sum(counts.values())  # what the query's run counted
+        # the query has not run (in full) yet: run the driver once, which fills the count
+        return r.emitted.where(f"__kind = {KIND_DROPPED}").count()
+
+
+def _unresolved_pane_column(exc: BaseException) -> bool:
+    """True when Spark's error is that a pane column (window_start, emit_time …) is not
+    a column of the user's FROM: those exist only after windowing. Any other error,
+    even one whose message or query text mentions a pane column, is the user's."""
+    cond = getattr(exc, "getCondition", lambda: None)() or ""
+    if not cond.startswith("UNRESOLVED_COLUMN"):
+        return False
+    params = getattr(exc, "getMessageParameters", dict)() or {}
+    name = params.get("objectName", "").split(".")[-1].strip("`").lower()
+    return name in _PANE_COLS
+
+
+def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
+    """The tables the block's SELECT reads directly — its FROM relation and joins, not
+    subqueries — as (table name, the name its columns are qualified with)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        tree = sqlglot.parse_one(block.sql, read="spark")
+    except ParseError:  # reported by the rewrite
+        return []
+    if isinstance(tree, exp.Subquery):
+        tree = tree.this
+    if not isinstance(tree, exp.Select):
+        return []
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
+    out = []
+    for rel in relations:
+        table = rel.this if rel is not None else None
+        if isinstance(table, exp.Table) and not table.args.get("db") and \
+                table.name.lower() not in ctes:
+            out.append((table.name, table.alias_or_name))
+    return out
+
+
+def with_registered_defaults(block: WindowedBlock, registry: dict) -> WindowedBlock:
+    """The block with the defaults of its registered source (dfsql.register) for each of
+    ON, PROCESSING TIME and WATERMARK that it leaves out. A default's column names are
+    qualified by the source's name in the FROM clause, so a join stays unambiguous; it
+    is positioned at the WINDOW clause, whose defaults it fills in."""
+    import dataclasses
+
+    import sqlglot
+    from sqlglot import exp
+
+    cl = block.clauses
+    if not registry or (cl.on is not None and cl.processing_time is not None
+                        and cl.watermark_given):
+        return block
+    changes: dict = {}
+    for table, qualifier in source_relations(block):
+        reg = registry.get(table.lower())
+        if reg is None:
+            continue
+
+        def qualified(expr: str, qualifier: str = qualifier) -> c.Expr:
+            node = sqlglot.parse_one(expr, read="spark").transform(
+                lambda n: exp.column(n.name, table=qualifier, quoted=True)
+                if isinstance(n, exp.Column) and not n.table else n)
+            return c.Expr(node.sql("spark"), cl.pos)
+
+        if cl.on is None and "on" not in changes and reg.event_time:
+            changes["on"] = qualified(reg.event_time)
+        if cl.processing_time is None and "processing_time" not in changes \
+                and reg.processing_time:
+            changes["processing_time"] = qualified(reg.processing_time)
+        if not cl.watermark_given and "watermark" not in changes and reg.watermark is not None:
+            changes["watermark"] = dataclasses.replace(reg.watermark, pos=cl.pos)
+    if not changes:
+        return block
+    return dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes))
+
+
+def _is_timestamp(df: DataFrame, name: str) -> bool:
+    from pyspark.sql.types import TimestampType
+
+    fields = [f for f in df.schema.fields if f.name.lower() == name]
+    return len(fields) == 1 and isinstance(fields[0].dataType, TimestampType)
+
+
+def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
+    """Whether ``block`` replays (PROCESSING TIME) an ACCUMULATING AND RETRACTING result of
+    the statement as a changelog: every pane and retraction is an element at its
+    emit_time, and the block's aggregates subtract the retractions (LANGUAGE.md §6). A
+    batch block reads that result with its retractions cancelled in advance
+    (:func:`net_changelog`), which gives the same final values in one pane."""
+    return block.clauses.processing_time is not None and any(
+        stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+        for i in block.inner)
+
+

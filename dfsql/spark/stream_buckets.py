@@ -1,0 +1,511 @@
+"""The bucket processor: GroupAlsoByWindow for one bucket of user keys in
+``transformWithStateInPandas`` (planned by :mod:`dfsql.spark.streaming`, fed by
+:mod:`dfsql.spark.stream_packing`).
+
+A bucket's state is one ValueState holding Arrow IPC blobs: the elements of its keys'
+live windows, and the watermark's change points. Each call adds a micro-batch's
+elements and points, re-runs the model (:func:`~dfsql.model.group_also_by_window.drive`)
+over the retained elements up to the new frontier, emits exactly the panes and
+retractions whose emit time lies between the previous frontier and the new one (their
+aggregates and §7 places from :mod:`dfsql.model.changelog`), and keeps only what a later
+run needs (see :mod:`dfsql.spark.streaming` for the clocks and the bounds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfsql.language.names import SORT_COLUMNS
+from dfsql.model import clauses as c
+from dfsql.model.changelog import (
+    changelog_ranks,
+    element_panes,
+    emission_place,
+    retraction_place,
+)
+from dfsql.model.group_also_by_window import drive
+from dfsql.model.watermarks import (
+    DelayHistogram,
+    Timeline,
+    delay_timeline,
+    percentile_lags,
+    writers_timeline,
+)
+from dfsql.model.windows import NULL_EVENT_TIME, segmented_cummax
+from dfsql.spark.replay import TIMING
+from dfsql.spark.stream_packing import (
+    AT,
+    BLOB,
+    ET,
+    KIND,
+    KIND_ELEMENT,
+    KIND_MARKS,
+    KIND_POINT,
+    MARKS_NONE,
+    MARKS_WRITERS,
+    N_ROWS,
+    NEG,
+    POS,
+    VALUE,
+    WRITER,
+    change_points,
+    from_ipc,
+    to_ipc,
+)
+from dfsql.spark.timelines import count_pairs
+
+#: the pane_timing of the row each bucket call adds for the metrics (filtered out)
+STATS = "__stats"
+#: the pane_timing of a dropped element's row (LATE ROWS INTO)
+LATE = "__late"
+
+
+try:  # the processor's base class (PySpark's state API needs protobuf and grpcio)
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor as _Base
+except ImportError:  # pragma: no cover
+    _Base = object  # type: ignore[assignment,misc]
+
+
+class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
+    """GroupAlsoByWindow for one bucket of user keys (see the module doc)."""
+
+    def __init__(self, clauses: c.Clauses, keys: list[str], payload: list[str],
+                 aggs: list[tuple[str, str, str | None]], out_names: list[str],
+                 static_timeline=None, marks: int = MARKS_NONE) -> None:
+        self.engine = clauses.processing_time is None  # the engine's clock
+        if self.engine:  # to the model, the batch timestamps are the processing time
+            import dataclasses
+
+            clauses = dataclasses.replace(clauses, processing_time=c.Expr("current_timestamp()"))
+        self.clauses = clauses
+        self.static_timeline = static_timeline  # WATERMARK FROM a bounded table
+        self.marks = marks  # WATERMARK FROM a stream (of marks, or of writers' notes)
+        self._notes = None  # the writers' notes a run needs (MARKS_WRITERS)
+        # PERCENTILE: the timeline's lags beside its change points, the histogram of
+        # the delays of complete instants, and the counts at the frontier's instant
+        self.percentile = isinstance(clauses.watermark, c.WatermarkPercentile)
+        self._lags = np.empty(0, np.int64)
+        self._delays = None
+        self.keys = keys
+        self.payload = payload
+        self.aggs = aggs
+        self.out_names = out_names
+
+    def init(self, handle) -> None:
+        from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+        schema = StructType([StructField("elements", BinaryType()),
+                             StructField("points", BinaryType()),
+                             StructField("frontier", LongType()),
+                             StructField("notes", BinaryType()),
+                             StructField("pending", LongType()),
+                             StructField("timer", LongType()),
+                             StructField("delays", BinaryType())])
+        self.handle = handle
+        self.state = handle.getValueState("bucket", schema)
+
+    def close(self) -> None:
+        pass
+
+    def handleInputRows(self, key, rows, timerValues=None):  # noqa: N802 (Spark's name)
+        import pandas as pd
+        import pyarrow as pa
+
+        elem_tables, point_tables, note_tables = [], [], []
+        by_kind = {KIND_ELEMENT: elem_tables, KIND_POINT: point_tables, KIND_MARKS: note_tables}
+        for frame in rows:
+            kinds = frame[KIND].to_numpy()
+            for kind, blob in zip(kinds.tolist(), frame[BLOB].tolist(), strict=True):
+                by_kind[kind].append(from_ipc(blob))
+        if not elem_tables and not point_tables:
+            return
+        pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
+            pd.DataFrame({AT: [], VALUE: []})
+        fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
+        yield from self._step(fresh, pts, note_tables, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo=None):  # noqa: N802
+        """The engine's clock: a micro-batch without rows for this bucket is still an
+        instant (its timestamp), at which the watermark moves and triggers fire."""
+        import pandas as pd
+
+        now = int(timerValues.getCurrentProcessingTimeInMs()) * 1000
+        yield from self._step(None, pd.DataFrame({AT: [now], VALUE: [None]}), [],
+                              timerValues)
+
+    def _step(self, fresh, pts, note_tables, timer_values=None):
+        """Add a micro-batch's elements, points and notes to the bucket's state; run the
+        model up to the new frontier; yield the rows emitted before it and the metrics."""
+        import pandas as pd
+        import pyarrow as pa
+
+        old_elems, old_t, old_v, frontier, notes, pending, timer = self._load()
+        if note_tables:  # the writers' notes so far (FROM a stream BY writer)
+            self._notes = pa.concat_tables([*([notes] if notes is not None else []),
+                                            *note_tables])
+        else:
+            self._notes = notes
+        if fresh is not None and frontier != NEG:  # rows come in arrival order: one
+            # behind the frontier arrives now
+            fresh = fresh.assign(**{AT: np.maximum(fresh[AT].to_numpy(np.int64), frontier)})
+        parts = [f for f in (old_elems, fresh) if f is not None]
+        elems = pd.concat(parts, ignore_index=True) if len(parts) > 1 else \
+            (parts[0] if parts else pd.DataFrame())
+        has_v = pts[VALUE].notna().to_numpy()
+        t_new = pts[AT].to_numpy()[has_v].astype(np.int64)
+        v_new = pts[VALUE].to_numpy()[has_v].astype(np.int64)
+        latest = int(pts[AT].max()) if len(pts) else NEG
+        if self.percentile:  # the points are delays: they extend the rising timeline
+            n_new = pts[N_ROWS].to_numpy()[has_v].astype(np.int64) if N_ROWS in pts else \
+                np.ones(len(t_new), np.int64)
+            old_t, old_v = self._extend_percentile(old_t, old_v, t_new, v_new, n_new,
+                                                   frontier, max(frontier, latest))
+            t_new = v_new = t_new[:0]
+        if self.engine and latest != NEG:
+            # the engine's clock: the batch is the instant `latest`, complete once it
+            # runs; the watermark there is Spark's (the batches before it), and this
+            # batch's largest event time moves it at the next instant
+            now = latest
+            latest = now + 1
+            t_new, v_new, seen = (np.array([now], np.int64), np.array([pending], np.int64),
+                                  max([pending, *v_new.tolist()]))
+            if pending == NEG or now < frontier:
+                t_new, v_new = t_new[:0], v_new[:0]
+            pending = seen
+        t_all, v_all = np.r_[old_t, t_new], np.r_[old_v, v_new]
+        new_frontier = max(frontier, latest)
+        out = None
+        self._dropped = 0
+        self._watermark = NEG
+        if new_frontier > frontier and len(elems):
+            out, elems, t_all, v_all = self._advance(elems, t_all, v_all, frontier,
+                                                     new_frontier)
+        elif not len(elems):  # nothing retained: only the watermark's present matters
+            t_all, v_all = self._fold(t_all, v_all, new_frontier)
+        spark_wm = int(timer_values.getCurrentWatermarkInMs()) if timer_values else -1
+        if self.engine and len(elems) and timer <= max(spark_wm, 0):
+            # run again when Spark's watermark next moves (Spark runs a batch for it,
+            # rows or not): an event-time timer just past the current watermark
+            timer = max(spark_wm, 0) + 1
+            self.handle.registerTimer(timer)
+        self._save(elems, t_all, v_all, new_frontier, pending, timer)
+        if out is not None and len(out):
+            yield out
+        yield self._stats(0 if fresh is None else len(fresh), len(elems))
+
+    def _stats(self, arrived: int, retained: int):
+        """The call's figures for the query's progress (see :data:`STATS`), as one row
+        of the output's schema: elements arrived, retained and dropped as late, and the
+        watermark at the new frontier."""
+        import pandas as pd
+
+        row = {n: [None] for n in self.out_names}
+        row.update(window_start=[retained], window_end=[self._dropped], pane_index=[arrived],
+                   pane_timing=[STATS],
+                   emit_time=[None if self._watermark == NEG else self._watermark])
+        row[SORT_COLUMNS[0]] = [0]
+        return pd.DataFrame(row, columns=self.out_names)
+
+    # ------------------------------------------------------------------ state
+    def _load(self):
+        """(retained elements, watermark change points, frontier, writers' notes, the
+        engine clock's pending maximum, timer) of the bucket; PERCENTILE's lags and
+        delays into ``_lags`` and ``_delays``."""
+        self._lags, self._delays = np.empty(0, np.int64), None
+        if not self.state.exists():
+            return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
+        elements, points, frontier, notes, pending, timer, delays = self.state.get()
+        elems = from_ipc(elements).to_pandas() if elements else None
+        t = v = np.empty(0, np.int64)
+        if points:
+            p = from_ipc(points)
+            t, v = p.column(0).to_numpy(), p.column(1).to_numpy()
+            if p.num_columns > 2:
+                self._lags = p.column(2).to_numpy().astype(np.int64)
+        if delays:
+            d = from_ipc(delays)
+            self._delays = tuple(d.column(i).to_numpy().astype(np.int64) for i in range(3))
+        notes = from_ipc(notes) if notes else None
+        return (elems, t.astype(np.int64), v.astype(np.int64), int(frontier), notes,
+                int(pending), int(timer))
+
+    def _save(self, elems, t, v, frontier: int, pending: int, timer: int) -> None:
+        import pyarrow as pa
+
+        e = to_ipc(pa.Table.from_pandas(elems, preserve_index=False)) if len(elems) else b""
+        cols = {"t": pa.array(t, pa.int64()), "v": pa.array(v, pa.int64())}
+        if self.percentile:
+            cols["lag"] = pa.array(self._lags, pa.int64())
+        p = to_ipc(pa.table(cols))
+        notes = to_ipc(self._notes) if self._notes is not None and self._notes.num_rows else None
+        delays = None
+        if self._delays is not None:
+            delays = to_ipc(pa.table(dict(zip("tdn", (pa.array(x, pa.int64())
+                                                   for x in self._delays), strict=True))))
+        self.state.update((e, p, int(frontier), notes, int(pending), int(timer), delays))
+
+    # ------------------------------------------------------------------ PERCENTILE
+    def _extend_percentile(self, t_old, v_old, at, delays, counts, frontier: int,
+                           new_frontier: int):
+        """Add a micro-batch's delay counts; every instant before the new frontier is
+        complete, so its percentile lag joins the rising timeline (the model's
+        :func:`~dfsql.model.watermarks.percentile_lags` over the bucket's histogram, which
+        holds the delays of all complete instants); counts at the frontier's own instant
+        wait. Returns the timeline's change points (its lags in ``_lags``)."""
+
+        q = self.clauses.watermark
+        at = np.maximum(at, frontier)  # a row behind the frontier arrives now
+        hist = DelayHistogram.empty()
+        if self._delays is not None:
+            dt, dd, dn = self._delays
+            held = dt == NEG
+            hist = DelayHistogram(dd[held], dn[held])
+            at, delays, counts = (np.r_[dt[~held], at], np.r_[dd[~held], delays],
+                                  np.r_[dn[~held], counts])
+        done = at < new_frontier
+        a, d, n = count_pairs(at[done], delays[done], counts[done])
+        times, lags, hist = percentile_lags(hist, a, d, n, q.percentile, q.delay.micros)
+        if len(times):
+            start = int(v_old[0]) if len(v_old) else NEG
+            tl = Timeline.rising(np.r_[t_old, times], np.r_[self._lags, lags], start=start)
+            t_old, v_old, self._lags = tl.times, tl.values, tl.lags
+        keep = hist.counts > 0
+        wait = ~done
+        self._delays = (np.r_[np.full(int(keep.sum()), NEG, np.int64), at[wait]],
+                        np.r_[hist.values[keep], delays[wait]],
+                        np.r_[hist.counts[keep], counts[wait]])
+        return t_old, v_old
+
+    def _timeline(self, t_all, v_all):
+        """The watermark over processing time from the bucket's points."""
+
+        cl = self.clauses
+        if self.static_timeline is not None:
+            return self.static_timeline
+        if self.marks == MARKS_WRITERS:
+            return self._writers_timeline()
+        if self.percentile:
+            return Timeline(t_all, v_all, self._lags)
+        # DELAY: the elements' running max; FROM a stream: the marks' (no delay)
+        delay = cl.watermark.delay.micros if isinstance(cl.watermark, c.WatermarkDelay) else 0
+        return delay_timeline(v_all, t_all, delay)
+
+    def _fold(self, t_all, v_all, oldest: int):
+        """Forget the watermark's history before ``oldest`` (the oldest retained
+        arrival): change points fold into the one then in force, writers' notes into each
+        writer's last."""
+        if not self.percentile:
+            t_all, v_all = change_points(t_all, v_all)
+        i = _fold_start(t_all, oldest)
+        if self.percentile:
+            self._lags = self._lags[i:]
+        if self._notes is not None:
+            self._notes = _fold_notes(self._notes, oldest)
+        return t_all[i:], v_all[i:]
+
+    # ------------------------------------------------------------------ the run
+    def _advance(self, elems, t_all, v_all, lo: int, hi: int):
+        """Run the model over the retained elements; the rows emitted in [lo, hi); what
+        stays retained."""
+        import pandas as pd
+
+
+        cl = self.clauses
+        if not self.percentile:
+            t_all, v_all = change_points(t_all, v_all)
+        timeline = self._timeline(t_all, v_all)
+        if self.keys:
+            key_ids = elems.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy()
+        else:
+            key_ids = np.zeros(len(elems), np.int64)
+        at = elems[AT].to_numpy(np.int64)
+        o = np.lexsort((at, key_ids))
+        elems = elems.iloc[o].reset_index(drop=True)
+        # dense ids in key order, as the driver wants
+        kid = key_ids[o]
+        dense = np.r_[0, np.cumsum(kid[1:] != kid[:-1])].astype(np.int64)
+        at = at[o]
+        et_raw = elems[ET]
+        et = np.where(et_raw.isna().to_numpy(), NULL_EVENT_TIME,
+                      et_raw.fillna(0).to_numpy().astype(np.int64))
+        r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
+
+        n_panes = len(r.pane_key)
+        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+        retracted = r.retraction_pane[rmask]
+        needed = np.zeros(n_panes, bool)
+        needed[emitted] = True
+        needed[retracted] = True
+        out = None
+        if needed.any():
+            values = self._aggregate(r, elems, needed)
+            ranks = changelog_ranks(r, r.pane_window_start)
+            e_ids = np.flatnonzero(emitted)
+            ids = np.r_[e_ids, retracted]
+            is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
+            emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
+            rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
+            first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
+            cols = {}
+            for k in self.keys:
+                cols[k] = elems[k].to_numpy()[first_row]
+            for alias, _, _ in self.aggs:
+                cols[alias] = values[alias][ids]
+            ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
+            cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
+            cols["window_start"][ws == NEG] = pd.NA
+            cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
+            cols["window_end"][we == POS] = pd.NA
+            cols["pane_index"] = r.pane_index[ids].astype(np.int64)
+            cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
+            cols["is_last"] = r.pane_is_last[ids].astype(bool)
+            cols["emit_time"] = emit.astype(np.int64)
+            cols["is_retraction"] = is_ret
+            cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+            out = pd.DataFrame(cols, columns=self.out_names)
+
+        dropped = np.zeros(len(elems), bool)
+        dropped[r.dropped_row] = True
+        self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
+        if self.clauses.late_rows_into and self._dropped:
+            late = self._late_rows(r, elems, at, lo, hi)
+            out = late if out is None else pd.concat([out, late], ignore_index=True)
+        if len(timeline.times):
+            wm_now = int(timeline.at(hi - 1))
+            self._watermark = wm_now if NEG < wm_now < POS else NEG
+        keep = self._retained(r, elems, dense, et, at, timeline, hi)
+        elems = elems[keep].reset_index(drop=True)
+        oldest = int(at[keep].min()) if keep.any() else hi
+        t_all, v_all = self._fold(t_all, v_all, oldest)
+        return out, elems, t_all, v_all
+
+    def _writers_timeline(self):
+        """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""
+
+        wm = self.clauses.watermark
+        if self._notes is None or not self._notes.num_rows:
+            return Timeline.of([], [])
+        timeout = wm.idle_timeout.micros if wm.idle_timeout is not None else None
+        n = self._notes
+        return writers_timeline(n.column(WRITER).to_pylist(), n.column(AT).to_numpy(),
+                                n.column(ET).to_numpy(), timeout)
+
+    def _late_rows(self, r, elems, at: np.ndarray, lo: int, hi: int):
+        """The elements dropped in [lo, hi), each as one row of the output's schema:
+        pane_timing LATE, window_start its event time, window_end the watermark at its
+        arrival, emit_time its arrival, late_reason why (the replay's LATE ROWS INTO)."""
+        import pandas as pd
+
+        rows = r.dropped_row
+        sel = (at[rows] >= lo) & (at[rows] < hi)
+        rows = rows[sel]
+        row = {n: pd.Series([None] * len(rows), dtype=object) for n in self.out_names}
+        for k in self.keys:
+            row[k] = elems[k].to_numpy()[rows]
+        wm = r.dropped_watermark[sel]
+        row["window_start"] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
+        row["window_end"] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
+        row["window_end"][wm == NEG] = pd.NA
+        row["emit_time"] = at[rows]
+        row["pane_timing"] = LATE
+        row[SORT_COLUMNS[0]] = 0
+        row["late_reason"] = np.asarray(r.dropped_reason_text)[sel]
+        return pd.DataFrame(row, columns=self.out_names)
+
+    def _aggregate(self, r, elems, needed: np.ndarray) -> dict[str, np.ndarray]:
+        """Each needed pane's aggregates over its member elements (the panes that cover
+        an element's first delta), vectorised with pandas."""
+        import pandas as pd
+
+        n_panes = len(needed)
+        ok, lens, pane = element_panes(r, n_panes)
+        row = np.repeat(r.element_row[ok], lens)
+        sel = needed[pane]
+        pane, row = pane[sel], row[sel]
+        index = pd.RangeIndex(n_panes)
+        out = {}
+        for alias, fn, col in self.aggs:
+            if col is None:  # COUNT(*)
+                out[alias] = np.bincount(pane, minlength=n_panes).astype(np.int64)
+                continue
+            s = pd.Series(elems[col].to_numpy()[row])
+            g = s.groupby(pane)
+            if fn == "SUM":
+                v = g.sum(min_count=1)
+            elif fn == "COUNT":
+                v = g.count()
+            elif fn == "MIN":
+                v = g.min()
+            elif fn == "MAX":
+                v = g.max()
+            else:
+                v = g.mean()
+            v = v.reindex(index)
+            if fn == "COUNT":
+                v = v.fillna(0).astype(np.int64)
+            out[alias] = v.to_numpy(dtype=object) if v.isna().any() else v.to_numpy()
+        return out
+
+    def _retained(self, r, elems, key_ids, et, at, timeline, hi: int) -> np.ndarray:
+        """Elements a later run still needs: not dropped before ``hi``, and in a window
+        the watermark has not passed by more than the allowed lateness."""
+
+        n = len(elems)
+        keep = np.ones(n, bool)
+        done = at < hi
+        dropped = np.zeros(n, bool)
+        dropped[r.dropped_row] = True
+        keep &= ~(dropped & done)
+        wm = int(timeline.at(hi - 1)) if len(timeline.times) else NEG
+        if wm == NEG:
+            return keep
+        lateness = self.clauses.allowed_lateness.micros if self.clauses.allowed_lateness else 0
+        w = self.clauses.window
+        if isinstance(w, c.GlobalWindows):
+            return keep
+        live_end = np.full(n, NEG, np.int64)
+        if isinstance(w, c.SessionWindows):
+            # the union of the key's proto-windows: at least as late as any merged window
+            ok = (et != NULL_EVENT_TIME) & ~dropped
+            idx = np.flatnonzero(ok)
+            if len(idx) == 0:
+                return keep
+            o = idx[np.lexsort((et[idx], key_ids[idx]))]
+            start, end, k = et[o], et[o] + w.gap.micros, key_ids[o]
+            new_key = np.r_[True, k[1:] != k[:-1]]
+            run_end = segmented_cummax(end, k)  # running max of end within a key
+            new_run = new_key | np.r_[True, start[1:] >= run_end[:-1]]
+            run_id = np.cumsum(new_run) - 1
+            run_max = np.maximum.reduceat(end, np.flatnonzero(new_run))
+            live_end[o] = run_max[run_id]
+        else:
+            np.maximum.at(live_end, r.element_row, r.element_window_end)
+        expired = (live_end != NEG) & (live_end + lateness < wm) & done
+        return keep & ~expired
+
+
+def _fold_start(t: np.ndarray, oldest: int) -> int:
+    """Where change points fold before the oldest retained arrival: at the last of them
+    (the value then in force); a later run needs no earlier instant."""
+    return max(int(np.searchsorted(t, oldest, side="left")) - 1, 0)
+
+
+def _fold_notes(notes, oldest: int):
+    """Writers' notes a later run needs: those at or after the oldest retained arrival,
+    and each writer's last note before it (its latest noted time then, and the start of
+    its idle timeout)."""
+    import pyarrow as pa
+
+    at = notes.column(AT).to_numpy()
+    before = at < oldest
+    if before.sum() <= 1:
+        return notes
+    import pandas as pd
+
+    frame = pd.DataFrame({"w": notes.column(WRITER).to_pandas(), "t": at})
+    last_before = frame[before].sort_values("t", kind="stable").groupby(
+        "w", dropna=False).tail(1).index.to_numpy()
+    keep = ~before
+    keep[last_before] = True
+    return notes.filter(pa.array(keep))
