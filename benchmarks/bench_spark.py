@@ -14,7 +14,9 @@ the figure is the median of ``--runs`` runs (interleaved) after one warm-up, and
 dfsql / native; ``ratio_med`` is the median of each round's own ratio (the two sides of a
 round ran back to back, so a change in the machine's load weighs on both alike). The
 events table is cached in memory first (``--no-cache`` reads the parquet file each run).
-``--stages`` prints, for the last run of each side, every Spark job and stage it ran with
+``--spark-aggregates`` times a third side: dfsql with its replay's aggregates left to
+Spark (``dfsql.replay.aggregateKernels=false``, the path before the driver computed them),
+so before and after are measured in one process too. ``--stages`` prints, for one more run of each side, every Spark job and stage it ran with
 its wall time, task time and shuffle records (Spark's status store: works without the UI). A replayed result comes in LANGUAGE.md §7's changelog order (emit time,
 keys, window_start), a global sort that plain ``GROUP BY session_window()`` does not do;
 a batch result is unordered, as native's. The native query with ``ORDER BY key, start``
@@ -23,6 +25,7 @@ Usage::
 
     python benchmarks/bench_spark.py [--events 1000000 4000000] [--runs 3] [--only NAME]
                                      [--no-ordered] [--no-cache] [--stages]
+                                     [--spark-aggregates] [--no-warmup]
 """
 
 from __future__ import annotations
@@ -82,10 +85,10 @@ def dataset(events: int) -> Path:
     return out
 
 
-def timed(fns, runs: int) -> list[list[float]]:
+def timed(fns, runs: int, warmup: bool = True) -> list[list[float]]:
     """Seconds of each function in each round; runs interleaved, so that a change in the
     machine's load over the benchmark weighs on every side alike."""
-    for fn in fns:
+    for fn in fns if warmup else ():
         fn()  # warm-up: JIT, caches, Python workers
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(runs):
@@ -156,12 +159,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not time the native query with ORDER BY")
     ap.add_argument("--no-cache", action="store_true", help="read the parquet file each run")
     ap.add_argument("--stages", action="store_true",
-                    help="print the jobs and stages of each side's last run")
+                    help="print the jobs and stages of one more run of each side")
+    ap.add_argument("--spark-aggregates", action="store_true",
+                    help="also time dfsql with the replay's aggregates left to Spark")
+    ap.add_argument("--no-warmup", action="store_true", help="no warm-up run (16M events)")
     args = ap.parse_args(argv)
 
     import os
 
     import dfsql
+    from dfsql.spark.replay_aggregates import KERNELS_CONF
 
     spark = dfsql.session()
     print(f"load: {os.getloadavg()}", flush=True)
@@ -184,13 +191,25 @@ def main(argv: list[str] | None = None) -> int:
             def run_native_ordered(q=native + " ORDER BY key, start"):
                 spark.sql(q).write.format("noop").mode("overwrite").save()
 
+            def run_spark_aggregates():
+                spark.conf.set(KERNELS_CONF, "false")
+                try:
+                    run_ours()
+                finally:
+                    spark.conf.unset(KERNELS_CONF)
+
             sides = [run_native, run_ours]
+            if args.spark_aggregates:
+                sides.insert(1, run_spark_aggregates)
             if not args.no_ordered:
                 sides.insert(1, run_native_ordered)
-            times = timed(sides, args.runs)
+            times = timed(sides, args.runs, not args.no_warmup)
             if args.stages:
                 # one more run of each side, reading the jobs it ran
-                for fn, side in ((run_native, "native"), (run_ours, "dfsql")):
+                staged = [(run_native, "native"), (run_ours, "dfsql")]
+                if args.spark_aggregates:
+                    staged.insert(1, (run_spark_aggregates, "dfsql, Spark aggregates"))
+                for fn, side in staged:
                     first = last_job(spark) + 1
                     fn()
                     print_stages(f"{n} {name} {side}", stage_report(spark, first))
@@ -203,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
                    "ratio_med": round(statistics.median(ratios), 2),
                    "ratios": [round(r, 2) for r in ratios],
                    "ratio_ord": round(t_ours / t_ordered, 2), "load": os.getloadavg()[0]}
+            if args.spark_aggregates:
+                before = times[-2]
+                row.update({"spark_aggs_s": round(statistics.median(before), 3),
+                            "ratio_spark_aggs_med": round(statistics.median(
+                                [b / t for b, t in zip(before, times[0], strict=True)]), 2)})
             results.append(row)
             print(json.dumps(row), flush=True)
         if not args.no_cache:
