@@ -15,6 +15,10 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
 3. one Spark SQL statement aggregates the elements into the panes that cover them (in
    two levels for SUM / COUNT / MIN / MAX), adds the retraction rows, and the output
    stage does the rest (§7's order: :mod:`dfsql.spark.ordering`).
+
+Where every aggregate is one the model's kernels compute exactly (COUNT, SUM, MIN, MAX,
+AVG: :mod:`dfsql.spark.replay_aggregates`), the driver emits no element rows: its pane
+rows carry their aggregates, and step 3 only adds the retraction rows.
 """
 
 from __future__ import annotations
