@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfsql.model import fastpath, sessions_fast
+from dfsql.model.aggregates import Route, pane_aggregate
 from dfsql.model.clauses import Accumulation, Clauses
 from dfsql.model.panes import DROP_NULL_TIME
 from dfsql.model.panes import DROP_TEXT as _DROP_TEXT
@@ -139,34 +140,23 @@ _AGGS = ("sum", "count", "min", "max")
 def aggregate(res: GabwResult, values: np.ndarray, how: str = "sum") -> np.ndarray:
     """Per pane (by pane_id) the aggregate of its elements via first_pane → cover.
 
-    ``how`` is sum, count, min or max; deltas combine by sum/sum/min/max. Integer
-    input stays integer; an empty pane gives 0 for sum/count and NaN for min/max.
+    ``how`` is sum, count, min or max (:mod:`dfsql.model.aggregates`' kernels, which the
+    replay runs too). Integer input stays integer; an empty pane gives 0 for sum/count
+    and NaN for min/max.
     """
     if how not in _AGGS:
         raise ValueError(f"aggregate {how!r} not in {_AGGS}")
     inst = res.instances
-    ok = inst.first_pane >= 0
-    fp = inst.first_pane[ok]
-    n = len(res.panes.pane_id)
-    v = np.asarray(values)[inst.row[ok]]
-    if how == "count":
-        delta = np.bincount(fp, minlength=n).astype(I64)
-        return np.bincount(res.cover.pane_id, weights=delta[res.cover.delta_id],
-                           minlength=n).astype(I64)
-    if how == "sum":
-        dtype = I64 if np.issubdtype(v.dtype, np.integer) else np.float64
-        delta = np.zeros(n, dtype)
-        np.add.at(delta, fp, v.astype(dtype))
-        out = np.zeros(n, dtype)
-        np.add.at(out, res.cover.pane_id, delta[res.cover.delta_id])
-        return out
-    ufunc = np.minimum if how == "min" else np.maximum
-    fill = np.inf if how == "min" else -np.inf
-    delta = np.full(n, fill)
-    ufunc.at(delta, fp, v.astype(np.float64))
-    out = np.full(n, fill)
-    ufunc.at(out, res.cover.pane_id, delta[res.cover.delta_id])
-    out[np.isinf(out)] = np.nan
+    route = Route(inst.first_pane, res.cover.pane_id, res.cover.delta_id,
+                  len(res.panes.pane_id))
+    v = np.asarray(values)[inst.row]
+    if how in ("min", "max"):
+        v = v.astype(np.float64)
+    out, has = pane_aggregate(how, route, v)
+    if how in ("min", "max"):
+        out[~has] = np.nan
+    elif how == "sum":
+        out[~has] = 0
     return out
 
 

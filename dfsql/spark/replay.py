@@ -15,6 +15,10 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
 3. one Spark SQL statement aggregates the elements into the panes that cover them (in
    two levels for SUM / COUNT / MIN / MAX), adds the retraction rows, and the output
    stage does the rest (§7's order: :mod:`dfsql.spark.ordering`).
+
+Where every aggregate is one the model's kernels compute exactly (COUNT, SUM, MIN, MAX,
+AVG: :mod:`dfsql.spark.replay_aggregates`), the driver emits no element rows: its pane
+rows carry their aggregates, and step 3 only adds the retraction rows.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dfsql.model.changelog import element_panes as pane_members
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
+from dfsql.spark.replay_aggregates import kernels_for
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
 
@@ -76,13 +81,20 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     schema = inp.schema
     clauses = plan.clauses
 
+    # COUNT / SUM / MIN / MAX / AVG: the driver computes them (None: Spark aggregates)
+    kernels = kernels_for(plan, inp)
     # The union schema of what the driver emits: pane members (one row per element a pane
-    # aggregates), one marker row per pane with its metadata, and dropped elements.
+    # aggregates; not with kernels), one marker row per pane with its metadata (and with
+    # kernels its aggregates), and dropped elements.
     fields = ["__kind TINYINT", "__gids ARRAY<BIGINT>"]
     fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
-    fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload]
+    fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload
+               if kernels is None]
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
+    if kernels is not None:
+        fields += kernels.fields()
+        inp = kernels.with_inputs(inp)
     retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
     # where a pane's emission and retraction sort among their key's rows (§7): the
     # driver numbers such panes by that rank, so the pane id carries it (no column more)
@@ -94,14 +106,14 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
-    merges = _two_level(plan, inp)
+    merges = _two_level(plan, inp) if kernels is None else None
     inp, per_window, driver_clauses = _by_window(inp, clauses)
     group = [*keys, *per_window]
     driver_partitions = shuffle_partitions(plan.spark) if group else 1
     dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
-                              ranked=ranked,
+                              ranked=ranked, kernels=kernels,
                               group=group, dropped=dropped_by_partition)
     ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
@@ -114,7 +126,9 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     plan.temp_view(emitted, view)
-    if merges is not None:
+    if kernels is not None:
+        panes_sql = kernels.panes_sql(view, f"__kind = {KIND_MARKER}", keys, meta, ranked)
+    elif merges is not None:
         panes_sql = _panes_two_level(view, keys, meta, merges, ranked)
     else:
         panes_sql = _panes_exploded(plan, view, keys, payload, meta, ranked)
@@ -308,7 +322,7 @@ class _PartitionDriver:
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
                  negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None, ranked: bool = False) -> None:
+                 dropped=None, ranked: bool = False, kernels=None) -> None:
         #: accumulator of {partition: elements dropped}, so that dropped_late reads what
         #: the query's run counted (a re-run of a partition overwrites its own entry)
         self.dropped = dropped
@@ -319,6 +333,9 @@ class _PartitionDriver:
         #: positions, see _packed_ranks) instead of a running id: unique within a key (a key's
         #: rows are one run, and panes group by id and key), and the sort key after
         self.ranked = ranked
+        #: the aggregates the driver computes per pane (replay_aggregates.Kernels), or
+        #: None: it emits the elements with their panes for Spark to aggregate
+        self.kernels = kernels
         self.end_floor = end_floor
         self.clauses = clauses
         self.timeline = timeline
@@ -413,9 +430,12 @@ class _PartitionDriver:
 
         pane_ids = (_changelog_ranks(r, r.pane_window_start) if self.ranked
                     else np.arange(n_panes, dtype=np.int64) + id_base)
-        # elements: one row each, listing the panes that aggregate it (cover pairs by delta)
-        ok, lens, member_panes = pane_members(r, n_panes)
-        m = int(ok.sum())
+        # elements: one row each, listing the panes that aggregate it (cover pairs by delta);
+        # none when the driver aggregates them itself
+        m = 0
+        if self.kernels is None:
+            ok, lens, member_panes = pane_members(r, n_panes)
+            m = int(ok.sum())
         if m:
             offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
             gids = pane_ids[member_panes]
@@ -451,6 +471,8 @@ class _PartitionDriver:
                          "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)})
             for k in self.keys:
                 cols[k] = taken.column(k)
+            if self.kernels is not None:
+                cols.update(self.kernels.pane_columns(table, r, n_panes))
             parts.append(cols)
         # dropped elements
         if len(r.dropped_row):
@@ -468,7 +490,9 @@ class _PartitionDriver:
         n_dropped = len(r.dropped_row)
         if not parts:
             return None, n_panes, n_dropped
-        return _union(parts, self.out_names, table.schema), n_panes, n_dropped
+        schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
+            table.schema)
+        return _union(parts, self.out_names, schema), n_panes, n_dropped
 
 
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
