@@ -1,6 +1,6 @@
 """The HiveServer2 endpoint (issue #12) with real clients: PyHive's DB-API, SQLAlchemy's
-``hive://`` dialect, and beeline (Hive JDBC 2.3, shipped with pyspark) against
-``dfsql serve`` started as a command.
+``hive://`` dialect, and beeline (Hive JDBC 2.3, shipped with pyspark; one session for
+the module) against ``dfsql serve`` started as a command.
 
 Expected panes are the paper's (examples/paper/figures.json), not the server's output.
 """
@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -297,23 +302,110 @@ def served(tmp_path_factory):
     proc.wait(30)
 
 
-def _run_beeline(port: int, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("SPARK_HOME", None)
-    return subprocess.run([_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl",
-                           "--outputformat=csv2", *args],
-                          capture_output=True, text=True, timeout=180, env=env,
-                          stdin=subprocess.DEVNULL)
+#: beeline's prompt, before each command it reads (``0: jdbc:hive2://127.0.0.1:PORT/default> ``)
+PROMPT = "0: jdbc:hive2://"
+
+
+@dataclass
+class Ran:
+    """What one script gave in a beeline session: its standard output and error, and the
+    exit code ``beeline -f`` would have given for it (1 if a statement failed)."""
+
+    stdout: str
+    stderr: str
+    returncode: int
+
+
+class Beeline:
+    """One beeline (its JVM starts once per module, not once per script), reading commands
+    from a pipe. :meth:`run` writes a script to a file and has beeline ``!run`` it, which
+    executes it as ``beeline -f`` does (stops at the first failing statement and says
+    ``Aborting command set ... command failed``, where ``-f`` exits non-zero); a marker
+    query after it ends the script's output on stdout, a failing one on stderr."""
+
+    def __init__(self, port: int, tmp: Path) -> None:
+        env = dict(os.environ)
+        env.pop("SPARK_HOME", None)
+        self.tmp, self.n = tmp, 0
+        self.proc = subprocess.Popen(
+            [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl",
+             "--outputformat=csv2"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env)
+        self.lines = {"out": queue.Queue(), "err": queue.Queue()}
+        for name, pipe in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            threading.Thread(target=self._pump, args=(pipe, self.lines[name]),
+                             daemon=True).start()
+
+    @staticmethod
+    def _pump(pipe, lines: queue.Queue) -> None:
+        for line in pipe:
+            lines.put(line)
+        lines.put(None)
+
+    def _until(self, name: str, last, deadline: float) -> list[str]:
+        got: list[str] = []
+        while True:
+            try:
+                line = self.lines[name].get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("beeline gave no answer in time; so far:\n"
+                                     + "".join(got)[-3000:]) from None
+            if line is None:
+                raise AssertionError("beeline ended:\n" + "".join(got)[-3000:])
+            got.append(line)
+            if last(line):
+                return got
+
+    def run(self, script: str, timeout: float = 180) -> Ran:
+        self.n += 1
+        path, mark = self.tmp / f"{self.n}.sql", f"bd{self.n}"
+        path.write_text(script + "\n")
+        commands = [f"!run {path}", f"SELECT '{mark}' AS m;", f"SELECT {mark}_err;"]
+        # beeline echoes each command after its prompt (41 characters), cut at 80 columns
+        assert max(map(len, commands)) < 38, commands
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(c + "\n" for c in commands))
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        out = self._until("out", lambda ln: ln.strip() == mark, deadline)
+        err = self._until("err", lambda ln: f"{mark}_err" in ln, deadline)
+        # stdout: the script's output, up to the marker query's echo, without the echoes
+        # of the commands above (one line each, starting with the prompt)
+        end = next(i for i, ln in enumerate(out) if f"'{mark}'" in ln)
+        stdout = [ln for ln in out[:end] if not ln.startswith(PROMPT)]
+        # stderr: all before the marker query's "1 row selected" and the failing marker
+        err = err[:-2]
+        failed = any(ln.startswith("Aborting command set because") for ln in err)
+        return Ran("".join(stdout), "".join(err), 1 if failed else 0)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def beeline(served) -> Iterator[Beeline]:
+    """One beeline session against the served endpoint for the module's tests."""
+    port, _ = served
+    # a short folder: the scripts' paths are echoed on beeline's 80 columns
+    with tempfile.TemporaryDirectory(prefix="bl") as tmp:
+        session = Beeline(port, Path(tmp))
+        yield session
+        session.close()
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
-def test_beeline_queries_tables_columns_and_errors(served, tmp_path):
-    port, proc = served
-    script = tmp_path / "q.sql"
-    script.write_text("SELECT key, value FROM scores ORDER BY arrival_time LIMIT 3;\n"
-                      + " ".join(FIG14["query"].split()) + ";\n!tables\n!columns scores\n")
-    done = _run_beeline(port, "-f", str(script))
+def test_beeline_queries_tables_columns_and_errors(served, beeline):
+    _, proc = served
+    done = beeline.run("SELECT key, value FROM scores ORDER BY arrival_time LIMIT 3;\n"
+                       + " ".join(FIG14["query"].split()) + ";\n!tables\n!columns scores")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = _lines(done.stdout)
     assert lines[:4] == ["key,value", "k,5", "k,7", "k,3"], done.stdout
@@ -324,43 +416,42 @@ def test_beeline_queries_tables_columns_and_errors(served, tmp_path):
     assert "scores" in tail and "paper_watermarks" in tail  # !tables
     assert "arrival_time" in tail and "TIMESTAMP" in tail  # !columns scores
 
-    bad = _run_beeline(port, "-e", "SELECT key FROM scores\nWINDOW SESSIONS(GAP 1 MINUT) ON "
-                                   "event_time")
+    bad = beeline.run("SELECT key FROM scores\nWINDOW SESSIONS(GAP 1 MINUT) ON event_time;")
     assert bad.returncode != 0
     assert "line 2, col" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     assert proc.poll() is None  # the server is still up
-    again = _run_beeline(port, "-e", "SELECT COUNT(*) AS n FROM scores")
+    again = beeline.run("SELECT COUNT(*) AS n FROM scores;")
     assert again.returncode == 0 and again.stdout.split()[-2:] == ["n", "10"], again.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
-def test_beeline_starts_reads_and_stops_a_streaming_query(served):
+def test_beeline_starts_reads_and_stops_a_streaming_query(served, beeline):
     """CREATE STREAMING QUERY over beeline; its live windows read back while it runs
     (Figure 14's two windows left after its last pane, from the paper); SHOW; STOP."""
-    port, proc = served
+    _, proc = served
     query = " ".join(FIG14["query"].replace("FROM scores", "FROM scores_live").split())
-    created = _run_beeline(port, "-e", f"CREATE STREAMING QUERY fig14_live AS {query}")
+    created = beeline.run(f"CREATE STREAMING QUERY fig14_live AS {query};")
     assert created.returncode == 0, created.stdout + created.stderr[-2000:]
     assert "fig14_live," in created.stdout
     want = ["key,total,window_start,pane_timing",
             "k,39,2015-09-01 12:00:30.0,LATE", "k,12,2015-09-01 12:06:30.0,ON_TIME"]
     got: list[str] = []
     for _ in range(10):
-        read = _run_beeline(port, "-e", "SELECT key, total, window_start, pane_timing FROM "
-                                        "global_temp.fig14_live ORDER BY window_start")
+        read = beeline.run("SELECT key, total, window_start, pane_timing FROM "
+                           "global_temp.fig14_live ORDER BY window_start;")
         assert read.returncode == 0, read.stderr[-2000:]
         got = _lines(read.stdout)
         if got == want:
             break
         time.sleep(2)
     assert got == want
-    shown = _run_beeline(port, "-e", "SHOW STREAMING QUERIES")
+    shown = beeline.run("SHOW STREAMING QUERIES;")
     assert any(ln.startswith("fig14_live,") and ",RUNNING," in ln
                for ln in _lines(shown.stdout)), shown.stdout
-    stopped = _run_beeline(port, "-e", "STOP STREAMING QUERY fig14_live")
+    stopped = beeline.run("STOP STREAMING QUERY fig14_live;")
     assert stopped.returncode == 0 and "fig14_live,STOPPED" in stopped.stdout, stopped.stdout
-    after = _run_beeline(port, "-e", "SHOW STREAMING QUERIES")
+    after = beeline.run("SHOW STREAMING QUERIES;")
     assert "fig14_live" not in after.stdout
     assert proc.poll() is None
 
