@@ -23,7 +23,7 @@ from dfsql.errors import (
 )
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
-from dfsql.language.rewrite import rewrite
+from dfsql.language.rewrite import parse_select, rewrite
 from dfsql.language.scan import Source, Token, blank, scan
 from dfsql.model import clauses as c
 
@@ -249,12 +249,15 @@ def parse_statement(text: str) -> Statement:
         return Statement(text, kind, body_start, (), source=src, **view.fields())
     if kind == "create_view":
         _check_windowed_view(view, src)
-    blocks = _blocks(regions, tokens, src, cleaned, body_start)
-    # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
-    # grouped or aggregated), so that a mistake there fails before any Spark work starts.
-    for b in blocks:
+    # Parse each windowed SELECT once, and check it now (it must aggregate, no GROUPING
+    # SETS, every column grouped or aggregated), so that a mistake there fails before any
+    # Spark work starts; the blocks keep the parsed SELECT for later rewrites.
+    blocks = []
+    for b in _blocks(regions, tokens, src, cleaned, body_start):
+        b = replace(b, select=parse_select(b, src))
         rewrite(b, src)
-    return Statement(text, kind, body_start, blocks, source=src, **view.fields())
+        blocks.append(b)
+    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
 
 
 def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
