@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dfsql.language.parse import parse_clauses
-    from dfsql.language.statement import Statement, WindowedBlock, parse_statement
+    from dfsql.language.statement import Statement, WindowedBlock, parse_any, parse_statement
 
-__all__ = ["parse_clauses", "parse_statement", "Statement", "WindowedBlock"]
+__all__ = ["parse_any", "parse_clauses", "parse_statement", "Statement", "WindowedBlock"]
 
 #: public name -> the submodule that defines it
 _HOME = {
     "parse_clauses": "parse",
     "parse_statement": "statement",
+    "parse_any": "statement",
     "Statement": "statement",
     "WindowedBlock": "statement",
 }

@@ -8,9 +8,13 @@ rewrite at parse time without an import cycle (statement → rewrite → blocks)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dfsql.model import clauses as c
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 #: The temp view under which the executor registers an inner windowed block's result;
 #: an outer block reads the inner one through it.
@@ -38,6 +42,10 @@ class WindowedBlock:
     aggregates although dfsql cannot tell from their name (user-defined aggregates, see
     :mod:`dfsql.language.functions`); None until the planner has asked Spark, and while
     it is None a mistake that depends on such a function is not reported yet.
+
+    ``select`` is ``sql`` as sqlglot parsed it, once, when the statement was parsed
+    (None for a block made by hand): every rewrite of the block starts from a copy of it
+    rather than parsing ``sql`` again. It takes no part in equality or hashing.
     """
 
     index: int
@@ -48,6 +56,7 @@ class WindowedBlock:
     inner: tuple[int, ...] = ()
     spark_watermark: SparkWatermark | None = None
     aggregates: frozenset[str] | None = None
+    select: exp.Select | None = field(default=None, compare=False, repr=False)
 
     @property
     def view_name(self) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dfsql.errors import DfsqlSyntaxError
-from dfsql.language.scan import Source, Token, blank, scan
+from dfsql.language.scan import Scanned, Token, blank, scan_text
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
             "[CHECKPOINT 'path'] AS <windowed query>")
@@ -48,10 +48,12 @@ def _string(tok: Token) -> str:
     return body.replace("\\'", "'").replace('\\"', '"')
 
 
-def parse_continuous(text: str) -> ContinuousStatement | None:
-    """The continuous-query statement ``text`` is, or None if it is none of them."""
-    src = Source(text)
-    tokens, _ = scan(src)
+def parse_continuous(text: str, scanned: Scanned | None = None,
+                     ) -> ContinuousStatement | None:
+    """The continuous-query statement ``text`` is, or None if it is none of them.
+    ``scanned``: ``text`` already scanned (:func:`~dfsql.language.scan.scan_text`)."""
+    scanned = scanned or scan_text(text)
+    src, tokens = scanned.source, scanned.tokens
     words = [t for t in tokens if t.kind != "punct" or t.text != ";"]
     if len(words) < 2 or not words[1].is_word("STREAMING"):
         return None

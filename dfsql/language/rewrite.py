@@ -83,7 +83,10 @@ def unknown_calls(select: exp.Expression, names: frozenset[str] = SPARK_AGGREGAT
 
 
 def parse_select(block: WindowedBlock, src: Source) -> exp.Select:
-    """The block's SELECT as sqlglot reads it; a parse error is positioned in ``src``."""
+    """The block's SELECT as sqlglot reads it (a copy of the tree parsed with the
+    statement, when there is one); a parse error is positioned in ``src``."""
+    if block.select is not None:
+        return block.select.copy()
     try:
         tree = sqlglot.parse_one(block.sql, read="spark")
     except ParseError as e:

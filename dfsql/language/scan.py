@@ -73,6 +73,23 @@ def _comment_end(text: str, i: int) -> int:
     return -1
 
 
+@dataclass(frozen=True)
+class Scanned:
+    """A statement scanned once (:func:`scan_text`), for every parser that reads it
+    (continuous-query statements, windowed statements): nothing scans it again."""
+
+    source: Source
+    tokens: list[Token]  # read only
+    cleaned: str  # the text with comments blanked
+
+
+def scan_text(text: str) -> Scanned:
+    """:func:`scan` of ``text``, with its :class:`Source`."""
+    src = Source(text)
+    tokens, cleaned = scan(src)
+    return Scanned(src, tokens, cleaned)
+
+
 def scan(src: Source) -> tuple[list[Token], str]:
     """Tokens of the statement (comments dropped) and the text with comments blanked.
 

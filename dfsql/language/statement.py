@@ -22,12 +22,14 @@ from dfsql.errors import (
     WindowedQueryError,
 )
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
+from dfsql.language.continuous import ContinuousStatement, parse_continuous
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
-from dfsql.language.rewrite import rewrite
-from dfsql.language.scan import Source, Token, blank, scan
+from dfsql.language.rewrite import parse_select, rewrite
+from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
 from dfsql.model import clauses as c
 
-__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_statement"]
+__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_any",
+           "parse_statement"]
 
 # Words that end an extension region when met at the region's parenthesis depth.
 _REGION_END = {
@@ -239,22 +241,34 @@ def _matching_close(tokens: list[Token], open_idx: int) -> int:
     return len(tokens) - 1
 
 
-def parse_statement(text: str) -> Statement:
-    """Find and parse every windowed block of ``text``; see the module docstring."""
-    src = Source(text)
-    tokens, cleaned = scan(src)
+def parse_any(text: str) -> ContinuousStatement | Statement:
+    """``text`` scanned once and parsed: a continuous-query statement (CREATE / SHOW /
+    STOP STREAMING QUERY), else a plain or windowed statement (:func:`parse_statement`)."""
+    scanned = scan_text(text)
+    continuous = parse_continuous(text, scanned)
+    return continuous if continuous is not None else parse_statement(text, scanned)
+
+
+def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
+    """Find and parse every windowed block of ``text``; see the module docstring.
+    ``scanned``: ``text`` already scanned (:func:`~dfsql.language.scan.scan_text`)."""
+    scanned = scanned or scan_text(text)
+    src, tokens, cleaned = scanned.source, scanned.tokens, scanned.cleaned
     kind, body_start, view = _kind(tokens, len(text))
     regions = _regions(tokens, src)
     if not regions:
         return Statement(text, kind, body_start, (), source=src, **view.fields())
     if kind == "create_view":
         _check_windowed_view(view, src)
-    blocks = _blocks(regions, tokens, src, cleaned, body_start)
-    # Check each windowed SELECT now (it must aggregate, no GROUPING SETS, every column
-    # grouped or aggregated), so that a mistake there fails before any Spark work starts.
-    for b in blocks:
+    # Parse each windowed SELECT once, and check it now (it must aggregate, no GROUPING
+    # SETS, every column grouped or aggregated), so that a mistake there fails before any
+    # Spark work starts; the blocks keep the parsed SELECT for later rewrites.
+    blocks = []
+    for b in _blocks(regions, tokens, src, cleaned, body_start):
+        b = replace(b, select=parse_select(b, src))
         rewrite(b, src)
-    return Statement(text, kind, body_start, blocks, source=src, **view.fields())
+        blocks.append(b)
+    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
 
 
 def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:

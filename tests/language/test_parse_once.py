@@ -1,0 +1,79 @@
+"""A statement is scanned once and its SELECTs parsed once (issue #22, item 2)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from dfsql.errors import DfsqlError
+from dfsql.language import parse_any, parse_statement
+from dfsql.language import scan as scan_module
+from dfsql.language import statement as statement_module
+from dfsql.language.continuous import ContinuousStatement, parse_continuous
+from dfsql.language.rewrite import _rewrite_cached, rewrite
+
+WINDOWED = ("SELECT k, COUNT(*) AS n FROM (SELECT k, SUM(v) AS v FROM t GROUP BY k "
+            "WINDOW FIXED(1 MINUTE) ON ts) GROUP BY k WINDOW GLOBAL")
+TEXTS = [
+    "SHOW STREAMING QUERIES",
+    "STOP STREAMING QUERY q",
+    "CREATE STREAMING QUERY q AS " + WINDOWED,
+    "SELECT 1",
+    WINDOWED,
+    "EXPLAIN " + WINDOWED,
+    "SHOW STREAMING x",
+    "SELECT (1",
+    "SELECT k FROM t WINDOW FIXED(1 MINUTE) ON ts",
+]
+
+
+def _either(text: str):
+    continuous = parse_continuous(text)
+    return continuous if continuous is not None else parse_statement(text)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_parse_any_is_continuous_else_statement(text: str) -> None:
+    def outcome(parse):
+        try:
+            return parse(text)
+        except DfsqlError as e:
+            return type(e), str(e)
+
+    assert outcome(parse_any) == outcome(_either)
+
+
+def test_parse_any_scans_once(monkeypatch) -> None:
+    calls = []
+    real = scan_module.scan
+
+    def counting(src):
+        calls.append(src.text)
+        return real(src)
+
+    monkeypatch.setattr(scan_module, "scan", counting)
+    got = parse_any("CREATE STREAMING QUERY q AS " + WINDOWED)
+    assert isinstance(got, ContinuousStatement) and len(calls) == 1
+    calls.clear()
+    stmt = parse_any(WINDOWED)
+    assert len(calls) == 1 and len(stmt.blocks) == 2
+
+
+def test_each_select_is_parsed_once(monkeypatch) -> None:
+    """The planner's variants of a block's rewrite start from the SELECT parsed with the
+    statement: sqlglot parses each block's text once."""
+    _rewrite_cached.cache_clear()
+    parsed = []
+    real = sqlglot.parse_one
+
+    def counting(sql, *args, **kwargs):
+        parsed.append(sql)
+        return real(sql, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot, "parse_one", counting)
+    stmt = statement_module.parse_statement(WINDOWED)
+    for b in stmt.blocks:
+        rewrite(b, stmt.source, changelog=True)
+        rewrite(b, stmt.source, late_rows=True)
+    blocks = [b.sql for b in stmt.blocks]
+    assert [s for s in parsed if s in blocks] == blocks
