@@ -12,50 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import dfsql
-import dfsql.language
 
-PACKAGE = Path(dfsql.language.__file__).parent
 ROOT = Path(dfsql.__file__).parent
-
-
-def _imports(path: Path) -> set[str]:
-    """The dfsql.language modules that ``path`` imports anywhere in its body."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "dfsql.language":
-                found |= {f"dfsql.language.{a.name}" for a in node.names}
-            elif node.module.startswith("dfsql.language."):
-                found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("dfsql.language.")}
-    return found
-
-
-def _graph() -> dict[str, set[str]]:
-    modules = {f"dfsql.language.{p.stem}": p for p in PACKAGE.glob("*.py")
-               if p.stem != "__init__"}
-    return {m: _imports(p) & set(modules) for m, p in modules.items()}
-
-
-def test_no_import_cycle_in_the_front_end() -> None:
-    graph = _graph()
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-
-    def visit(m: str, path: list[str]) -> None:
-        state[m] = 1
-        for n in sorted(graph[m]):
-            assert state.get(n) != 1, "import cycle: " + " -> ".join([*path, m, n])
-            if n not in state:
-                visit(n, [*path, m])
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [])
 
 
 def test_rewrite_keeps_its_public_names() -> None:
@@ -141,17 +100,6 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     assert "dfsql.model.clauses" in graph["dfsql.language.scan"]
 
 
-def test_no_import_cycle_in_the_spark_layer_and_the_api() -> None:
-    """Language, model, Spark stages and the Python API form no cycle."""
-    cycles = [c for c in _cycles(_package_graph())
-              if not all(m.startswith(("dfsql.cli", "dfsql.shell", "dfsql.server"))
-                         for m in c)]
-    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
-
-
-@pytest.mark.xfail(strict=True, reason="issue #22: the interfaces' cycles (dfsql.cli <-> "
-                   "dfsql.shell.repl <-> dfsql.shell.watch, dfsql.server.metadata <-> "
-                   "dfsql.server.service) go on another branch; drop this mark once merged")
 def test_no_import_cycle_anywhere_in_dfsql() -> None:
     cycles = _cycles(_package_graph())
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
@@ -163,13 +111,11 @@ def test_no_import_cycle_anywhere_in_dfsql() -> None:
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 120
 
 
-def _oversized(prefixes: tuple[str, ...] = ("dfsql",)) -> list[str]:
-    """Modules and functions (by dotted name) over the limits, under ``prefixes``."""
+def _oversized() -> list[str]:
+    """Modules and functions (by dotted name) over the limits."""
     out = []
     for path in sorted(ROOT.rglob("*.py")):
         name = _module_name(path)
-        if not name.startswith(prefixes):
-            continue
         text = path.read_text()
         lines = text.count("\n")
         if lines > MAX_MODULE_LINES:
@@ -182,14 +128,36 @@ def _oversized(prefixes: tuple[str, ...] = ("dfsql",)) -> list[str]:
     return out
 
 
-def test_small_rooms_in_the_spark_layer_and_the_api() -> None:
-    big = _oversized(("dfsql.spark", "dfsql.api", "dfsql.continuous", "dfsql.model.changelog"))
-    assert not big, "over the size limits: " + "; ".join(big)
-
-
-@pytest.mark.xfail(strict=True, reason="issue #22: the parser, the model's fast paths, the "
-                   "server and the shell are split on other branches; drop this mark once "
-                   "merged")
 def test_small_rooms_everywhere_in_dfsql() -> None:
     big = _oversized()
     assert not big, "over the size limits: " + "; ".join(big)
+
+
+# --------------------------------------------------------------------------- imports in functions
+
+#: issue #22: an import of dfsql's own modules inside a function is for start-up cost (the CLI
+#: before Spark loads, Spark's Python workers), not to hold a cycle open; about 25 at most
+MAX_IMPORTS_IN_FUNCTIONS = 25
+
+
+def _imports_in_functions() -> list[str]:
+    """``module:line`` of every import of a dfsql module inside a function body."""
+    out = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                mod = (node.module or "" if isinstance(node, ast.ImportFrom) and not node.level
+                       else "dfsql" if isinstance(node, ast.ImportFrom)
+                       else " ".join(a.name for a in node.names)
+                       if isinstance(node, ast.Import) else "")
+                if mod.startswith("dfsql"):
+                    out.append(f"{_module_name(path)}:{node.lineno}")
+    return sorted(set(out))
+
+
+def test_few_imports_inside_functions() -> None:
+    found = _imports_in_functions()
+    assert len(found) <= MAX_IMPORTS_IN_FUNCTIONS, f"{len(found)} imports of dfsql modules " \
+        "inside functions (keep them for start-up cost only): " + ", ".join(found)
