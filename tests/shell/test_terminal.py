@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -111,10 +112,19 @@ def terminal(tmp_path):
         t.close()
 
 
-def test_a_session_at_the_prompt(terminal, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def paper_shell(tmp_path_factory) -> Iterator[Terminal]:
+    """One shell with the paper's tables for the two tests at its prompt below (one Spark
+    start for both; each test reads only what it printed after the last one's output)."""
+    sh = Terminal(tmp_path_factory.mktemp("shell"), "--paper-tables")
+    yield sh
+    sh.close()
+
+
+def test_a_session_at_the_prompt(paper_shell, tmp_path) -> None:
     """Multi-line windowed query → the paper's panes; a mistake → caret, and the shell
     goes on; \\load, \\d, \\plot; Ctrl-C cancels a long query and frees Spark."""
-    sh = terminal("--paper-tables")
+    sh = paper_shell
     lines = FIG14["query"].splitlines()
     sh.type(*lines[:-1])
     assert "...>" in sh.until(r"\.\.\.>")  # no ';' yet: the statement goes on
@@ -194,11 +204,11 @@ def test_history_survives_a_restart(terminal, tmp_path) -> None:
     assert re.search(r"\b42\b", second.until(r"1 row \("))
 
 
-def test_watch_a_stream_until_ctrl_c(terminal, tmp_path) -> None:
+def test_watch_a_stream_until_ctrl_c(paper_shell, tmp_path) -> None:
     """\\watch over the paper's scores arriving as files: the live windows, retractions
     applied, are Figure 14's two last rows (39 and 12); Ctrl-C stops the query."""
     src = paper_stream_dir(tmp_path / "scores_live")
-    sh = terminal()
+    sh = paper_shell
     sh.type(f"\\load live {src} STREAM")
     sh.until("live: streaming view of")
     sh.until(PROMPT)
@@ -241,17 +251,29 @@ def _cell(v) -> str:
                                      else str(v))
 
 
-def test_every_paper_example_from_files(tmp_path) -> None:
-    """``dfsql -f`` over each example file exits 0 and prints the figure's panes (in
-    §7's order where they are a changelog; a batch result has no order)."""
+@pytest.fixture(scope="module")
+def files_run(tmp_path_factory) -> subprocess.CompletedProcess[str]:
+    """One ``dfsql`` process (one Spark start) for the two tests below: ``-e``, ``-f``,
+    ``-e`` (the command-line order), then ``-f`` over each paper example."""
+    tmp = tmp_path_factory.mktemp("files")
+    middle = tmp / "middle.sql"
+    middle.write_text("SELECT 2 AS second_one;")
     files = []
     for f in FIGURES:
         files += ["-f", str(EXAMPLES / f"{f['name']}.sql")]
-    proc = subprocess.run([sys.executable, "-m", "dfsql.cli", "--paper-tables", *files],
-                          env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "dfsql.cli", "--paper-tables",
+                           "-e", "SELECT 1 AS first_one;", "-f", str(middle),
+                           "-e", "SELECT 3 AS third_one;", *files],
+                          env=_env(tmp), cwd=tmp, capture_output=True, text=True,
                           timeout=600, stdin=subprocess.DEVNULL)
+
+
+def test_every_paper_example_from_files(files_run) -> None:
+    """``dfsql -f`` over each example file exits 0 and prints the figure's panes (in
+    §7's order where they are a changelog; a batch result has no order)."""
+    proc = files_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    tables = _tables(proc.stdout)
+    tables = _tables(proc.stdout)[3:]  # after the three of the order test below
     assert len(tables) == len(FIGURES)
     for fig, got in zip(FIGURES, tables, strict=True):
         want = [{k: _cell(v) for k, v in r.items()} for r in fig["expected"]]
@@ -260,6 +282,14 @@ def test_every_paper_example_from_files(tmp_path) -> None:
         if all(w["emit_time"] == "NULL" for w in want):
             got, want = sorted(got, key=repr), sorted(want, key=repr)
         assert got == want, fig["name"]
+
+
+def test_execute_and_files_run_in_command_line_order(files_run) -> None:
+    """-e and -f interleave as given (so ``-f query.sql -e '\\plot'`` plots that query)."""
+    proc = files_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [t[0] for t in _tables(proc.stdout)[:3]] == [
+        {"first_one": "1"}, {"second_one": "2"}, {"third_one": "3"}]
 
 
 def test_a_broken_file_exits_non_zero_with_the_position(tmp_path) -> None:
@@ -290,19 +320,6 @@ def test_execute_reports_spark_analysis_errors(tmp_path) -> None:
                              env=_env(tmp_path), cwd=tmp_path, capture_output=True,
                              text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert missing.returncode == 1 and "error: cannot read nope.sql" in missing.stderr
-
-
-def test_execute_and_files_run_in_command_line_order(tmp_path) -> None:
-    """-e and -f interleave as given (so ``-f query.sql -e '\\plot'`` plots that query)."""
-    middle = tmp_path / "middle.sql"
-    middle.write_text("SELECT 2 AS second_one;")
-    proc = subprocess.run([sys.executable, "-m", "dfsql.cli", "-e", "SELECT 1 AS first_one;",
-                           "-f", str(middle), "-e", "SELECT 3 AS third_one;"],
-                          env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [t[0] for t in _tables(proc.stdout)] == [
-        {"first_one": "1"}, {"second_one": "2"}, {"third_one": "3"}]
 
 
 def test_commands_without_a_terminal(tmp_path) -> None:
