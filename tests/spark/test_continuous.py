@@ -36,6 +36,7 @@ def scores_live(spark, paper_tables, tmp_path):
     yield "scores_live"
     for q in spark.streams.active:
         q.stop()
+    spark.catalog.dropTempView("scores_live")  # the session is shared with later modules
 
 
 def _query(name: str, head: str = "") -> str:
