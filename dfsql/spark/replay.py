@@ -34,6 +34,10 @@ from dfsql.model.changelog import LOW_BITS as _LOW
 from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.changelog import changelog_ranks as _changelog_ranks
 from dfsql.model.changelog import element_panes as pane_members
+from dfsql.model.group_also_by_window import drive, end_floor_of
+from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
+from dfsql.session import spark_context
+from dfsql.spark.accumulators import PerPartition
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
@@ -67,8 +71,6 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
         # reaches +inf at the end of the bounded input.
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
     timeline, first_arrival, last_arrival = watermark_timeline(plan, inp)
-    from dfsql.model.group_also_by_window import end_floor_of
-    from dfsql.model.windows import NEG_INF
 
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,
@@ -178,8 +180,6 @@ def _by_window(inp: DataFrame, clauses: c.Clauses):
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.types import TimestampType
 
-    from dfsql.model.windows import AssignedWindows
-
     w = clauses.window
     if not isinstance(w, c.FixedWindows | c.SlidingWindows) or \
             not isinstance(inp.schema[EVENT_TIME].dataType, TimestampType):
@@ -203,9 +203,6 @@ def _dropped_accumulator(spark):
     """{partition: elements it dropped}, filled by the driver as the query runs, so that
     ``dropped_late`` reads the count without running the query again; None on Spark
     Connect, which has no accumulators (the count then runs the driver once more)."""
-    from dfsql.session import spark_context
-    from dfsql.spark.accumulators import PerPartition
-
     sc = spark_context(spark)
     return None if sc is None else sc.accumulator({}, PerPartition())
 
@@ -407,9 +404,6 @@ class _PartitionDriver:
 
     def _run(self, table, key_ids, id_base):
         import pyarrow as pa
-
-        from dfsql.model.group_also_by_window import drive
-        from dfsql.model.windows import NULL_EVENT_TIME, AssignedWindows
 
         # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
         # window, and the driver drops and counts it (LANGUAGE.md §3).
