@@ -17,9 +17,9 @@ import numpy as np
 
 from dfsql.language.names import SORT_COLUMNS
 from dfsql.model import clauses as c
+from dfsql.model.aggregates import Route, pane_aggregate
 from dfsql.model.changelog import (
     changelog_ranks,
-    element_panes,
     emission_place,
     retraction_place,
 )
@@ -414,37 +414,32 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         return pd.DataFrame(row, columns=self.out_names)
 
     def _aggregate(self, r, elems, needed: np.ndarray) -> dict[str, np.ndarray]:
-        """Each needed pane's aggregates over its member elements (the panes that cover
-        an element's first delta), vectorised with pandas."""
-        import pandas as pd
-
+        """Each pane's aggregates over the elements the driver routes to it, by the model's
+        kernels (:func:`dfsql.model.aggregates.pane_aggregate`, the replay's too): one
+        implementation of the decomposable aggregates. A NULL aggregate is None (an object
+        column) as pandas gives it; ``needed`` is kept for the callers' sake."""
         n_panes = len(needed)
-        ok, lens, pane = element_panes(r, n_panes)
-        row = np.repeat(r.element_row[ok], lens)
-        sel = needed[pane]
-        pane, row = pane[sel], row[sel]
-        index = pd.RangeIndex(n_panes)
+        route = Route(r.element_first_pane, r.cover_pane, r.cover_delta, n_panes)
+        rows = r.element_row
         out = {}
         for alias, fn, col in self.aggs:
-            if col is None:  # COUNT(*)
-                out[alias] = np.bincount(pane, minlength=n_panes).astype(np.int64)
-                continue
-            s = pd.Series(elems[col].to_numpy()[row])
-            g = s.groupby(pane)
-            if fn == "SUM":
-                v = g.sum(min_count=1)
-            elif fn == "COUNT":
-                v = g.count()
-            elif fn == "MIN":
-                v = g.min()
-            elif fn == "MAX":
-                v = g.max()
+            how = fn.lower()
+            values = counted = None
+            if col is not None:
+                s = elems[col]
+                counted = s.notna().to_numpy()[rows]
+                if how != "count":
+                    values, restore = _kernel_values(s, how)
+                    values = values[rows]
+            got, has = pane_aggregate(how, route, values, counted)
+            if col is not None and how in ("min", "max"):
+                got = restore(got)
+            if how == "count" or has.all():
+                out[alias] = got
             else:
-                v = g.mean()
-            v = v.reindex(index)
-            if fn == "COUNT":
-                v = v.fillna(0).astype(np.int64)
-            out[alias] = v.to_numpy(dtype=object) if v.isna().any() else v.to_numpy()
+                v = got.astype(object)
+                v[~has] = None
+                out[alias] = v
         return out
 
     def _retained(self, r, elems, key_ids, et, at, timeline, hi: int) -> np.ndarray:
@@ -509,3 +504,30 @@ def _fold_notes(notes, oldest: int):
     keep = ~before
     keep[last_before] = True
     return notes.filter(pa.array(keep))
+
+
+def _kernel_values(s, how: str):
+    """(numpy values the kernels reduce, how to turn a MIN / MAX back into the column's
+    values) of a pandas column: numbers as they are (NULLs masked by the caller), times as
+    their int64 ticks, anything else MIN / MAX by its sorted codes (SUM / AVG as doubles)."""
+    import pandas as pd
+
+    dtype = s.dtype
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and hasattr(dtype, "numpy_dtype"):
+        return s.to_numpy(dtype=dtype.numpy_dtype, na_value=0), lambda v: v
+    if dtype.kind in "iufb":
+        return s.to_numpy(), lambda v: v
+    if dtype.kind in "mM":
+        raw = s.to_numpy()
+        return raw.view(np.int64), lambda v: v.astype(np.int64).view(raw.dtype)
+    if how in ("sum", "avg"):
+        return s.to_numpy(dtype=np.float64, na_value=np.nan), lambda v: v
+    codes, uniques = pd.factorize(s, sort=True)
+    uniques = np.asarray(uniques, dtype=object)
+
+    def restore(v):
+        out = np.empty(len(v), dtype=object)
+        ok = (v >= 0) & (v < len(uniques))
+        out[ok] = uniques[v[ok]]
+        return out
+    return codes.astype(np.int64), restore
