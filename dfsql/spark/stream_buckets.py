@@ -20,6 +20,7 @@ from dfsql.model import clauses as c
 from dfsql.model.aggregates import Route, pane_aggregate
 from dfsql.model.changelog import (
     changelog_ranks,
+    element_panes,
     emission_place,
     retraction_place,
 )
@@ -425,6 +426,10 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         for alias, fn, col in self.aggs:
             how = fn.lower()
             values = counted = None
+            if col is not None and elems[col].dtype.kind == "O" and how in ("sum", "avg"):
+                # DECIMAL (Python objects): exact only as objects, which the kernels are not
+                out[alias] = _object_aggregate(r, elems[col], how, n_panes)
+                continue
             if col is not None:
                 s = elems[col]
                 counted = s.notna().to_numpy()[rows]
@@ -509,7 +514,7 @@ def _fold_notes(notes, oldest: int):
 def _kernel_values(s, how: str):
     """(numpy values the kernels reduce, how to turn a MIN / MAX back into the column's
     values) of a pandas column: numbers as they are (NULLs masked by the caller), times as
-    their int64 ticks, anything else MIN / MAX by its sorted codes (SUM / AVG as doubles)."""
+    their int64 ticks, anything else (strings, DECIMAL) MIN / MAX by its sorted codes."""
     import pandas as pd
 
     dtype = s.dtype
@@ -520,8 +525,6 @@ def _kernel_values(s, how: str):
     if dtype.kind in "mM":
         raw = s.to_numpy()
         return raw.view(np.int64), lambda v: v.astype(np.int64).view(raw.dtype)
-    if how in ("sum", "avg"):
-        return s.to_numpy(dtype=np.float64, na_value=np.nan), lambda v: v
     codes, uniques = pd.factorize(s, sort=True)
     uniques = np.asarray(uniques, dtype=object)
 
@@ -531,3 +534,16 @@ def _kernel_values(s, how: str):
         out[ok] = uniques[v[ok]]
         return out
     return codes.astype(np.int64), restore
+
+
+def _object_aggregate(r, s, how: str, n_panes: int) -> np.ndarray:
+    """SUM / AVG of a column of Python objects (DECIMAL), exact as the objects add: a
+    pandas group-by over each pane's member elements, the general case beside the kernels
+    (as Spark's own aggregation is beside them in the replay)."""
+    import pandas as pd
+
+    ok, lens, pane = element_panes(r, n_panes)
+    row = np.repeat(r.element_row[ok], lens)
+    g = pd.Series(s.to_numpy()[row]).groupby(pane)
+    v = (g.sum(min_count=1) if how == "sum" else g.mean()).reindex(pd.RangeIndex(n_panes))
+    return v.to_numpy(dtype=object) if v.isna().any() else v.to_numpy()
