@@ -36,8 +36,6 @@ from dfsql.model.changelog import changelog_ranks as _changelog_ranks
 from dfsql.model.changelog import element_panes as pane_members
 from dfsql.model.group_also_by_window import drive, end_floor_of
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
-from dfsql.session import spark_context
-from dfsql.spark.accumulators import PerPartition
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
@@ -203,6 +201,10 @@ def _dropped_accumulator(spark):
     """{partition: elements it dropped}, filled by the driver as the query runs, so that
     ``dropped_late`` reads the count without running the query again; None on Spark
     Connect, which has no accumulators (the count then runs the driver once more)."""
+    # inside: importing this module (every task does) must not load pyspark
+    from dfsql.session import spark_context
+    from dfsql.spark.accumulators import PerPartition
+
     sc = spark_context(spark)
     return None if sc is None else sc.accumulator({}, PerPartition())
 
