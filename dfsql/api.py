@@ -61,7 +61,6 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     if stores:
         # the user starts this streaming DataFrame, on the session's settings: put the
         # session on the state store its stateful operator needs (dfsql.start does not)
-
         planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
     return remember(planned)
 
