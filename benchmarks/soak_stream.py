@@ -94,6 +94,12 @@ def _python_workers_rss(jvm_pid: int) -> int:
     return total
 
 
+def _heap_after_gc_mb(heap_pools) -> int:
+    """The heap in use as the collector left it after its last collection (the System.gc()
+    just before): what is live, not what the running stream allocated since."""
+    return round(sum(pool.getCollectionUsage().getUsed() for pool in heap_pools) / 2**20)
+
+
 def soak(spark, seconds: float, rate: int, sample: float, checkpoint: str,
          log=print, settle: float = 0.0) -> list[dict]:
     """Run the soak query for ``seconds`` and return one record per sample.
@@ -119,7 +125,9 @@ def soak(spark, seconds: float, rate: int, sample: float, checkpoint: str,
 
     jvm = spark.sparkContext._jvm
     jvm_pid = int(jvm.ProcessHandle.current().pid())
-    runtime = jvm.java.lang.Runtime.getRuntime()
+    heap_pools = [pool for pool in jvm.java.lang.management.ManagementFactory
+                  .getMemoryPoolMXBeans()
+                  if str(pool.getType()) == "Heap memory" and pool.getCollectionUsage()]
     q = dfsql.start(QUERY, sink=count, checkpoint=checkpoint,
                     trigger={"processingTime": f"{TRIGGER_SECONDS} seconds"}, spark=spark)
     samples: list[dict] = []
@@ -158,7 +166,7 @@ def soak(spark, seconds: float, rate: int, sample: float, checkpoint: str,
                 "state_elements": m.get("state_elements"),
                 "late_dropped": sum(p.get("observedMetrics", {}).get("dfsql", {})
                                     .get("late_dropped") or 0 for p in progress),
-                "heap_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
+                "heap_mb": _heap_after_gc_mb(heap_pools),
                 "workers_mb": round(_python_workers_rss(jvm_pid) / 2**20),
             }
             samples.append(rec)
