@@ -337,11 +337,11 @@ def _aggregates(parts: list[exp.Expression | None], is_agg) -> list[exp.Expressi
 
 
 def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
-                      ) -> tuple[tuple[AggregateCall, ...], list[tuple[str, str]]]:
+                      ) -> tuple[tuple[AggregateCall, ...], list[tuple[exp.Column, str]]]:
     """(each aggregate over the input columns, aliased ``__a<n>``, the columns the
     aggregates read and their input-stage aliases ``__c<j>``)."""
     col_alias: dict[str, str] = {}
-    input_cols: list[tuple[str, str]] = []
+    input_cols: list[tuple[exp.Column, str]] = []
     calls: list[AggregateCall] = []
     for n, a in enumerate(aggs):
         bound = _lambda_vars(a)
@@ -351,7 +351,7 @@ def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
                 key = node.sql("spark")
                 if key not in col_alias:
                     col_alias[key] = f"__c{len(col_alias)}"
-                    input_cols.append((key, col_alias[key]))
+                    input_cols.append((node.copy(), col_alias[key]))
                 return exp.column(col_alias[key])
             return node
 
@@ -464,17 +464,16 @@ def _changelog_order(select: exp.Select, items: list[exp.Expression],
 
 
 def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple[str, ...],
-                 input_cols: list[tuple[str, str]], cl: c.Clauses) -> str:
+                 input_cols: list[tuple[exp.Column, str]], cl: c.Clauses) -> str:
     """The user's FROM/JOIN/WHERE (and CTEs), projecting the keys, the event and
     processing times and the columns the aggregates read."""
     inp = select.copy()
     for arg in ("group", "having", "order", "limit", "distinct", "qualify", "offset"):
         inp.set(arg, None)
-    proj = [f"{k.sql('spark')} AS {key_cols[i]}" for i, k in enumerate(keys)]
-    proj += [f"{sql} AS {alias}" for sql, alias in input_cols]
-    if not proj and cl.on is None and cl.processing_time is None:
-        proj = ["1 AS __one"]
-    exprs = [sqlglot.parse_one(p, read="spark") for p in proj]
+    exprs = [exp.alias_(k.copy(), key_cols[i]) for i, k in enumerate(keys)]
+    exprs += [exp.alias_(column, alias) for column, alias in input_cols]
+    if not exprs and cl.on is None and cl.processing_time is None:
+        exprs = [exp.alias_(exp.Literal.number(1), "__one")]
     if cl.on is not None:
         exprs.insert(len(keys), _clause_expr(cl.on, EVENT_TIME, "ON"))
     if cl.processing_time is not None:

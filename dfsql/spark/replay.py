@@ -269,25 +269,19 @@ def _two_level(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None
     """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
     aggregate, or None unless every one is SUM, COUNT, MIN or MAX without DISTINCT (an
     aggregate's own FILTER applies to the elements, in the first level)."""
-    import sqlglot
     from pyspark.sql import functions as F  # noqa: N812
-    from sqlglot import exp
 
     aggs = plan.stages.aggregates
     if not aggs:
         return None
+    second_level = {"sum": "SUM(`{}`)", "count": "COALESCE(SUM(`{}`), 0)",
+                    "min": "MIN(`{}`)", "max": "MAX(`{}`)"}
     out = []
-    for sql, alias in aggs:
-        node = sqlglot.parse_one(sql, read="spark")
-        inner = node.this if isinstance(node, exp.Filter) else node
-        if type(inner) not in (exp.Sum, exp.Count, exp.Min, exp.Max) or \
-                inner.find(exp.Distinct) is not None or \
-                any(a is not inner for a in inner.find_all(exp.AggFunc)):
+    for call in plan.stages.aggregate_calls:
+        if call.function not in second_level or call.distinct or call.nested:
             return None
-        part = f"__p_{alias}"
-        second = {exp.Sum: f"SUM(`{part}`)", exp.Count: f"COALESCE(SUM(`{part}`), 0)",
-                  exp.Min: f"MIN(`{part}`)", exp.Max: f"MAX(`{part}`)"}[type(inner)]
-        out.append((sql, part, second, alias))
+        part = f"__p_{call.alias}"
+        out.append((call.sql, part, second_level[call.function].format(part), call.alias))
     from pyspark.errors import PySparkException
 
     try:  # the types a one-level aggregate would have (analysis only, nothing runs)

@@ -22,6 +22,7 @@ property tests hold the two equal).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 #: Spark conf that turns the kernels off (any value but "false" leaves them on)
 KERNELS_CONF = "dfsql.replay.aggregateKernels"
 
+#: The aggregates a kernel computes.
+_KERNELS = ("count", "sum", "min", "max", "avg")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _FLOATING = ("float", "double")
 _ORDERED = (*_INTEGRAL, *_FLOATING, "boolean", "date", "timestamp", "timestamp_ntz")
@@ -188,41 +191,22 @@ def _arrow(values: np.ndarray, has: np.ndarray, typ: pa.DataType) -> pa.Array:
 def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     """The kernels for the block's aggregates, or None when one of them is not a
     kernel's (or the conf turns them off): then Spark aggregates, the general case."""
-    import sqlglot
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F  # noqa: N812
-    from sqlglot import exp
 
     spark = plan.spark
     if spark.conf.get(KERNELS_CONF, "true").strip().lower() == "false":
         return None
-    hows = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max",
-            exp.Avg: "avg"}
     parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
-    for sql, alias in plan.stages.aggregates:
-        node = sqlglot.parse_one(sql, read="spark")
-        where = None
-        if isinstance(node, exp.Filter):
-            where = node.expression.this.sql("spark")
-            node = node.this
-        how = hows.get(type(node))
-        if how is None or any(a is not node for a in node.find_all(exp.AggFunc)) or \
-                node.find(exp.Window) is not None or node.expressions:
+    for call in plan.stages.aggregate_calls:
+        if call.function not in _KERNELS or call.nested or len(call.arguments) != 1:
             return None
-        arg = node.this
-        if isinstance(arg, exp.Distinct):
-            if how not in ("min", "max") or len(arg.expressions) != 1:
-                return None  # COUNT / SUM / AVG (DISTINCT ...): Spark
-            arg = arg.expressions[0]
-        if isinstance(arg, exp.Star):
-            if how != "count":
-                return None
-            arg_sql = None
-        elif arg is None:
-            return None
-        else:
-            arg_sql = arg.sql("spark")
-        parsed.append((alias, how, arg_sql, where))
+        if call.distinct and call.function not in ("min", "max"):
+            return None  # COUNT / SUM / AVG (DISTINCT ...): Spark
+        if call.arguments == ("*",) and not call.star:
+            return None  # only COUNT takes *
+        parsed.append((call.alias, call.function, None if call.star else call.arguments[0],
+                       call.filter))
 
     # what Spark would make of them (analysis only, nothing runs): result and input types
     reads = list(dict.fromkeys(s for _, _, a, w in parsed for s in (a, w) if s is not None))
@@ -244,7 +228,7 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
         """The input column holding ``sql``: itself if it names one, else a new one."""
         if sql not in names:
             bare = sql.strip("`")
-            if bare in columns and sqlglot.parse_one(sql, read="spark") == exp.column(bare):
+            if bare in columns and re.fullmatch(r"`?\w+`?", sql):
                 names[sql] = bare
             else:
                 names[sql] = f"__kin{len(inputs)}"

@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.stages import DECOMPOSABLE
 from dfsql.model import clauses as c
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import late_row_key_names
@@ -341,29 +342,20 @@ class _Aggregates:
 def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
     """The block's aggregates as (function, column), each one a stream computes; their
     Spark result types come from Spark itself (the same SQL over an empty input)."""
-    import sqlglot
-    from sqlglot import exp
-
     specs = []
-    for sql, alias in plan.stages.aggregates:
-        node = sqlglot.parse_one(sql, read="spark")
-        name = type(node).__name__.upper()
-        arg = node.this if isinstance(node, exp.AggFunc) else None
-        col = arg.name if isinstance(arg, exp.Column) else None
-        star = isinstance(arg, exp.Star)
-        ok = (isinstance(node, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg)
-              and (col is not None and col.startswith("__c") or (name == "COUNT" and star))
-              and not node.args.get("distinct") and not isinstance(arg, exp.Distinct))
+    for call in plan.stages.aggregate_calls:
+        ok = (call.function in DECOMPOSABLE and not call.distinct and call.filter is None
+              and (call.column is not None or call.star))
         if not ok:
             line, column = plan._where(plan.clauses.pos)  # type: ignore[attr-defined]
             raise NotSupportedError(
-                f"{sql.replace('__c', 'column ')} on a stream: a stream computes SUM, COUNT, "
-                "MIN, MAX and AVG of a column", line, column,
+                f"{call.sql.replace('__c', 'column ')} on a stream: a stream computes SUM, "
+                "COUNT, MIN, MAX and AVG of a column", line, column,
                 "compute other aggregates over a bounded replay, or aggregate a column "
                 "expression in a subquery first")
-        specs.append((alias, name, None if star else col))
+        specs.append((call.alias, call.function.upper(), call.column))
     empty = plan.spark.createDataFrame([], inp.schema)
-    select = [f"{sql} AS {alias}" for sql, alias in plan.stages.aggregates]
+    select = [f"{call.sql} AS {call.alias}" for call in plan.stages.aggregate_calls]
     types = [(f.name, f.dataType) for f in empty.selectExpr(*select).schema] if select else []
     return _Aggregates(specs, types)
 

@@ -394,3 +394,33 @@ def test_watermark_from_a_stream_of_marks_equals_the_replay(spark, tmp_path, by)
                                  spark).collect() if r.emit_time < frontier]
     assert len(want) > 30 and any(r.is_retraction for r in want)
     assert got == want
+
+
+def test_planning_reads_the_aggregates_typed_not_the_stage_sql(spark, live_scores,
+                                                                 paper_tables, monkeypatch):
+    """A stream's planner and the replay's kernels read the block's aggregates as typed
+    values (issue #22, item 2): sqlglot never parses a stage's aggregate SQL (over the
+    input stage's ``__c<j>`` columns) again."""
+    import sqlglot
+
+    parsed: list[str] = []
+    real = sqlglot.parse_one
+
+    def recording(sql, *args, **kwargs):
+        parsed.append(sql)
+        return real(sql, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot, "parse_one", recording)
+    q = dfsql.start("SELECT key, SUM(value) AS total, COUNT(*) AS n, MAX(value) AS top "
+                    "FROM live_scores GROUP BY key WINDOW FIXED(2 MINUTES) ON event_time "
+                    "PROCESSING TIME arrival_time TRIGGER EVERY 1 MINUTE "
+                    "EMIT ACCUMULATING AND RETRACTING", sink="memory", name="typed_aggs",
+                    spark=spark)
+    q.stop()
+    rows = dfsql.sql("SELECT key, SUM(value) AS total, MIN(value) AS low FROM scores "
+                     "GROUP BY key WINDOW FIXED(2 MINUTES) ON event_time "
+                     "PROCESSING TIME arrival_time TRIGGER EVERY 1 MINUTE",
+                     spark=spark).collect()
+    assert rows
+    assert parsed  # the user's SELECTs are parsed (once): the recording works
+    assert not [s for s in parsed if "__c" in s], parsed
