@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from dfsql.continuous import run as run_continuous
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
-from dfsql.language import Statement, parse_clauses, parse_statement
-from dfsql.language.continuous import parse_continuous
+from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
+from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
@@ -50,12 +50,11 @@ def _spark(spark: SparkSession | None) -> SparkSession:
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns;
     CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
-    continuous = parse_continuous(text)
-    if continuous is not None:
-        return run_continuous(continuous, text, _spark(spark), start)
+    stmt = parse_any(text)  # scanned once
+    if isinstance(stmt, ContinuousStatement):
+        return run_continuous(stmt, text, _spark(spark), start)
     from dfsql.spark.planner import remember  # Spark's modules load with the first query
 
-    stmt = parse_statement(text)
     planned = _plan(stmt, text, spark)
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
@@ -101,8 +100,8 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     Connect."""
 
     stream = None
-    if parse_continuous(text) is None:
-        stmt = parse_statement(text)
+    stmt = parse_any(text)
+    if not isinstance(stmt, ContinuousStatement):
         planned = _plan(stmt, text, spark)
         stream = planned.stream if planned.result.isStreaming else None
     if stream is None:

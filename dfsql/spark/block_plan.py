@@ -461,10 +461,13 @@ def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
-    try:
-        tree = sqlglot.parse_one(block.sql, read="spark")
-    except ParseError:  # reported by the rewrite
-        return []
+    if block.select is not None:  # parsed with the statement
+        tree: exp.Expression = block.select
+    else:
+        try:
+            tree = sqlglot.parse_one(block.sql, read="spark")
+        except ParseError:  # reported by the rewrite
+            return []
     if isinstance(tree, exp.Subquery):
         tree = tree.this
     if not isinstance(tree, exp.Select):
