@@ -78,8 +78,13 @@ SAMPLE_VIEWS: dict[str, str] = {
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The one SparkSession of the test run (``local[2]``), stopped at the end."""
+    """The one SparkSession of the test run (``local[2]``), stopped at the end.
+
+    Its queries shuffle into 2 partitions rather than dfsql's default 4: a stream's
+    micro-batch costs about a second per wave of stateful tasks on this 2-core machine,
+    and 2 partitions still spread keys (and the replay's drivers) over several tasks."""
     s = session("local[2]")
+    s.conf.set("spark.sql.shuffle.partitions", "2")
     yield s
     stop_session()
 

@@ -52,7 +52,9 @@ def test_timezone_utc(spark: SparkSession) -> None:
 
 
 def test_small_shuffle_and_arrow(spark: SparkSession) -> None:
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    # dfsql's default, as a new session of the run's context has it (the test run's own
+    # session sets 2: tests/conftest.py)
+    assert spark.newSession().conf.get("spark.sql.shuffle.partitions") == "4"
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
 
 

@@ -44,6 +44,13 @@ def test_kill_9_mid_stream_then_restart_writes_exactly_the_uninterrupted_result(
     _write_parts(frame, list(range(25, len(frame), 25)), src)  # 16 micro-batches
     sink, ck = tmp_path / "out", tmp_path / "ck"
     job = _job(src, sink, ck)
+    # the same query, uninterrupted, in this process, while the job's JVM starts
+    schema = spark.read.parquet(str(src)).schema
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+     .createOrReplaceTempView("live"))
+    reference = dfsql.start(QUERY, sink=str(tmp_path / "ref"),
+                            checkpoint=str(tmp_path / "ck_ref"),
+                            trigger={"availableNow": True}, spark=spark)
     deadline = time.monotonic() + 240
     while _commits(ck) < 4:
         assert job.poll() is None, job.stderr.read().decode()[-3000:]
@@ -62,13 +69,7 @@ def test_kill_9_mid_stream_then_restart_writes_exactly_the_uninterrupted_result(
     # The rows below are the real test: a batch's cut does not change them.
     assert _commits(ck) in (15, 16)
 
-    # the same query, uninterrupted, in this process
-    schema = spark.read.parquet(str(src)).schema
-    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
-     .createOrReplaceTempView("live"))
-    q = dfsql.start(QUERY, sink=str(tmp_path / "ref"), checkpoint=str(tmp_path / "ck_ref"),
-                    trigger={"availableNow": True}, spark=spark)
-    q.awaitTermination()
+    reference.awaitTermination()
     got, want = _rows(spark, sink), _rows(spark, tmp_path / "ref")
     assert len(want) > 100
     assert got == want  # no duplicate pane, no missing pane
