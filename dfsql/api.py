@@ -110,7 +110,8 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
                           "for a bounded table use dfsql.sql")
     with spark_errors(stmt.source, text=text):
         query = start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
-                             late_view=stream.late_view, state_store=stream.state_store)
+                             late_view=stream.late_view, state_store=stream.state_store,
+                             key_names=stream.key_names)
     hidden = [c for c in (*SORT_COLUMNS, LATE_ROW) if c in stream.df.columns]
     query.panes_schema = stream.df.drop(*hidden).schema  # the sink's columns
     return query
@@ -162,6 +163,11 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
             _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
     _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, wm)
+
+
+def registration(name: str) -> Registration | None:
+    """The defaults ``name`` was registered with (:func:`register`), or None."""
+    return _REGISTRY.get(name.lower())
 
 
 def _registered_watermark(text: str) -> Watermark:

@@ -76,6 +76,35 @@ SAMPLE_VIEWS: dict[str, str] = {
 }
 
 
+#: The modules that take longest (a minute or more of a run here: ``--durations``), longest
+#: first. They are collected first, so that pytest-xdist (whole modules to each worker,
+#: ``--no-loadscope-reorder`` in ./dev) starts them first and the run does not end with one
+#: long module on one worker while the others wait.
+SLOW_MODULES = (
+    "spark/test_streaming.py",
+    "shell/test_terminal.py",
+    "test_distribution.py",
+    "server/test_thrift.py",
+    "spark/test_stream_recovery.py",
+    "spark/test_stream_engine_clock.py",
+    "spark/test_replay_aggregates.py",
+    "spark/test_stream_soak.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).resolve().parent
+    rank = {m: i for i, m in enumerate(SLOW_MODULES)}
+
+    def module_rank(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.resolve().relative_to(here).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=module_rank)  # stable: the order within a module and of the rest stays
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (``local[2]``), stopped at the end.

@@ -105,6 +105,12 @@ class Stages:
     group_keys: tuple[GroupKey, ...] = ()
     aggregate_calls: tuple[AggregateCall, ...] = ()
 
+    @property
+    def key_output_names(self) -> tuple[str, ...]:
+        """The output columns that select a group key (a live window's identity in a
+        table sink, beside window_start and window_end)."""
+        return tuple(k.output_name for k in self.group_keys if k.output_name)
+
     def explain(self) -> str:
         aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)
         return (f"-- input stage\n{self.input_sql}\n"

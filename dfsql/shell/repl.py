@@ -239,7 +239,7 @@ class Shell:
 
         # here, not at the top: dfsql.api loads sqlglot and the planner (0.1 s), which
         # the prompt need not wait for
-        from dfsql.api import _REGISTRY
+        from dfsql.api import registration
 
         spark = self.spark()
         if not rest:
@@ -247,7 +247,7 @@ class Shell:
             for col in ("name", "database", "kind", "event time", "processing time"):
                 table.add_column(col, no_wrap=True)
             for t in sorted(spark.catalog.listTables(), key=lambda t: t.name):
-                reg = _REGISTRY.get(t.name.lower())
+                reg = registration(t.name)
                 kind = "temp view" if t.isTemporary else (t.tableType or "").lower()
                 if t.isTemporary and spark.table(t.name).isStreaming:
                     kind = "streaming view"
@@ -269,7 +269,7 @@ class Shell:
         for f in schema.fields:
             table.add_row(f.name, f.dataType.simpleString(), "yes" if f.nullable else "no")
         self.out.print(table)
-        reg = _REGISTRY.get(rest.lower())
+        reg = registration(rest)
         if reg is not None:
             self.out.print(f"registered with event time {reg.event_time or '-'}, processing "
                            f"time {reg.processing_time or '-'}"

@@ -406,7 +406,7 @@ class BlockPlan:
         df = self._with_original_names(self._output_df(ordered=False), names, hidden)
         # transformWithState runs only on RocksDB: the stream starts on it (dfsql.start)
         stream = StreamPlan(df, self.stages.default_order_by, late,
-                            None if native else ROCKSDB)
+                            None if native else ROCKSDB, self.stages.key_output_names)
         if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
             df = df.where(f"{LATE_ROW} IS NULL")
         return df.drop(*hidden), PlannedBlock(self, stream=stream)

@@ -70,6 +70,8 @@ class StreamPlan:
     late_view: str | None
     #: the state store provider the query must start on (None: the session's own)
     state_store: str | None
+    #: the output columns that select a group key (a TableSink's row identity)
+    key_names: tuple[str, ...] = ()
 
 
 def late_row_key_names(plan: ReplayPlan) -> list[str]:

@@ -124,13 +124,6 @@ class TableSink:
         self._register(spark.createDataFrame([], StructType(fields)))
 
 
-def key_names(order_by: tuple[str, ...] | None) -> list[str]:
-    """The GROUP BY keys' output names, as §7's default order lists them after emit_time."""
-    rest = {"window_start", "is_retraction DESC", "pane_index",
-            "pane_index + CAST(is_retraction AS INT)", *SORT_COLUMNS}
-    return [o.strip("`") for o in (order_by or ())[1:] if o not in rest]
-
-
 class AppendView:
     """A temp view that grows by each micro-batch's rows, once per batch id: a stream's
     LATE ROWS INTO side sink (and, beside it, a "memory" sink). Kept in the driver's
@@ -182,17 +175,20 @@ def _write_batch_files(batch: DataFrame, path: str, batch_id: int) -> None:
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
                  checkpoint: str | None, trigger: dict | None, name: str | None,
-                 late_view: str | None = None, state_store: str | None = None):
+                 late_view: str | None = None, state_store: str | None = None,
+                 key_names: tuple[str, ...] = ()):
     """Start ``df`` (a stream with its hidden sort columns) into ``sink``; with
     ``late_view``, each batch's dropped rows (the hidden LATE_ROW column) go to that
     temp view instead, in the same query (one stateful operator, one checkpoint). With
     ``state_store``, the query starts on that state store provider (the session keeps
-    its own: a query runs on its own copy of the settings)."""
+    its own: a query runs on its own copy of the settings). ``key_names``: the output
+    columns that select a group key (a :class:`TableSink` keeps one row per key and
+    window)."""
     with _state_store(df.sparkSession, state_store):
         if late_view:
             return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name,
-                                         late_view)
-        return _start(df, order_by, sink, checkpoint, trigger, name)
+                                         late_view, key_names)
+        return _start(df, order_by, sink, checkpoint, trigger, name, key_names)
 
 
 #: the session setting that names the streaming state store provider
@@ -217,10 +213,11 @@ def _state_store(spark, provider: str | None) -> Iterator[None]:
 
 
 def _start(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
-           checkpoint: str | None, trigger: dict | None, name: str | None):
+           checkpoint: str | None, trigger: dict | None, name: str | None,
+           key_names: tuple[str, ...]):
     visible = df.drop(*SORT_COLUMNS)
     if isinstance(sink, TableSink):
-        sink.keys = key_names(order_by)
+        sink.keys = list(key_names)
         sink.spark = df.sparkSession
         writer = df.writeStream.foreachBatch(
             lambda b, i: sink.apply(in_changelog_order(b, order_by), i))
@@ -251,7 +248,7 @@ def _finish(writer, sink: Any, checkpoint: str | None, trigger: dict | None,
 
 def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
                           checkpoint: str | None, trigger: dict | None, name: str | None,
-                          late_view: str):
+                          late_view: str, key_names: tuple[str, ...]):
     """Every sink through ``foreachBatch``: each batch is split into its dropped rows
     (appended to ``late_view``) and its panes (to ``sink``). A directory gets each batch
     as files named after it; "memory" a growing temp view ``name``."""
@@ -261,7 +258,7 @@ def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink:
     side = AppendView(late_view, spark, late_schema)
     panes_schema = df.drop(*SORT_COLUMNS, LATE_ROW).schema
     if isinstance(sink, TableSink):
-        sink.keys = key_names(order_by)
+        sink.keys = list(key_names)
         sink.spark = spark
         deliver = sink.apply
     elif callable(sink):
