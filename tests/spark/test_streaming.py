@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -61,45 +60,10 @@ def _with_sentinel(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, sentinel], ignore_index=True)
 
 
-@dataclass
-class _Running:
-    """A started stream of :func:`_start_stream` and what its replay needs."""
-
-    query: object  # the StreamingQuery
-    batches: list[list]
-    text: str  # the query, reading ``{t}``
-    bounded: str  # the bounded view of the same rows
-    frontier: datetime
-
-
 def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
                        arrival: str = "arrival_time"):
     """(the stream's rows, batch by batch in order; the replay's rows before the stream's
     frontier, the sentinel's arrival). ``query`` reads the table ``{t}``."""
-    return _finish_stream(spark, _start_stream(spark, frame, query, cuts, tmp, arrival))
-
-
-def _finish_stream(spark, running: _Running):
-    """The stream's rows (it runs to the end of its files) and the replay's."""
-    running.query.awaitTermination()
-    replay = [r for r in dfsql.sql(running.text.format(t=running.bounded), spark).collect()
-              if r.emit_time < running.frontier]
-    return [r for b in running.batches for r in b], replay, len(running.batches)
-
-
-def _finish_all(spark, running: dict) -> dict:
-    """:func:`_finish_stream` of each; if one fails, the others are stopped too."""
-    try:
-        return {name: _finish_stream(spark, r) for name, r in running.items()}
-    finally:
-        for r in running.values():
-            r.query.stop()
-
-
-def _start_stream(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
-                  arrival: str = "arrival_time", tag: str = "") -> _Running:
-    """Start the stream of ``frame`` cut at ``cuts`` (one file per micro-batch) with a
-    sentinel last; ``tag`` names its views apart from other streams running beside it."""
     sentinel = frame.iloc[-1:].copy()
     for col in frame.columns:
         if col == arrival:
@@ -110,15 +74,17 @@ def _start_stream(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: 
     src = tmp / "in"
     _write_parts(frame, [*cuts, len(frame) - 1], src)
     schema = spark.read.parquet(str(src)).schema
-    spark.read.parquet(str(src)).createOrReplaceTempView(f"bounded_src{tag}")
+    spark.read.parquet(str(src)).createOrReplaceTempView("bounded_src")
     (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
-     .createOrReplaceTempView(f"live_src{tag}"))
+     .createOrReplaceTempView("live_src"))
     batches: list[list] = []
-    q = dfsql.start(query.format(t=f"live_src{tag}"),
-                    sink=lambda b, i: batches.append(b.collect()),
+    q = dfsql.start(query.format(t="live_src"), sink=lambda b, i: batches.append(b.collect()),
                     checkpoint=str(tmp / "ck"), trigger={"availableNow": True}, spark=spark)
+    q.awaitTermination()
     frontier = frame[arrival].max().to_pydatetime().replace(tzinfo=None)
-    return _Running(q, batches, query, f"bounded_src{tag}", frontier)
+    replay = [r for r in dfsql.sql(query.format(t="bounded_src"), spark).collect()
+              if r.emit_time < frontier]
+    return [r for b in batches for r in b], replay, len(batches)
 
 
 def _workload(seed: int, n: int = 300) -> pd.DataFrame:
@@ -152,7 +118,7 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MIN(value) AS lo, MAX(
          "TRIGGER {trigger} EMIT {emit}")
 
 
-RANDOM_CUTS = [
+@pytest.mark.parametrize("seed,window,trigger,emit", [
     (1, "SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
      "ACCUMULATING AND RETRACTING"),
     (2, "SESSIONS(GAP 45 SECONDS)", "AT WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROW",
@@ -160,51 +126,27 @@ RANDOM_CUTS = [
     (3, "FIXED(1 MINUTE)", "EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
      "ACCUMULATING AND RETRACTING"),
     (4, "SLIDING(1 MINUTE, EVERY 20 SECONDS)", "REPEAT WATERMARK", "DISCARDING"),
-]
-
-
-@pytest.fixture(scope="module")
-def random_cut_streams(spark, tmp_path_factory) -> dict[int, tuple]:
-    """Each case's stream, all started at once: a micro-batch mostly waits on round trips
-    (tasks, Python workers, the state server), so streams side by side take little longer
-    than one. seed -> (stream rows, replay rows, batches)."""
-    running = {}
-    for seed, window, trigger, emit in RANDOM_CUTS:
-        frame = _workload(seed)
-        rng = np.random.default_rng(100 + seed)
-        cuts = sorted(rng.choice(np.arange(1, len(frame)), 7, replace=False).tolist())
-        q = QUERY.format(window=window, trigger=trigger, emit=emit)
-        running[seed] = _start_stream(spark, frame, q, cuts,
-                                      tmp_path_factory.mktemp(f"cuts{seed}"), tag=f"_{seed}")
-    return _finish_all(spark, running)
-
-
-@pytest.mark.parametrize("seed,window,trigger,emit", RANDOM_CUTS)
-def test_stream_cut_at_random_points_equals_the_replay(random_cut_streams, seed, window,
+])
+def test_stream_cut_at_random_points_equals_the_replay(spark, tmp_path, seed, window,
                                                        trigger, emit):
-    stream, replay, n_batches = random_cut_streams[seed]
+    frame = _workload(seed)
+    rng = np.random.default_rng(100 + seed)
+    cuts = sorted(rng.choice(np.arange(1, len(frame)), 7, replace=False).tolist())
+    q = QUERY.format(window=window, trigger=trigger, emit=emit)
+    stream, replay, n_batches = _stream_and_replay(spark, frame, q, cuts, tmp_path)
     assert n_batches >= 8
     assert len(replay) > 50
     assert any(r.is_retraction for r in replay) == ("RETRACTING" in emit)
     assert stream == replay
 
 
-@pytest.fixture(scope="module")
-def streamed_figures(spark, paper_tables, tmp_path_factory) -> dict[str, tuple]:
-    """Every replayed figure's stream, all started at once (see random_cut_streams)."""
-    frame = _paper_events()
-    running = {
-        fig["name"]: _start_stream(spark, frame, fig["query"].replace("FROM scores", "FROM {t}"),
-                                   list(range(1, len(frame))),
-                                   tmp_path_factory.mktemp(fig["name"]), tag=f"_fig{i}")
-        for i, fig in enumerate(STREAMED)}
-    return _finish_all(spark, running)
-
-
 @pytest.mark.parametrize("fig", STREAMED, ids=[f["name"] for f in STREAMED])
-def test_paper_figures_streamed(streamed_figures, fig):
+def test_paper_figures_streamed(spark, paper_tables, tmp_path, fig):
     """Each replayed figure of the paper, its rows streamed one file per row."""
-    stream, replay, _ = streamed_figures[fig["name"]]
+    frame = _paper_events()
+    query = fig["query"].replace("FROM scores", "FROM {t}")
+    stream, replay, _ = _stream_and_replay(spark, frame, query, list(range(1, len(frame))),
+                                           tmp_path)
     assert stream == replay
     # and the replay is the figure (the expected rows hand-derived from the paper)
     want = [r for r in fig["expected"] if r["emit_time"] is not None]
