@@ -32,7 +32,7 @@ from dfsql.model.watermarks import (
     percentile_lags,
     writers_timeline,
 )
-from dfsql.model.windows import NULL_EVENT_TIME, segmented_cummax
+from dfsql.model.windows import NULL_EVENT_TIME, merge_sessions
 from dfsql.spark.replay import TIMING
 from dfsql.spark.stream_packing import (
     AT,
@@ -466,19 +466,14 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             return keep
         live_end = np.full(n, NEG, np.int64)
         if isinstance(w, c.SessionWindows):
-            # the union of the key's proto-windows: at least as late as any merged window
+            # the session each element's proto-window merges into (the model's merging):
+            # at least as late as any window it will be part of
             ok = (et != NULL_EVENT_TIME) & ~dropped
             idx = np.flatnonzero(ok)
             if len(idx) == 0:
                 return keep
-            o = idx[np.lexsort((et[idx], key_ids[idx]))]
-            start, end, k = et[o], et[o] + w.gap.micros, key_ids[o]
-            new_key = np.r_[True, k[1:] != k[:-1]]
-            run_end = segmented_cummax(end, k)  # running max of end within a key
-            new_run = new_key | np.r_[True, start[1:] >= run_end[:-1]]
-            run_id = np.cumsum(new_run) - 1
-            run_max = np.maximum.reduceat(end, np.flatnonzero(new_run))
-            live_end[o] = run_max[run_id]
+            _, _, merged_end = merge_sessions(key_ids[idx], et[idx], et[idx] + w.gap.micros)
+            live_end[idx] = merged_end
         else:
             np.maximum.at(live_end, r.element_row, r.element_window_end)
         expired = (live_end != NEG) & (live_end + lateness < wm) & done
