@@ -17,10 +17,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
+
+if TYPE_CHECKING:
+    from dfsql.shell.repl import Shell
 
 
 def _statements(path: Path) -> list[str]:
@@ -175,9 +179,17 @@ def passwd(args: argparse.Namespace) -> int:
 def shell(args: argparse.Namespace) -> int:
     """The shell: interactive on a terminal, else the -e texts, -f files or stdin."""
     # prompt_toolkit, rich and the parser (about 0.4 s): only the shell waits for them
-    from dfsql.shell.repl import Shell
+    from dfsql.shell.repl import Quit, Shell
 
     sh = Shell(paper_tables=args.paper_tables, history=args.history)
+    try:
+        return _run_scripts(sh, args)
+    except Quit:  # \q in a script or at the prompt: leave, successfully
+        return 0
+
+
+def _run_scripts(sh: Shell, args: argparse.Namespace) -> int:
+    """The -e/-f scripts in command-line order, else standard input, else the prompt."""
     if args.scripts:
         for kind, value in args.scripts:  # in command-line order
             if kind == "file":

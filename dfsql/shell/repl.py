@@ -54,6 +54,10 @@ class ShellError(DfsqlError):
     """A mistake in a backslash command (positioned in the command's line)."""
 
 
+class Quit(Exception):
+    """``\\q``: leave the shell (or end a script there, successfully)."""
+
+
 class Shell:
     """One shell: its Spark session, settings and the last windowed result."""
 
@@ -124,6 +128,8 @@ class Shell:
             else:
                 self.statement(piece.text)
             return True
+        except Quit:
+            raise
         except Cancelled:
             self.err.print("cancelled (its Spark jobs were stopped)", style="yellow")
         except DfsqlError as e:
@@ -138,7 +144,8 @@ class Shell:
 
     def run_script(self, text: str, where: str = "") -> int:
         """Every statement and command of ``text`` in order; stop at the first error
-        (exit status 1), so nothing after a failed statement runs."""
+        (exit status 1), so nothing after a failed statement runs. ``\\q`` raises
+        :class:`Quit`: the caller ends there."""
         for piece in split(text):
             if not self.run_piece(piece, where):
                 return 1
@@ -217,7 +224,7 @@ class Shell:
         self.out.print(table)
 
     def _quit(self, _rest: str, _at: int) -> None:
-        raise EOFError
+        raise Quit
 
     def _timing(self, rest: str, at: int) -> None:
         self.timing = _on_off(rest, at, not self.timing)
@@ -451,7 +458,7 @@ class Shell:
             try:
                 for piece in split(text):
                     self.run_piece(piece)
-            except EOFError:  # \q
+            except Quit:
                 break
         return 0
 

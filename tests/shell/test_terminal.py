@@ -195,10 +195,16 @@ def test_history_survives_a_restart(terminal, tmp_path) -> None:
     first.type("SELECT 40 + 2 AS answer;")
     assert re.search(r"\b42\b", first.until(r"1 row \("))
     first.until(PROMPT)
-    first.close()
+    first.type("\\q")  # leaves the shell, with no error (issue #23)
+    first.child.expect(pexpect.EOF, timeout=60)
+    first.child.close()
+    assert first.child.exitstatus == 0
+    assert "error:" not in ANSI.sub("", first.raw + first.child.before)
     assert "SELECT 40 + 2 AS answer;" in (tmp_path / "history").read_text()
     second = terminal()
-    second.child.send("\x1b[A")  # up arrow: the last statement of the first shell
+    second.child.send("\x1b[A")  # up arrow: the first shell's \q, then its statement
+    time.sleep(0.3)
+    second.child.send("\x1b[A")
     time.sleep(0.3)
     second.child.send("\r")
     assert re.search(r"\b42\b", second.until(r"1 row \("))
@@ -332,7 +338,8 @@ def test_commands_without_a_terminal(tmp_path) -> None:
          "-e", "\\explain SELECT key, SUM(value) AS total FROM s GROUP BY key "
                "WINDOW SESSIONS(GAP 1 MINUTE) ON ts TRIGGER AFTER 2 ROWS THEN AFTER 3 ROWS",
          "-e", "SELECT current_timestamp() IS NOT NULL AS up, "
-               "(SELECT 1) AS one; SET spark.master;"],
+               "(SELECT 1) AS one; SET spark.master;",
+         "-e", "\\q", "-e", "SELECT 'after quit' AS never;"],
         env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -346,3 +353,4 @@ def test_commands_without_a_terminal(tmp_path) -> None:
     assert "at most 2 rows are fetched and shown" in out
     assert "TRIGGER AfterEach(ElemCount(2), ElemCount(3))" in out  # the seed's notation
     assert {"key": "spark.master", "value": "local[1]"} in tables[-1]
+    assert "after quit" not in out  # \q ended the run there, successfully
