@@ -19,6 +19,7 @@ from dfsql.errors import AnalysisError
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
+from dfsql.session import spark_context
 from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan_types import StreamPlan
@@ -92,12 +93,19 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     """Plan a statement with windowed blocks; see the module docstring."""
     plans: list[BlockPlan] = []
     inner_views: list[str] = []
+    planned: Planned | None = None
     try:
-        return _execute(stmt, spark, registry, plans, inner_views)
+        planned = _execute(stmt, spark, registry, plans, inner_views)
+        return planned
     finally:
-        # every DataFrame above was analysed when created: the views are not needed
-        for name in [*inner_views, *(v for p in plans for v in p.views)]:
-            spark.catalog.dropTempView(name)
+        # on classic Spark every DataFrame above was analysed when created, so the views
+        # are not needed. Spark Connect sends a plan that names them, and analyses a
+        # stream's plan again when it starts: a stream's views stay there (their names are
+        # the statement's own).
+        if not (planned is not None and spark_context(spark) is None
+                and any(b.stream is not None for b in planned.blocks)):
+            for name in [*inner_views, *(v for p in plans for v in p.views)]:
+                spark.catalog.dropTempView(name)
 
 
 def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
