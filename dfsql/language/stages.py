@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dfsql.model.aggregates import HOWS
+
 #: The aggregates a pane can be computed from partial results of (LANGUAGE.md §6), when
-#: without DISTINCT and without another aggregate inside.
-DECOMPOSABLE = frozenset({"sum", "count", "min", "max", "avg"})
+#: without DISTINCT and without another aggregate inside: the model's kernels.
+DECOMPOSABLE = frozenset(HOWS)
 
 
 @dataclass(frozen=True)

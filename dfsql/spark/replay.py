@@ -278,7 +278,7 @@ def _two_level(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None
                     "min": "MIN(`{}`)", "max": "MAX(`{}`)"}
     out = []
     for call in plan.stages.aggregate_calls:
-        if call.function not in second_level or call.distinct or call.nested:
+        if not call.decomposable or call.function not in second_level:
             return None
         part = f"__p_{call.alias}"
         out.append((call.sql, part, second_level[call.function].format(part), call.alias))

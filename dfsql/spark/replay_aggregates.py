@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dfsql.model.aggregates import HOWS, Route, pane_aggregate
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
 #: Spark conf that turns the kernels off (any value but "false" leaves them on)
 KERNELS_CONF = "dfsql.replay.aggregateKernels"
 
-#: The aggregates a kernel computes.
-_KERNELS = ("count", "sum", "min", "max", "avg")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _FLOATING = ("float", "double")
 _ORDERED = (*_INTEGRAL, *_FLOATING, "boolean", "date", "timestamp", "timestamp_ntz")
@@ -115,8 +115,6 @@ class Kernels:
         """Each pane's aggregates over the rows of ``table`` that the driver's result
         ``r`` routes to it (a :class:`dfsql.model.group_also_by_window.FlatResult`)."""
         import pyarrow.compute as pc
-
-        from dfsql.model.aggregates import Route, pane_aggregate
 
         route = Route(r.element_first_pane, r.cover_pane, r.cover_delta, n_panes)
         rows = r.element_row
@@ -199,7 +197,7 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
         return None
     parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
     for call in plan.stages.aggregate_calls:
-        if call.function not in _KERNELS or call.nested or len(call.arguments) != 1:
+        if call.function not in HOWS or call.nested or len(call.arguments) != 1:
             return None
         if call.distinct and call.function not in ("min", "max"):
             return None  # COUNT / SUM / AVG (DISTINCT ...): Spark

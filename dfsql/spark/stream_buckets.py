@@ -340,7 +340,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         needed[retracted] = True
         out = None
         if needed.any():
-            values = self._aggregate(r, elems, needed)
+            values = self._aggregate(r, elems, n_panes)
             ranks = changelog_ranks(r, r.pane_window_start)
             e_ids = np.flatnonzero(emitted)
             ids = np.r_[e_ids, retracted]
@@ -414,17 +414,15 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         row["late_reason"] = np.asarray(r.dropped_reason_text)[sel]
         return pd.DataFrame(row, columns=self.out_names)
 
-    def _aggregate(self, r, elems, needed: np.ndarray) -> dict[str, np.ndarray]:
+    def _aggregate(self, r, elems, n_panes: int) -> dict[str, np.ndarray]:
         """Each pane's aggregates over the elements the driver routes to it, by the model's
         kernels (:func:`dfsql.model.aggregates.pane_aggregate`, the replay's too): one
         implementation of the decomposable aggregates. A NULL aggregate is None (an object
-        column) as pandas gives it; ``needed`` is kept for the callers' sake."""
-        n_panes = len(needed)
+        column) as pandas gives it."""
         route = Route(r.element_first_pane, r.cover_pane, r.cover_delta, n_panes)
         rows = r.element_row
         out = {}
-        for alias, fn, col in self.aggs:
-            how = fn.lower()
+        for alias, how, col in self.aggs:
             values = counted = None
             if col is not None and elems[col].dtype.kind == "O" and how in ("sum", "avg"):
                 # DECIMAL (Python objects): exact only as objects, which the kernels are not

@@ -78,7 +78,6 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
-from dfsql.language.stages import DECOMPOSABLE
 from dfsql.model import clauses as c
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import late_row_key_names
@@ -335,7 +334,9 @@ def _first_word(plan: ReplayPlan, words: tuple[str, ...]) -> c.Pos | None:
 
 class _Aggregates:
     def __init__(self, specs: list[tuple[str, str, str | None]], types: list) -> None:
-        self.specs = specs  # (alias, function, payload column or None for COUNT(*))
+        # (alias, function as the kernels name it: "sum", "count", ..., payload column or
+        # None for COUNT(*))
+        self.specs = specs
         self.types = types  # (alias, Spark type)
 
 
@@ -344,8 +345,8 @@ def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
     Spark result types come from Spark itself (the same SQL over an empty input)."""
     specs = []
     for call in plan.stages.aggregate_calls:
-        ok = (call.function in DECOMPOSABLE and not call.distinct and call.filter is None
-              and (call.column is not None or call.star))
+        ok = call.decomposable and call.filter is None and (call.column is not None
+                                                             or call.star)
         if not ok:
             line, column = plan._where(plan.clauses.pos)  # type: ignore[attr-defined]
             raise NotSupportedError(
@@ -353,7 +354,7 @@ def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
                 "COUNT, MIN, MAX and AVG of a column", line, column,
                 "compute other aggregates over a bounded replay, or aggregate a column "
                 "expression in a subquery first")
-        specs.append((call.alias, call.function.upper(), call.column))
+        specs.append((call.alias, call.function, call.column))
     empty = plan.spark.createDataFrame([], inp.schema)
     select = [f"{call.sql} AS {call.alias}" for call in plan.stages.aggregate_calls]
     types = [(f.name, f.dataType) for f in empty.selectExpr(*select).schema] if select else []

@@ -39,7 +39,7 @@ def _processor(buckets: int):
     block = stmt.blocks[-1]
     st = rewrite(block, stmt.source)
     assert [sql for sql, _ in st.aggregates] == ["SUM(__c0)", "COUNT(*)"]
-    aggs = [("__a0", "SUM", "__c0"), ("__a1", "COUNT", None)]
+    aggs = [("__a0", "sum", "__c0"), ("__a1", "count", None)]
     out = ["__k0", "__a0", "__a1", "window_start", "window_end", "pane_index", "pane_timing",
            "is_last", "emit_time", "is_retraction", "__sort_rank"]
     procs = []
