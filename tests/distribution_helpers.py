@@ -400,22 +400,13 @@ def run_stream(spark: Any, tmp: Path) -> dict[str, Any]:
     """``STREAM_FIGURE`` over the paper's scores as parquet files (one per arrival minute,
     and a sentinel an hour later that moves the frontier past the paper's last instant),
     started with ``dfsql.start`` into a memory sink until the files are consumed."""
-    import pandas as pd
+    from conftest import paper_stream_dir  # tests/ is this script's own folder
 
     import dfsql
 
     t0 = time.monotonic()
     try:
-        frame = pd.read_csv(PAPER / "events.csv", parse_dates=["event_time", "arrival_time"])
-        sentinel = frame.iloc[-1:].copy()
-        sentinel["arrival_time"] += pd.Timedelta(hours=1)
-        sentinel["event_time"] = pd.NaT
-        frame = pd.concat([frame, sentinel], ignore_index=True)
-        src = tmp / "scores_stream"
-        src.mkdir(parents=True, exist_ok=True)
-        for i, (_, part) in enumerate(frame.groupby(frame["arrival_time"].dt.floor("min"))):
-            part.to_parquet(src / f"part-{i:03d}.parquet", index=False,
-                            coerce_timestamps="us")
+        src = paper_stream_dir(tmp / "scores_stream")
         schema = spark.read.parquet(str(src)).schema
         (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
          .createOrReplaceTempView("live_scores"))
