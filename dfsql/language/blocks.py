@@ -16,9 +16,16 @@ from dfsql.model import clauses as c
 if TYPE_CHECKING:
     from sqlglot import exp
 
-#: The temp view under which the executor registers an inner windowed block's result;
-#: an outer block reads the inner one through it.
+#: The name an outer block's SQL reads an inner windowed block's result by, until the
+#: executor names that result for one statement (:func:`executor_view`).
 PLACEHOLDER = "__dfsql_w{}"
+
+
+def executor_view(index: int, uid: str) -> str:
+    """The temp view under which the executor registers block ``index``'s result for the
+    statement run ``uid`` (unique, so that statements planned side by side in one Spark
+    session, and Spark Connect plans that name views, never read each other's)."""
+    return f"__dfsql_{uid}_w{index}"
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,26 @@ class WindowedBlock:
     spark_watermark: SparkWatermark | None = None
     aggregates: frozenset[str] | None = None
     select: exp.Select | None = field(default=None, compare=False, repr=False)
+    #: where in ``sql`` each inner block's placeholder name starts (one per ``inner``)
+    inner_at: tuple[int, ...] = ()
 
     @property
     def view_name(self) -> str:
         return PLACEHOLDER.format(self.index)
+
+    def views(self, uid: str) -> dict[str, str]:
+        """Each inner block's placeholder name → its view in the statement run ``uid``."""
+        return {PLACEHOLDER.format(i): executor_view(i, uid) for i in self.inner}
+
+    def sql_for(self, uid: str) -> str:
+        """``sql`` reading the inner blocks' results under their views in run ``uid``.
+
+        The longer name takes the blanks that follow the placeholder (an inner block's
+        text, blanked), so offsets after it still match the user's text."""
+        text = self.sql
+        for i, at in sorted(zip(self.inner, self.inner_at, strict=True), key=lambda p: -p[1]):
+            old, new = PLACEHOLDER.format(i), executor_view(i, uid)
+            end = at + len(old)
+            room = len(text) - end - len(text[end:].lstrip(" "))
+            text = text[:at] + new + text[end + min(room, len(new) - len(old)):]
+        return text

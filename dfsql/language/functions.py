@@ -22,7 +22,7 @@ A query without such calls never reaches Spark here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from dfsql.errors import AnalysisError, NotSupportedError
 from dfsql.language.blocks import WindowedBlock
 from dfsql.language.rewrite import SPARK_AGGREGATES, parse_select, rewrite, unknown_calls
 from dfsql.language.scan import Source
+from dfsql.language.stages import with_views
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,10 +43,11 @@ _BUILTIN_CLASSES = "org.apache.spark.sql.catalyst."
 
 
 def resolve_aggregates(block: WindowedBlock, src: Source, spark: SparkSession,
-                       sql_of: Callable[[str], str] = lambda sql: sql) -> WindowedBlock:
+                       views: Mapping[str, str] | None = None) -> WindowedBlock:
     """``block`` with :attr:`~WindowedBlock.aggregates` set from Spark's answer, or
     ``block`` itself when every function of its SELECT is known (nothing to ask).
-    ``sql_of`` maps the block's placeholder view names to the statement's."""
+    ``views`` names the inner blocks' results as the executor registered them."""
+    views = views or {}
     if block.aggregates is not None:
         return block
     select = parse_select(block, src)
@@ -60,28 +62,28 @@ def resolve_aggregates(block: WindowedBlock, src: Source, spark: SparkSession,
         if name in asked:
             continue
         asked.add(name)
-        if _is_aggregate(spark, select, call, name, found, sql_of, src, block):
+        if _is_aggregate(spark, select, call, name, found, views, src, block):
             found.add(name)
     resolved = replace(block, aggregates=frozenset(found))
     if found:
         first = next(n for n in calls if str(n.this).lower() in found)
-        _check_aggregation(spark, resolved, src, first, sql_of)
+        _check_aggregation(spark, resolved, src, first, views)
     return resolved
 
 
 def _check_aggregation(spark: SparkSession, block: WindowedBlock, src: Source,
-                       call: exp.Anonymous, sql_of: Callable[[str], str]) -> None:
+                       call: exp.Anonymous, views: Mapping[str, str]) -> None:
     """Analyse the block's aggregates over its input stage as the planner will compute
     them, so that what Spark refuses about a user-defined aggregate is reported at its
     call: beside other aggregates (a pandas UDAF must be alone), and in a replay, which
     aggregates each pane's members with ``f(...) FILTER (WHERE …)`` beside the pane's
     metadata (``max``) — a pandas UDAF allows neither."""
     stages = rewrite(block, src)
-    source = f"FROM ({sql_of(stages.input_sql)}) AS __dfsql_probe"
+    source = f"FROM ({stages.input_sql_for(views)}) AS __dfsql_probe"
     aggs = [sql for sql, _ in stages.aggregates]
     p = _call_pos(call, src, block)
     name = str(call.this)
-    reason = _planning_error(spark, sql_of(f"SELECT {', '.join(aggs)} {source}"))
+    reason = _planning_error(spark, f"SELECT {', '.join(aggs)} {source}")
     if reason is not None:
         raise AnalysisError(
             f"Spark cannot compute {name} beside this query's other aggregates ({reason})",
@@ -91,7 +93,7 @@ def _check_aggregation(spark: SparkSession, block: WindowedBlock, src: Source,
     if block.clauses.processing_time is None:
         return
     members = [f"{sql} FILTER (WHERE true)" for sql in aggs]
-    reason = _planning_error(spark, sql_of(f"SELECT {', '.join(members)}, max(1) {source}"))
+    reason = _planning_error(spark, f"SELECT {', '.join(members)}, max(1) {source}")
     if reason is not None:
         raise NotSupportedError(
             f"the aggregate {name} cannot be replayed yet: a replay computes each pane's "
@@ -138,7 +140,7 @@ def _call_pos(call: exp.Anonymous, src: Source, block: WindowedBlock):
 
 
 def _is_aggregate(spark: SparkSession, select: exp.Select, call: exp.Anonymous, name: str,
-                  found: set[str], sql_of: Callable[[str], str], src: Source,
+                  found: set[str], views: Mapping[str, str], src: Source,
                   block: WindowedBlock) -> bool:
     from pyspark.errors import PySparkException  # here: parsing needs no Spark loaded
 
@@ -159,7 +161,7 @@ def _is_aggregate(spark: SparkSession, select: exp.Select, call: exp.Anonymous, 
         return False  # f(SUM(x)): an aggregate cannot take an aggregate, so f is scalar
     probe = _probe(select, [exp.Window(this=call.copy())])
     try:
-        spark.sql(sql_of(probe.sql("spark"))).schema  # noqa: B018 - analysis only
+        spark.sql(with_views(probe, views).sql("spark")).schema  # noqa: B018 - analysis only
     except PySparkException:
         return False
     return True

@@ -28,12 +28,12 @@ from dfsql.language.names import (
     EVENT_TIME,
     LATE_ROW,
     PANE_COLUMNS,
-    PANES_TABLE,
+    PANES_TABLE,  # noqa: F401 - the table the output stage reads, named with the stages
     PROCESSING_TIME,
     SORT_COLUMNS,
 )
 from dfsql.language.scan import Source
-from dfsql.language.stages import AggregateCall, GroupKey, Stages, aggregate_call
+from dfsql.language.stages import AggregateCall, GroupKey, OutputStage, Stages, aggregate_call
 from dfsql.model import clauses as c
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
@@ -267,15 +267,14 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
         for col, k in zip(key_cols, keys, strict=True))
     return Stages(
-        input_sql=_input_stage(select, keys, key_cols, input_cols, cl),
+        input=_input_stage(select, keys, key_cols, input_cols, cl),
         key_columns=key_cols,
         aggregates=tuple((a.sql, a.alias) for a in calls),
-        output_sql=out.sql,
+        output=out.stage,
         output_names=out.names,
         has_processing_time=cl.processing_time is not None,
         default_order=out.default_order,
         default_order_by=out.default_order_by,
-        output_sql_unordered=out.sql_unordered,
         group_keys=group_keys,
         aggregate_calls=calls,
     )
@@ -363,11 +362,10 @@ def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
 class _Output:
     """The output stage and what the executor needs to know of its order."""
 
-    sql: str
+    stage: OutputStage
     names: tuple[str, ...]
     default_order: bool
     default_order_by: tuple[str, ...] | None
-    sql_unordered: str | None
 
 
 def _output_stage(select: exp.Select, items: list[exp.Expression],
@@ -403,14 +401,16 @@ def _output_stage(select: exp.Select, items: list[exp.Expression],
             out_items.append(pc)
             out_names.append(pc)
 
-    parts = [("SELECT DISTINCT " if select.args.get("distinct") else "SELECT ")
-             + ", ".join(out_items), f"FROM {PANES_TABLE}"]
+    select_clause = ("SELECT DISTINCT " if select.args.get("distinct") else "SELECT ") \
+        + ", ".join(out_items)
+    where = None
     if having is not None:
         cond = having.this.transform(to_output, copy=True)
         _check_grouped(cond, block, src, key_cols, pending)
-        parts.append(f"WHERE {cond.sql('spark')}")
+        where = cond.sql("spark")
+    parts = [select_clause, *([f"WHERE {where}"] if where is not None else [])]
     default_order_by: tuple[str, ...] | None = None
-    output_sql_unordered: str | None = None
+    unordered: tuple[str, ...] | None = None
     if order is not None:
         # ORDER BY may name output aliases; keep names that are outputs as they are.
         ords = []
@@ -424,19 +424,19 @@ def _output_stage(select: exp.Select, items: list[exp.Expression],
         if row_by_row:
             # the executor sorts itself: the stage selects the hidden columns it sorts by
             hidden = [h for h in SORT_COLUMNS if h in order_by]
-            unordered = list(parts)
+            unordered_where = where
             if late_rows:
                 hidden.append(LATE_ROW)
-                if having is not None:  # parts: SELECT, FROM, WHERE <HAVING>
-                    unordered[2] = f"WHERE ({unordered[2][len('WHERE '):]}) OR " \
-                                   f"{LATE_ROW} IS NOT NULL"
-            unordered[0] = ", ".join([parts[0], *hidden])
-            default_order_by, output_sql_unordered = order_by, "\n".join(unordered)
+                if where is not None:  # a late row passes HAVING, for the sink to split off
+                    unordered_where = f"({where}) OR {LATE_ROW} IS NOT NULL"
+            unordered = (", ".join([select_clause, *hidden]),
+                         *([f"WHERE {unordered_where}"] if unordered_where is not None else []))
+            default_order_by = order_by
         parts.append("ORDER BY " + ", ".join(order_by))
     if limit is not None:
         parts.append(limit.sql("spark").strip())
-    return _Output("\n".join(parts), tuple(out_names), order is None, default_order_by,
-                   output_sql_unordered)
+    return _Output(OutputStage(tuple(parts), unordered), tuple(out_names), order is None,
+                   default_order_by)
 
 
 def _changelog_order(select: exp.Select, items: list[exp.Expression],
@@ -464,7 +464,7 @@ def _changelog_order(select: exp.Select, items: list[exp.Expression],
 
 
 def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple[str, ...],
-                 input_cols: list[tuple[exp.Column, str]], cl: c.Clauses) -> str:
+                 input_cols: list[tuple[exp.Column, str]], cl: c.Clauses) -> exp.Select:
     """The user's FROM/JOIN/WHERE (and CTEs), projecting the keys, the event and
     processing times and the columns the aggregates read."""
     inp = select.copy()
@@ -480,7 +480,7 @@ def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple
         exprs.insert(len(keys) + (cl.on is not None), _clause_expr(
             cl.processing_time, PROCESSING_TIME, "PROCESSING TIME"))
     inp.set("expressions", exprs)
-    return inp.sql("spark")
+    return inp
 
 
 def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source) -> None:

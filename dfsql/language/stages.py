@@ -8,11 +8,13 @@ aggregate without parsing stage SQL again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dfsql.language.names import PANES_TABLE
 from dfsql.model.aggregates import HOWS
 
 #: The aggregates a pane can be computed from partial results of (LANGUAGE.md §6), when
@@ -86,26 +88,71 @@ def aggregate_call(node: exp.Expression, alias: str,
                          tuple(a.sql("spark") for a in args), distinct, cond, nested)
 
 
+def with_views(tree: exp.Expression, views: Mapping[str, str]) -> exp.Expression:
+    """A copy of ``tree`` whose unqualified tables named in ``views`` read the view named
+    there instead (an inner windowed block's result, as the executor registered it)."""
+    tree = tree.copy()
+    for table in tree.find_all(exp.Table):
+        if not table.db and table.name in views:
+            table.set("this", exp.to_identifier(views[table.name]))
+    return tree
+
+
+@dataclass(frozen=True)
+class OutputStage:
+    """The output stage as its clauses — SELECT first, then WHERE (HAVING), ORDER BY,
+    LIMIT — without FROM, so that it reads the panes from whatever holds them (a view or
+    a subquery): :meth:`sql` is the one place the stage is put together."""
+
+    clauses: tuple[str, ...]
+    #: the same without §7's default ORDER BY, selecting the hidden columns it sorts by
+    #: (None unless the stage is a row-by-row projection and filter)
+    unordered: tuple[str, ...] | None = None
+
+    def sql(self, source: str = PANES_TABLE, ordered: bool = True) -> str:
+        """The stage over the panes in ``source`` (a table name, or ``(subquery) AS x``)."""
+        parts = self.clauses if ordered else self.unordered
+        if parts is None:
+            raise ValueError("this output stage has no unordered form")
+        return "\n".join([parts[0], f"FROM {source}", *parts[1:]])
+
+
 @dataclass(frozen=True)
 class Stages:
     """The three Spark SQL stages of one windowed block."""
 
-    input_sql: str
+    #: the input stage, a sqlglot tree (inner blocks read under their placeholder names)
+    input: exp.Select = field(compare=False, repr=False)
     key_columns: tuple[str, ...]
     aggregates: tuple[tuple[str, str], ...]  # (Spark SQL over input columns, alias)
-    output_sql: str
+    output: OutputStage
     output_names: tuple[str, ...]
     has_processing_time: bool
     default_order: bool
-    #: LANGUAGE.md §7's default order (ORDER BY items) and the output stage without it,
-    #: when that stage is a row-by-row projection and filter (no DISTINCT, LIMIT or window
-    #: function), so the executor may order the panes itself. Else None.
+    #: LANGUAGE.md §7's default order (ORDER BY items), when the output stage has an
+    #: unordered form (``output.unordered``) so the executor may order the panes itself.
     default_order_by: tuple[str, ...] | None = None
-    output_sql_unordered: str | None = None
     #: The group keys (one per ``key_columns``) and the aggregates (one per
     #: ``aggregates``), typed.
     group_keys: tuple[GroupKey, ...] = ()
     aggregate_calls: tuple[AggregateCall, ...] = ()
+
+    @functools.cached_property
+    def input_sql(self) -> str:
+        """The input stage's Spark SQL, inner blocks under their placeholder names."""
+        return self.input.sql("spark")
+
+    def input_sql_for(self, views: Mapping[str, str]) -> str:
+        """The input stage reading inner blocks' results under ``views``' names."""
+        return with_views(self.input, views).sql("spark") if views else self.input_sql
+
+    @property
+    def output_sql(self) -> str:
+        return self.output.sql()
+
+    @property
+    def output_sql_unordered(self) -> str | None:
+        return self.output.sql(ordered=False) if self.output.unordered else None
 
     @property
     def key_output_names(self) -> tuple[str, ...]:

@@ -397,10 +397,12 @@ def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Sourc
         inner = [p.index for p in inside
                  if not any(q is not p and q.span[0] <= p.span[0] and p.span[1] <= q.span[1]
                             for q in inside)]
+        inner_at = []
         for i in inner:
             p0, p1 = blocks[i].span
             repl = f"SELECT * FROM {blocks[i].view_name}"
             body[p0:p1] = repl + blank(cleaned[p0:p1])[len(repl):]
+            inner_at.append(p0 - b0 + len("SELECT * FROM "))
         sw = None
         for w0, w1, wm in spark_wms:
             if b0 <= w0 < b1 and not any(blocks[i].span[0] <= w0 < blocks[i].span[1]
@@ -413,7 +415,8 @@ def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Sourc
         if sw is not None and clauses.on is None:
             clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
         sql = "".join(body)[b0:b1]
-        blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw))
+        blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw,
+                                    inner_at=tuple(inner_at)))
     return tuple(blocks)
 
 

@@ -23,15 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
-from dfsql.language.rewrite import (
-    EVENT_TIME,
-    LATE_ROW,
-    PANES_TABLE,
-    PROCESSING_TIME,
-    SORT_COLUMNS,
-    Stages,
-    rewrite,
-)
+from dfsql.language.names import EVENT_TIME, LATE_ROW, PANES_TABLE, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.model import clauses as c
@@ -82,7 +75,7 @@ class BlockPlan:
         self.clauses = block.clauses
         self.stages: Stages = rewrite(block, self.src, signed=reads_changelog(stmt, block))
         #: the temp views this plan registered (dropped once the statement is planned)
-        self.views: list[str] = []
+        self.registered: list[str] = []
         self._input: DataFrame | None = None
 
     def temp_view(self, df: DataFrame, name: str) -> None:
@@ -90,14 +83,19 @@ class BlockPlan:
         dropped once the statement is planned (a DataFrame is analysed when created, so
         the result keeps the view's plan, not its name)."""
         df.createOrReplaceTempView(name)
-        self.views.append(name)
+        self.registered.append(name)
 
     def name(self, base: str) -> str:
         return f"{base}_{self.uid}"
 
-    def sql_of(self, text: str) -> str:
-        """Stage SQL with this statement's unique view names."""
-        return re.sub(r"__dfsql_w(\d+)\b", lambda m: f"__dfsql_{self.uid}_w{m.group(1)}", text)
+    @property
+    def views(self) -> dict[str, str]:
+        """The inner blocks' placeholder names → their views in this statement run."""
+        return self.block.views(self.uid)
+
+    def input_sql(self) -> str:
+        """The input stage, reading the inner blocks' results under this run's views."""
+        return self.stages.input_sql_for(self.views)
 
     # ------------------------------------------------------------------ validation
     def _where(self, pos: c.Pos | None):
@@ -135,7 +133,7 @@ class BlockPlan:
         """
         from pyspark.errors import PySparkException
 
-        sql = self.sql_of(self.block.sql)
+        sql = self.block.sql_for(self.uid)
         try:
             df = self.spark.sql(sql)
             return list(df.columns)
@@ -157,7 +155,7 @@ class BlockPlan:
     def _checked_input(self) -> DataFrame:
         from pyspark.errors import PySparkException
 
-        sql = self.sql_of(self.stages.input_sql)
+        sql = self.input_sql()
         try:
             df = self.spark.sql(sql)
             schema = df.schema
@@ -297,11 +295,8 @@ class BlockPlan:
         """The output stage over the panes: the temp view, or else the given subquery;
         without its default ORDER BY when not ``ordered`` (the stage must have one)."""
         view = self.name(PANES_TABLE)
-        stage_sql = self.stages.output_sql if ordered else self.stages.output_sql_unordered
-        assert stage_sql is not None
-        out_sql = stage_sql.replace(PANES_TABLE, view)
-        if panes_sql is not None:
-            out_sql = out_sql.replace(f"FROM {view}", f"FROM ({panes_sql}) AS {view}", 1)
+        source = view if panes_sql is None else f"({panes_sql}) AS {view}"
+        out_sql = self.stages.output.sql(source, ordered)
         from pyspark.errors import PySparkException
 
         try:
@@ -321,7 +316,7 @@ class BlockPlan:
         from pyspark.errors import PySparkException
 
         self.input_df()  # checks the ON / PROCESSING TIME types
-        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
         try:
             return self._output_df(self.batch_panes_sql(inp))
         except (PySparkException, DfsqlError):  # report it as the step-by-step path does
@@ -362,7 +357,7 @@ class BlockPlan:
     def _batch_late_rows(self) -> DataFrame:
         """LATE ROWS INTO of a batch block: its elements without an event time."""
         if EVENT_TIME in self._input_columns():
-            inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+            inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
             late = self.spark.sql(self.null_time_rows_sql(inp))
             return late.withColumn("event_time", late["event_time"].cast("timestamp"))
         return self.spark.sql(  # nothing can be dropped: GLOBAL without ON
@@ -415,7 +410,7 @@ class BlockPlan:
         """How many elements have no event time (what a batch block drops)."""
         if EVENT_TIME not in self._input_columns():
             return 0
-        inp = f"({self.sql_of(self.stages.input_sql)}) AS {self.name('__dfsql_in')}"
+        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
         return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.language.rewrite import Stages
     from dfsql.language.scan import Source
+    from dfsql.language.stages import Stages
     from dfsql.model import clauses as c
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError
+from dfsql.language.blocks import executor_view
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
@@ -104,7 +105,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
         # the statement's own).
         if not (planned is not None and spark_context(spark) is None
                 and any(b.stream is not None for b in planned.blocks)):
-            for name in [*inner_views, *(v for p in plans for v in p.views)]:
+            for name in [*inner_views, *(v for p in plans for v in p.registered)]:
                 spark.catalog.dropTempView(name)
 
 
@@ -120,7 +121,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
     blocks: list[PlannedBlock] = []
     for block in stmt.blocks:
         plan = BlockPlan(stmt, block, spark, uid, registry)
-        resolved = resolve_aggregates(block, stmt.source, spark, plan.sql_of)
+        resolved = resolve_aggregates(block, stmt.source, spark, plan.views)
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
         plans.append(plan)
@@ -132,8 +133,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
             if block.index in cancel and \
                     block.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING:
                 df = net_changelog(df)
-            df.createOrReplaceTempView(f"__dfsql_{uid}_w{block.index}")
-            inner_views.append(f"__dfsql_{uid}_w{block.index}")
+            df.createOrReplaceTempView(executor_view(block.index, uid))
+            inner_views.append(executor_view(block.index, uid))
     if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
         _create_view(stmt, result)
         return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
@@ -145,7 +146,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
              if not any(o is not b and o.span[0] <= b.span[0] and b.span[1] <= o.span[1]
                         for o in stmt.blocks)]
     for b in sorted(outer, key=lambda b: -b.span[0]):
-        text[b.span[0]:b.span[1]] = f"SELECT * FROM __dfsql_{uid}_w{b.index}"
+        text[b.span[0]:b.span[1]] = f"SELECT * FROM {executor_view(b.index, uid)}"
     final = "".join(text)
     if stmt.kind == "create_view":
         # The view's body reads windowed blocks: make the view from the body's DataFrame,

@@ -128,3 +128,17 @@ WINDOW GLOBAL ON window_end PROCESSING TIME emit_time"""
     # at the call: line 2 of the statement after the CTE's lines, column 8
     assert (e.value.line, e.value.column) == (SESSIONS.count("\n") + 2, 8)
     assert "retraction" in e.value.message and "SUM" in (e.value.hint or "")
+
+
+def test_names_the_planner_uses_are_not_edited_in_the_users_literals(spark, paper_tables):
+    """The planner names an inner block's view and the table of panes in the stages it
+    builds, not by editing their text: a string literal that spells those names stays
+    the user's (a regex over the stage SQL would rewrite '__dfsql_w0' to the run's view
+    name, and '__dfsql_panes' to the panes' view)."""
+    q = f"""WITH s AS ({SESSIONS.format(mode='ACCUMULATING')})
+            SELECT '__dfsql_w0' AS inner_name, '__dfsql_panes' AS panes_name,
+                   COUNT(*) AS n FROM s WHERE '__dfsql_w0' = concat('__dfsql_', 'w0')
+            WINDOW GLOBAL"""
+    rows = dfsql.sql(q, spark).collect()
+    assert [(r.inner_name, r.panes_name, r.n) for r in rows] == [
+        ("__dfsql_w0", "__dfsql_panes", 7)]
