@@ -6,7 +6,6 @@ DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import run as run_continuous
@@ -14,6 +13,12 @@ from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
+from dfsql.language.registered import (
+    CLAUSE_WORDS,
+    Defaulted,
+    Registration,
+    registered_defaults,
+)
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
 from dfsql.session import session
@@ -24,20 +29,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.spark.planner import Planned
-
-
-@dataclass(frozen=True)
-class Registration:
-    """Defaults for the extension clauses of a registered source (LANGUAGE.md §8).
-
-    ``event_time`` and ``processing_time`` are Spark SQL expressions over the source's
-    columns (usually a column name); ``watermark`` is the parsed body of a WATERMARK
-    clause (its text was e.g. ``'DELAY 2 MINUTES'``, ``'PERCENTILE 95'``)."""
-
-    name: str
-    event_time: str | None = None
-    processing_time: str | None = None
-    watermark: Watermark | None = None
 
 
 _REGISTRY: dict[str, Registration] = {}
@@ -118,30 +109,124 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
 
 
 def explain_statement(stmt: Statement) -> str:
-    """The windowed blocks of a statement: clauses, trigger tree and the three stages."""
+    """The windowed blocks of a statement: every clause in force (a registered source's
+    defaults marked with the table they came from, and those not in force said so), the
+    trigger tree and the three stages — of the block the planner runs."""
     if not stmt.windowed:
         return "plain Spark SQL: passed to Spark unchanged"
     out = []
     for b in stmt.blocks:
-        st = rewrite(b, stmt.source)
+        defaulted = registered_defaults(b, _REGISTRY)
+        st = rewrite(defaulted.block, stmt.source)
         head = f"== windowed block {b.index}" + (" (the statement)" if b is stmt.top else
                                                   f" (registered as {b.view_name})")
-        out.append(f"{head} ==\n{b.clauses}\n{st.explain()}")
+        out.append(f"{head} ==\n{clauses_in_force(defaulted)}\n{st.explain()}")
     return "\n\n".join(out)
 
 
+def clauses_in_force(defaulted: Defaulted) -> str:
+    """One line per clause, as the block runs; ``-- registered with t`` after a default
+    of the registered table ``t``."""
+    cl = defaulted.block.clauses
+
+    def said(field: str, value: object) -> str:
+        """The clause as written, or as registered and marked so."""
+        if field not in defaulted.registered:
+            return f"{CLAUSE_WORDS[field]} {value}"
+        table, text = defaulted.registered[field]
+        return f"{CLAUSE_WORDS[field]} {text}  -- registered with {table}"
+
+    lines = [f"WINDOW {cl.window}" + (f" {said('on', cl.on)}" if cl.on is not None else "")]
+    lines.append(said("watermark", cl.watermark))
+    if cl.processing_time is not None:
+        lines.append(said("processing_time", cl.processing_time))
+    elif defaulted.unused:  # a registered bounded table, queried without processing time
+        lines[-1] = ("-- batch: no PROCESSING TIME, so the table arrives at once and the "
+                     "watermark is +inf at its end: no row is late")
+        lines += [f"-- not in force: {CLAUSE_WORDS[field]} {text}, registered with {table} "
+                  "(a query runs in processing time when it writes a TRIGGER, WATERMARK, "
+                  "ALLOWED LATENESS or LATE ROWS INTO)"
+                  for field, table, text in defaulted.unused]
+    else:
+        lines[-1] += ("  -- no PROCESSING TIME: over a bounded table a batch (the watermark "
+                      "is +inf at its end, no row is late); over a stream, the engine's clock")
+    lat = f"ALLOWED LATENESS {cl.allowed_lateness}"
+    if cl.late_rows_into:
+        lat += f" LATE ROWS INTO {cl.late_rows_into}"
+    lines += [lat, f"TRIGGER {cl.trigger}", f"EMIT {cl.accumulation}"]
+    return "\n".join(lines)
+
+
 def explain(text: str) -> str:
-    """Show how dfsql runs ``text``: per windowed block, its clauses, its trigger tree in
-    the specification's notation, and the input / aggregate / output stages."""
+    """Show how dfsql runs ``text``: per windowed block, every clause in force (the
+    defaults of a registered source marked), its trigger tree in the specification's
+    notation, and the input / aggregate / output stages."""
     return explain_statement(parse_statement(text))
 
 
-def dropped_late(df: DataFrame) -> int:
-    """How many elements the windowed query behind ``df`` dropped as too late (beyond
-    ALLOWED LATENESS, or after its trigger finished). LATE ROWS INTO keeps them as rows."""
-    from dfsql.spark.planner import dropped_late as _dropped
+def _planned_of(df: DataFrame) -> Planned | None:
+    from dfsql.spark.planner import planned_of  # Spark's modules load with the first query
 
-    return _dropped(df)
+    return planned_of(df)
+
+
+def dropped_late(df: DataFrame) -> int:
+    """How many elements the windowed query behind ``df`` dropped: too late (beyond
+    ALLOWED LATENESS, or after its trigger finished) or without an event time. LATE ROWS
+    INTO keeps them as rows."""
+    planned = _planned_of(df)
+    return planned.dropped_count() if planned is not None else 0
+
+
+def dropped_warnings(df: DataFrame) -> list[str]:
+    """LANGUAGE.md §4, dropped rows are never silent: for each windowed block behind
+    ``df`` that dropped rows, the line the shell prints under the result and the endpoint
+    returns as a warning with it — how many, the clauses in force that dropped them
+    (registered defaults marked) and how to keep them. The counts are
+    :func:`dropped_late`'s, from the replay itself. [] for any other DataFrame or a
+    stream (its drops are in the query's progress)."""
+    planned = _planned_of(df)
+    if planned is None or df.isStreaming:
+        return []
+    lines = []
+    for b in planned.blocks:
+        n = b.dropped_count()
+        if n:
+            where = "" if len(planned.blocks) == 1 else f" (windowed block {b.plan.block.index})"
+            lines.append(f"warning{where}: {_dropped_text(b.plan, n)}")
+    return lines
+
+
+def _dropped_text(plan, n: int) -> str:
+    """The words of one block's warning (see :func:`dropped_warnings`)."""
+    cl = plan.clauses
+    marks = registered_defaults(plan.stmt.blocks[plan.block.index], _REGISTRY).registered
+
+    def said(field: str, value: object) -> str:
+        if field not in marks:
+            return f"{CLAUSE_WORDS[field]} {value}"
+        table, text = marks[field]
+        return f"{CLAUSE_WORDS[field]} {text} (registered with {table})"
+
+    # a batch block drops only rows without an event time; a replay also drops late ones
+    nulls = n if cl.processing_time is None else plan.null_time_count()
+    late = n - nulls
+    listed = (f"LATE ROWS INTO {cl.late_rows_into} lists them" if cl.late_rows_into
+              else "LATE ROWS INTO <view> lists them")
+    parts = []
+    if late:
+        finished = " or after their window's trigger had finished" if cl.trigger_given else ""
+        parts.append(
+            f"{late:,} row{'s' if late != 1 else ''} dropped as late: they arrived "
+            f"({said('processing_time', cl.processing_time)}) after the watermark "
+            f"({said('watermark', cl.watermark)}) had passed "
+            f"their window's end + ALLOWED LATENESS {cl.allowed_lateness}{finished}. "
+            f"ALLOWED LATENESS <duration> keeps them (LATE panes); {listed}")
+    if nulls:
+        parts.append(f"{nulls:,} row{'s' if nulls != 1 else ''} dropped without an event "
+                     f"time ({said('on', cl.on)} is NULL): they belong to no "
+                     f"window; {listed}")
+    return "; ".join(parts)
 
 
 def register(name: str, df: DataFrame, event_time: str | None = None,
@@ -162,7 +247,8 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
         if expr is not None:
             _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
-    _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, wm)
+    _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, wm,
+                                           streaming=df.isStreaming)
 
 
 def registration(name: str) -> Registration | None:

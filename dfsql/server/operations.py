@@ -108,6 +108,12 @@ class Operation:
         self.offset = 0
         self.lock = threading.Lock()
         self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
+        #: the statement's result as dfsql.sql returned it, until its log is computed
+        #: (the dropped-row warnings are keyed by it: :meth:`log`)
+        self._result: DataFrame | None = None
+        self._log: list[str] | None = None
+        self._log_at = 0
+        self._log_lock = threading.Lock()
         self.done = threading.Event()  # set when it leaves the running states
 
     # ---------------------------------------------------------------- running
@@ -135,6 +141,7 @@ class Operation:
                     "cannot hold it (start it with dfsql.start)", "0A000")
             with self.lock:
                 self.schema = df.schema
+                self._result = df
                 self._df = rowsets.wire_frame(df)
                 self._start()
             if self.state == S.RUNNING_STATE:
@@ -198,6 +205,26 @@ class Operation:
             self.offset += table.num_rows
             return table, offset
 
+    def log(self, first: bool) -> list[str]:
+        """The operation's log (FetchResults with fetchType 1, which beeline prints after
+        the rows and PyHive's ``fetch_logs`` reads): the warnings about rows the statement
+        dropped (:func:`dfsql.api.dropped_warnings`), worked out once it has finished —
+        for a replay after its rows, so from the count its run made. Each line is
+        returned once (FETCH_NEXT); ``first`` (FETCH_FIRST) starts again."""
+        with self._log_lock:
+            if self._log is None:
+                if self.state != S.FINISHED_STATE:
+                    return []  # nothing yet (beeline asks while the statement runs)
+                result, self._result = self._result, None
+                try:
+                    self._log = [] if result is None else dfsql.api.dropped_warnings(result)
+                except Exception as e:  # noqa: BLE001 (the rows stay valid without it)
+                    self._log = [f"warning: dropped rows not counted: {describe(e)[0]}"]
+            if first:
+                self._log_at = 0
+            lines, self._log_at = self._log[self._log_at:], len(self._log)
+            return lines
+
     def cancel(self) -> None:
         if self.state in (S.FINISHED_STATE, S.ERROR_STATE, S.CLOSED_STATE):
             return
@@ -223,6 +250,7 @@ class Operation:
         self._cancel_jobs()
         with self.lock:
             self._close_batches()
+            self._result = None
             self.state = S.CLOSED_STATE
         self.done.set()
 

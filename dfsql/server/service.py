@@ -276,11 +276,12 @@ class Service:
         answer where there are none to encode (an error, the empty log)."""
         try:
             op = self._operation(req.operationHandle)
-            if req.fetchType == 1:  # the operation's log: none kept
-                return tt.TFetchResultsResp(status=OK, hasMoreRows=False, results=tt.TRowSet(
-                    startRowOffset=0, rows=[], columns=[tt.TColumn(
-                        stringVal=tt.TStringColumn(values=[], nulls=b""))]))
             first = req.orientation == tt.TFetchOrientation.FETCH_FIRST
+            if req.fetchType == 1:  # the operation's log: its dropped-row warnings
+                import pyarrow as pa
+
+                log = pa.table({"log": pa.array(op.log(first), pa.string())})
+                return log, 0, op.session.columnar
             table, offset = op.fetch(req.maxRows, first)
         except ServiceError as e:
             return tt.TFetchResultsResp(status=_error_status(str(e), e.sqlstate))

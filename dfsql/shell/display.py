@@ -90,11 +90,14 @@ def result_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
 
 
 def print_result(console: Console, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                 more: bool, elapsed: float | None, page: bool = False) -> None:
-    """The table, then ``N rows`` (and the time it took). ``more``: the result had more
+                 more: bool, elapsed: float | None, page: bool = False,
+                 warnings: Sequence[str] = ()) -> None:
+    """The table, then ``N rows`` (and the time it took), then ``warnings`` (the rows the
+    query dropped, :func:`dfsql.api.dropped_warnings`). ``more``: the result had more
     rows than were fetched."""
     if not columns:
         console.print("OK" + (f" ({elapsed:.2f} s)" if elapsed is not None else ""))
+        print_warnings(console, warnings)
         return
     table = result_table(columns, rows, ascii_only=not console.is_terminal)
     footer = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
@@ -107,9 +110,17 @@ def print_result(console: Console, columns: Sequence[str], rows: Sequence[Sequen
         with console.pager(styles=True):
             console.print(table)
             console.print(footer, style="dim")
+            print_warnings(console, warnings)
         return
     console.print(table)
     console.print(footer, style="dim")
+    print_warnings(console, warnings)
+
+
+def print_warnings(console: Console, warnings: Sequence[str]) -> None:
+    """Each warning on its own line, under the result (not in the pager's table)."""
+    for line in warnings:
+        console.print(Text(line, style="yellow"), soft_wrap=True)
 
 
 def caret_lines(err: DfsqlError, text: str | None) -> list[str]:

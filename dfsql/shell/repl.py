@@ -162,16 +162,18 @@ class Shell:
         def work():
             df = dfsql.sql(text, spark)
             if df.isStreaming:
-                return df, None, False
-            columns = list(df.columns)
-            if not columns:
-                return df, [], False
+                return df, None, False, []
+            got: list = []
             with spark_errors(Source(text), text=text):
-                got = df.limit(self.max_rows + 1).collect()
-            return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows
+                if df.columns:
+                    got = df.limit(self.max_rows + 1).collect()
+                # after the rows: the replay counted its drops while they were computed
+                warnings = dfsql.api.dropped_warnings(df)  # loaded by dfsql.sql
+            return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows, \
+                warnings
 
         try:
-            df, rows, more = self._job(spark, work, text)
+            df, rows, more, warnings = self._job(spark, work, text)
         finally:
             self.catalog.invalidate()  # the statement may have made or dropped a view
         if rows is None:
@@ -183,7 +185,7 @@ class Shell:
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
-                             page=self.pager and sys.stdin.isatty())
+                             page=self.pager and sys.stdin.isatty(), warnings=warnings)
 
     def _job(self, spark, fn, text: str):
         console = self.err if self.err.is_terminal else None

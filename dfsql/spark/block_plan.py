@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PANES_TABLE, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.registered import with_registered_defaults
 from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
@@ -449,73 +450,6 @@ def _unresolved_pane_column(exc: BaseException) -> bool:
     return name in _PANE_COLS
 
 
-def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
-    """The tables the block's SELECT reads directly — its FROM relation and joins, not
-    subqueries — as (table name, the name its columns are qualified with)."""
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError
-
-    if block.select is not None:  # parsed with the statement
-        tree: exp.Expression = block.select
-    else:
-        try:
-            tree = sqlglot.parse_one(block.sql, read="spark")
-        except ParseError:  # reported by the rewrite
-            return []
-    if isinstance(tree, exp.Subquery):
-        tree = tree.this
-    if not isinstance(tree, exp.Select):
-        return []
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
-    out = []
-    for rel in relations:
-        table = rel.this if rel is not None else None
-        if isinstance(table, exp.Table) and not table.args.get("db") and \
-                table.name.lower() not in ctes:
-            out.append((table.name, table.alias_or_name))
-    return out
-
-
-def with_registered_defaults(block: WindowedBlock, registry: dict) -> WindowedBlock:
-    """The block with the defaults of its registered source (dfsql.register) for each of
-    ON, PROCESSING TIME and WATERMARK that it leaves out. A default's column names are
-    qualified by the source's name in the FROM clause, so a join stays unambiguous; it
-    is positioned at the WINDOW clause, whose defaults it fills in."""
-    import dataclasses
-
-    import sqlglot
-    from sqlglot import exp
-
-    cl = block.clauses
-    if not registry or (cl.on is not None and cl.processing_time is not None
-                        and cl.watermark_given):
-        return block
-    changes: dict = {}
-    for table, qualifier in source_relations(block):
-        reg = registry.get(table.lower())
-        if reg is None:
-            continue
-
-        def qualified(expr: str, qualifier: str = qualifier) -> c.Expr:
-            node = sqlglot.parse_one(expr, read="spark").transform(
-                lambda n: exp.column(n.name, table=qualifier, quoted=True)
-                if isinstance(n, exp.Column) and not n.table else n)
-            return c.Expr(node.sql("spark"), cl.pos)
-
-        if cl.on is None and "on" not in changes and reg.event_time:
-            changes["on"] = qualified(reg.event_time)
-        if cl.processing_time is None and "processing_time" not in changes \
-                and reg.processing_time:
-            changes["processing_time"] = qualified(reg.processing_time)
-        if not cl.watermark_given and "watermark" not in changes and reg.watermark is not None:
-            changes["watermark"] = dataclasses.replace(reg.watermark, pos=cl.pos)
-    if not changes:
-        return block
-    return dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes))
-
-
 def _is_timestamp(df: DataFrame, name: str) -> bool:
     from pyspark.sql.types import TimestampType
 
@@ -532,5 +466,3 @@ def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
     return block.clauses.processing_time is not None and any(
         stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
         for i in block.inner)
-
-
