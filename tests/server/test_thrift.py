@@ -105,6 +105,36 @@ def test_pyhive_windowed_query_gives_the_papers_panes(endpoint):
     conn.close()
 
 
+#: Figure 12 without its ALLOWED LATENESS: the 9 (event 12:01:20, window [12:00, 12:02))
+#: arrives at 12:07:20, when the marks' watermark is 12:05:10: dropped, the only one
+FIG12_NO_LATENESS = " ".join(FIGURES["fig12_fixed_streaming"]["query"].replace(
+    "ALLOWED LATENESS 10 MINUTES", "").split())
+FIG12_WARNING = (
+    "warning: 1 row dropped as late: they arrived (PROCESSING TIME arrival_time) after the "
+    "watermark (WATERMARK FROM paper_watermarks) had passed their window's end + ALLOWED "
+    "LATENESS 0s. ALLOWED LATENESS <duration> keeps them (LATE panes); LATE ROWS INTO "
+    "<view> lists them")
+
+
+def test_pyhive_gets_the_dropped_rows_as_the_operation_log(endpoint):
+    """LANGUAGE.md §4: the endpoint returns the dropped-rows line with the result, as the
+    operation's log (PyHive's fetch_logs, beeline prints it): each line once."""
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    assert "ALLOWED LATENESS" not in FIG12_NO_LATENESS
+    cur.execute(FIG12_NO_LATENESS)
+    rows = cur.fetchall()
+    assert sum(r[1] for r in rows if r[6]) == 51 - 9  # the last panes lack the 9
+    assert cur.fetch_logs() == [FIG12_WARNING]
+    assert cur.fetch_logs() == []  # FETCH_NEXT: said once
+    cur.execute(FIGURES["fig12_fixed_streaming"]["query"])  # with its lateness: no drop
+    cur.fetchall()
+    assert cur.fetch_logs() == []
+    cur.execute("SELECT COUNT(*) FROM scores")
+    assert cur.fetchall() == [(10,)] and cur.fetch_logs() == []
+    conn.close()
+
+
 def test_a_large_result_streams_in_fetches(endpoint):
     """More rows than one fetch and than one Arrow batch: every row once, in order."""
     conn = _connect(endpoint)
@@ -422,6 +452,18 @@ def test_beeline_queries_tables_columns_and_errors(served, beeline):
     assert proc.poll() is None  # the server is still up
     again = beeline.run("SELECT COUNT(*) AS n FROM scores;")
     assert again.returncode == 0 and again.stdout.split()[-2:] == ["n", "10"], again.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
+def test_beeline_prints_the_dropped_rows_warning(served, beeline):
+    """beeline fetches the operation log and prints it after the rows (on stderr, with
+    its other notes): the dropped-rows line; none for a query that drops nothing."""
+    done = beeline.run(FIG12_NO_LATENESS + ";")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert FIG12_WARNING in done.stderr.splitlines(), done.stderr[-3000:]
+    kept = beeline.run(" ".join(FIGURES["fig12_fixed_streaming"]["query"].split()) + ";")
+    assert kept.returncode == 0 and "dropped" not in kept.stderr, kept.stderr[-3000:]
 
 
 @pytest.mark.slow
