@@ -81,6 +81,17 @@ def test_changelog_table_marks_retractions(capsys) -> None:
     assert lines[-1] == "3 rows (0.50 s)"
 
 
+def test_warnings_follow_the_row_count(capsys) -> None:
+    """The dropped-rows lines come under the result (and after OK for a statement)."""
+    console = make_console(terminal=False)
+    print_result(console, ["n"], [(1,)], False, None, warnings=["warning: 2 rows dropped"])
+    assert capsys.readouterr().out.splitlines()[-2:] == ["1 row", "warning: 2 rows dropped"]
+    print_result(console, [], [], False, None, warnings=["warning: 3 rows dropped"])
+    assert capsys.readouterr().out.splitlines() == ["OK", "warning: 3 rows dropped"]
+    print_result(console, ["n"], [(1,)], False, None)
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_highlighting_knows_dfsql_clause_words() -> None:
     from pygments import lex
     from pygments.token import Keyword, Name

@@ -174,3 +174,10 @@ def test_wrong_registration_is_a_positioned_error(spark, registered, kwargs, wor
     err = info.value
     assert word in str(err) and err.line is not None and err.column is not None and err.hint
     assert "register(" in err.message
+
+
+def test_explain_of_a_mistake_over_a_registered_source_is_positioned(registered):
+    with pytest.raises(DfsqlError) as info:
+        dfsql.explain("SELECT k, COUNT(*) AS n FROM reg_events GROUP BY k\n"
+                      "WINDOW FIXED(1 MINUT)")
+    assert (info.value.line, info.value.column) == (2, 16) and "MINUT" in str(info.value)
