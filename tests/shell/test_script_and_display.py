@@ -125,6 +125,19 @@ def test_completion_from_the_session_catalog(spark, paper_tables) -> None:
     assert _completions(completer, "SELECT * FROM shell_n") == ["shell_new_view"]
 
 
+def test_completion_after_a_clause_word_offers_only_its_grammar() -> None:
+    """Issue #23: Tab after WINDOW offered Spark's SESSION, which the grammar refuses."""
+    from dfsql.shell.lexer import Catalog, ShellCompleter
+
+    completer = ShellCompleter(Catalog(lambda: None))
+    assert _completions(completer, "SELECT 1 FROM t WINDOW SE") == ["SESSIONS"]
+    assert _completions(completer, "select 1 from t window s") == ["sessions", "sliding"]
+    assert _completions(completer, "SELECT 1 FROM t WINDOW F") == ["FIXED"]
+    assert _completions(completer, "... EMIT D") == ["DISCARDING"]
+    assert _completions(completer, "... PROCESSING T") == ["TIME"]
+    assert "SESSION" in _completions(completer, "SET SES")  # elsewhere Spark's words stay
+
+
 def test_plot_of_figure_14_draws_the_papers_panes(spark, paper_tables, tmp_path) -> None:
     """The panes and retractions drawn are the paper's (Figure 14, §2.4): 5, 7, 10, then
     -7 -10 +25, -5 -25 +39, 3, -3 +12; the ten input elements and the watermark too."""
