@@ -25,6 +25,7 @@ import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
+from dfsql.model.clauses import Accumulation
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
@@ -183,7 +184,8 @@ class Shell:
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
-                             page=self.pager and sys.stdin.isatty())
+                             page=self.pager and sys.stdin.isatty(),
+                             changelog=_retracting(df))
 
     def _job(self, spark, fn, text: str):
         console = self.err if self.err.is_terminal else None
@@ -501,6 +503,20 @@ def _unexpected(e: BaseException) -> DfsqlError:
 def _default_target() -> str:
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
+
+
+def _retracting(df) -> bool:
+    """Whether ``df`` is the result of a windowed query that EMITs retractions (its rows
+    then get +/- marks); a plain query over a table with an is_retraction column is not."""
+    from dfsql.spark.planner import planned_of
+
+    planned = planned_of(df)
+    if planned is None or not planned.blocks:
+        return False
+    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
+    top = plan.stmt.top
+    return top is not None and plan.block.index == top.index and \
+        plan.clauses.accumulation is Accumulation.ACCUMULATING_AND_RETRACTING
 
 
 @contextlib.contextmanager

@@ -72,13 +72,56 @@ def test_error_names_the_script_line(capsys) -> None:
 def test_changelog_table_marks_retractions(capsys) -> None:
     console = make_console(terminal=False)
     cols = ["key", "total", "is_retraction"]
-    print_result(console, cols, [("k", 7, False), ("k", 7, True), ("k", 25, None)], False, 0.5)
+    print_result(console, cols, [("k", 7, False), ("k", 7, True), ("k", 25, None)], False, 0.5,
+                 changelog=True)
     lines = capsys.readouterr().out.splitlines()
     body = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines
             if ln.startswith("|") and "key" not in ln and "---" not in ln]
     assert body == [["+", "k", "7", "false"], ["-", "k", "7", "true"],
                     ["+", "k", "25", "NULL"]]
     assert lines[-1] == "3 rows (0.50 s)"
+
+
+def _shell_on(spark):
+    from dfsql.shell.repl import Shell
+
+    shell = Shell(history="/dev/null")
+    shell._spark = spark  # the test run's session, already started
+    shell._started.set()
+    shell.out = make_console(terminal=False)
+    shell.timing = shell.pager = False
+    return shell
+
+
+def _table_body(out: str) -> list[list[str]]:
+    lines = [ln for ln in out.splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if "---" not in ln]
+
+
+def test_only_a_retracting_windowed_result_gets_marks(spark, paper_tables, capsys) -> None:
+    """Issue #23: any table with an is_retraction column got +/- marks, even a plain
+    GROUP BY over a stored changelog. Marks belong to a query that EMITs retractions:
+    Figure 14's 12 rows, 5 of them retractions (the paper's -7 -10 -5 -25 -3)."""
+    shell = _shell_on(spark)
+    shell.statement("SELECT key, is_retraction, COUNT(*) AS n FROM VALUES ('k', true), "
+                    "('k', false), ('k', false) AS t(key, is_retraction) "
+                    "GROUP BY key, is_retraction ORDER BY is_retraction")
+    body = _table_body(capsys.readouterr().out)
+    assert body == [["key", "is_retraction", "n"], ["k", "false", "2"], ["k", "true", "1"]]
+
+    shell.statement(FIGURES["fig14_sessions_retracting"]["query"])
+    body = _table_body(capsys.readouterr().out)
+    assert body[0][:2] == ["+/-", "key"]
+    marks = [(r[0], r[-1]) for r in body[1:]]
+    assert len(marks) == 12 and marks.count(("-", "true")) == 5
+    assert all(m == ("+", "false") for m in marks if m[0] == "+")
+
+    accumulating = FIGURES["fig14_sessions_retracting"]["query"].replace(
+        "AND RETRACTING", "")
+    shell.statement(accumulating)
+    body = _table_body(capsys.readouterr().out)
+    assert body[0][0] == "key" and "+/-" not in body[0]  # no retractions: no marks
+    assert {r[-1] for r in body[1:]} == {"false"}
 
 
 def test_highlighting_knows_dfsql_clause_words() -> None:
