@@ -2,7 +2,7 @@
 
 Spark starts in the background as the shell opens, so the prompt is there at once; the
 first statement waits for it. The JVM's own chatter (log4j's start-up lines, warnings)
-goes to a log file instead of the terminal (:data:`SPARK_LOG`), where it would break
+goes to a log file instead of the terminal (:data:`dfsql.session.SPARK_LOG`), where it would break
 into the prompt; dfsql's messages and Spark's errors still reach the user as
 DfsqlErrors. A statement ends at ``;``; Enter before that continues the statement on a
 new line (Esc Enter runs it anyway).
@@ -10,11 +10,9 @@ new line (Esc Enter runs it anyway).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -35,8 +33,6 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
 
-#: where the Spark JVM's own output goes while the shell runs
-SPARK_LOG = Path(tempfile.gettempdir()) / f"dfsql-spark-{os.getuid()}.log"
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
 
@@ -93,8 +89,9 @@ class Shell:
 
     def _create_spark(self) -> None:
         try:
-            with _jvm_output_to(SPARK_LOG if self.quiet_spark else None):
-                spark = dfsql.session(self.master)
+            if not self.quiet_spark:
+                os.environ["DFSQL_SPARK_LOG"] = "-"  # the JVM's output on the terminal
+            spark = dfsql.session(self.master)
             if self.paper_tables:
                 register_paper_tables(spark)
             self._spark = spark
@@ -519,23 +516,3 @@ def _retracting(df) -> bool:
         plan.clauses.accumulation is Accumulation.ACCUMULATING_AND_RETRACTING
 
 
-@contextlib.contextmanager
-def _jvm_output_to(path: Path | None):
-    """While Spark starts, this process's stderr (file descriptor 2) points at ``path``:
-    the JVM it launches inherits that, so its log lines land in the file for its whole
-    life, not on the terminal. Python's own ``sys.stderr`` is the same descriptor, so it
-    is restored as soon as the session exists."""
-    if path is None:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.dup2(log, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(log)
