@@ -124,6 +124,30 @@ def test_only_a_retracting_windowed_result_gets_marks(spark, paper_tables, capsy
     assert {r[-1] for r in body[1:]} == {"false"}
 
 
+def test_a_trigger_on_a_batch_input_is_said_to_have_no_effect(spark, paper_tables,
+                                                               capsys) -> None:
+    """Issue #23: TRIGGER EVERY on a bounded table without PROCESSING TIME is accepted
+    (LANGUAGE.md §5) and changes nothing; the shell says so under the result, whose
+    windows each have one ON_TIME pane (the paper's events in 2-minute windows: pandas)."""
+    import pandas as pd
+
+    events = pd.read_csv(ROOT / "examples" / "paper" / "events.csv", parse_dates=["event_time"])
+    windows = events.event_time.dt.floor("2min").nunique()
+    shell = _shell_on(spark)
+    base = ("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
+            "WINDOW FIXED(2 MINUTES) ON event_time ")
+    shell.statement(base + "TRIGGER EVERY 1 MINUTE")
+    out = capsys.readouterr()
+    body = _table_body(out.out)
+    timing = body[0].index("pane_timing")
+    assert [r[timing] for r in body[1:]] == ["ON_TIME"] * windows
+    assert "note: the TRIGGER has no effect on a batch input" in out.err
+    assert "add PROCESSING TIME <arrival column>" in out.err
+    for quiet in (base, base + "PROCESSING TIME arrival_time TRIGGER EVERY 1 MINUTE"):
+        shell.statement(quiet)  # the default trigger; a replay, where the trigger acts
+        assert "note:" not in capsys.readouterr().err
+
+
 def test_highlighting_knows_dfsql_clause_words() -> None:
     from pygments import lex
     from pygments.token import Keyword, Name
