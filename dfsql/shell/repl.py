@@ -396,7 +396,7 @@ class Shell:
         top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
-            self.last.columns, self.last.rows, path, self.last.text.splitlines()[0],
+            self.last.columns, self.last.rows, path, self.last.text,
             plan=top[0] if top else None), "\\plot")
         self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
                        f"{len(summary.retractions)} retractions"

@@ -238,3 +238,56 @@ def test_plot_needs_a_windowed_result(tmp_path) -> None:
 
     with pytest.raises(DfsqlError, match="has no window_start"):
         plot_result(["a"], [(1,)], str(tmp_path / "x.png"))
+
+
+def test_plot_draws_every_aggregate_with_its_input_and_watermark(spark, paper_tables,
+                                                                 tmp_path) -> None:
+    """Issue #23: with two aggregates \\plot drew only the first, without the input dots
+    and the watermark line, under a cut title. Figure 14 with COUNT(*) beside SUM: one
+    panel each, both with the ten elements and the watermark; the counts of its sessions
+    by hand: {5}, {7}, {3,4,3}, then {7,3,4,3,8}, {5,9,7,3,4,3,8}, {3}, {3,8,1}."""
+    import dfsql
+    from dfsql.shell.plot import plot_result
+    from dfsql.spark.planner import block_plans
+
+    query = FIGURES["fig14_sessions_retracting"]["query"].replace(
+        "SUM(value) AS total", "SUM(value) AS total, COUNT(*) AS n")
+    df = dfsql.sql(query, spark)
+    summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
+                          str(tmp_path / "two.png"), query, plan=block_plans(df)[-1])
+    assert summary.panels == ["key=k: total", "key=k: n"]
+    by_panel = {p: [label for q, _, _, label, _ in summary.panes if q == p]
+                for p in summary.panels}
+    assert by_panel["key=k: total"] == ["5", "7", "10", "25", "39", "3", "12"]
+    assert by_panel["key=k: n"] == ["1", "1", "3", "5", "7", "1", "3"]
+    fig = summary.figure
+    assert [ax.get_title() for ax in fig.axes] == summary.panels
+    for ax in fig.axes:
+        assert [len(c.get_offsets()) for c in ax.collections] == [10]  # the input dots
+        assert any(line.get_color() == "#1f5fbf" for line in ax.get_lines())  # watermark
+    title = fig._suptitle.get_text()
+    assert " ".join(title.split()) == " ".join(query.split())  # whole, wrapped, not cut
+    assert (tmp_path / "two.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_shows_dates_on_an_axis_across_days(tmp_path) -> None:
+    """Issue #23: a multi-day axis showed times of day only; within a day it still does."""
+    from datetime import datetime, timedelta
+
+    from dfsql.shell.plot import plot_result
+
+    cols = ["carrier", "flights", "window_start", "window_end", "pane_index", "pane_timing",
+            "is_last", "emit_time", "is_retraction"]
+    start = datetime(2013, 1, 1)
+
+    def rows(step: timedelta) -> list[tuple]:
+        return [("AA", 10 + i, start + i * step, start + (i + 1) * step, 0, "ON_TIME", True,
+                 None, False) for i in range(6)]
+
+    days = plot_result(cols, rows(timedelta(hours=12)), str(tmp_path / "days.png"), "x")
+    labels = [t.get_text() for t in days.figure.axes[0].get_xticklabels() if t.get_text()]
+    assert labels and all(t.startswith("2013-01-0") for t in labels), labels
+    assert {t[:10] for t in labels} >= {"2013-01-01", "2013-01-02", "2013-01-03"}
+    hours = plot_result(cols, rows(timedelta(minutes=10)), str(tmp_path / "hours.png"), "x")
+    labels = [t.get_text() for t in hours.figure.axes[0].get_xticklabels() if t.get_text()]
+    assert labels and all(len(t) == 8 and t[2] == ":" for t in labels), labels
