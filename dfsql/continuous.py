@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from dfsql.errors import AnalysisError, DfsqlError, SourceError
@@ -30,6 +30,55 @@ class Starter(Protocol):
                  spark: SparkSession | None = ...) -> object: ...
 
 
+#: the name of dfsql's figures in a batch's progress (dfsql.spark.streaming.METRICS, not
+#: imported: that module loads Spark's and numpy's, which ``import dfsql`` does not)
+METRICS = "dfsql"
+
+
+@dataclass
+class Totals:
+    """A query's figures over all its micro-batches so far, folded from Spark's progress
+    reports (one per batch): a report says what its batch did, and the last one is
+    often a batch without data (input 0, no dfsql figures), which SHOW must not take for
+    the query's state.
+
+    * input_rows: every batch's ``numInputRows``, summed;
+    * watermark: the latest batch's that has one — dfsql's own (the executor's
+      ``observedMetrics``), else Spark's ``eventTime.watermark`` (Spark's own operator);
+    * state: the elements dfsql's executor retains (its batches' ``state_change``,
+      summed: every bucket, also those the last batch did not run), or the rows Spark's
+      own operator keeps (``stateOperators[].numRowsTotal`` of the latest batch).
+
+    Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates`` reports (100):
+    SHOW folds those it has not seen, so totals stay exact while SHOW runs at least that
+    often."""
+
+    last_batch: int = -1
+    input_rows: int = 0
+    watermark: str | None = None
+    state: int | None = None
+
+    def fold(self, progress: list) -> None:
+        for p in progress:
+            batch = int(p["batchId"])
+            if batch <= self.last_batch:
+                continue
+            self.last_batch = batch
+            self.input_rows += int(p.get("numInputRows") or 0)
+            ours = (p.get("observedMetrics") or {}).get(METRICS)
+            ours = ours.asDict() if hasattr(ours, "asDict") else (ours or {})
+            spark_wm = (p.get("eventTime") or {}).get("watermark")
+            if ours.get("watermark") is not None:
+                self.watermark = str(ours["watermark"])
+            elif spark_wm and not spark_wm.startswith("1970-01-01T00:00:00"):  # none yet
+                self.watermark = spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000")
+            if "state_change" in ours:  # dfsql's executor (None: no bucket ran)
+                self.state = (self.state or 0) + int(ours["state_change"] or 0)
+            elif p.get("stateOperators"):
+                self.state = sum(int(op.get("numRowsTotal") or 0)
+                                 for op in p["stateOperators"])
+
+
 @dataclass
 class Running:
     name: str
@@ -38,6 +87,7 @@ class Running:
     checkpoint: str
     text: str
     started: float
+    totals: Totals = field(default_factory=Totals)
 
 
 _RUNNING: dict[str, Running] = {}
@@ -116,18 +166,14 @@ def _show(spark: SparkSession) -> DataFrame:
         error = q.exception() if not q.isActive else None  # type: ignore[attr-defined]
         if error is not None:
             status = "FAILED: " + (str(error).strip().splitlines() or ["?"])[0]
+        t = r.totals
+        t.fold(q.recentProgress)  # type: ignore[attr-defined]
         p = q.lastProgress or {}  # type: ignore[attr-defined]
-        metrics = (p.get("observedMetrics") or {}).get("dfsql") or {}
-        if hasattr(metrics, "asDict"):
-            metrics = metrics.asDict()
         rows.append((r.name, str(q.id), status, r.sink,  # type: ignore[attr-defined]
-                     int(p["batchId"]) + 1 if "batchId" in p else 0,
-                     int(p.get("numInputRows", 0) or 0),
+                     t.last_batch + 1, t.input_rows,
                      float(p.get("inputRowsPerSecond", 0.0) or 0.0),
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
-                     None if metrics.get("watermark") is None else str(metrics["watermark"]),
-                     None if metrics.get("state_elements") is None
-                     else int(metrics["state_elements"]),
+                     t.watermark, t.state,
                      datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None)))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
 

@@ -33,6 +33,14 @@ Why each setting (for sessions dfsql creates):
   0.75 µs of JVM CPU per row less (3 s of the 4M replay benchmark's CPU).
 * ``spark.log.level=WARN`` — Spark's INFO chatter on stderr hides dfsql's own messages;
   as a config (rather than ``setLogLevel`` afterwards) it applies from JVM start.
+* The JVM's standard error goes to :data:`SPARK_LOG` (``$TMPDIR/dfsql-spark-<uid>.log``;
+  ``DFSQL_SPARK_LOG`` names another file, ``-`` keeps the terminal): what the JVM and the
+  Python workers it starts print there — the JDK's incubator-module and log4j start-up
+  lines, WARN lines such as ``Failed to cancel job group``, PySpark's
+  ``TransformWithStateInPandas Python worker …`` lines, which its worker writes to
+  stderr unconditionally (no log level covers them) — would otherwise interleave with
+  the shell's, the demo's, ``dfsql serve``'s and a program's own output. Spark's errors
+  still reach the caller as exceptions (and dfsql's as DfsqlErrors).
 * ``spark.driver.memory=4g`` — the driver is also the executor in local mode; 4 GB is
   ample for dfsql's workloads and modest on a 24 GB machine. Only takes effect when this
   call starts the JVM. ``DFSQL_SPARK_DRIVER_MEMORY`` overrides it.
@@ -49,8 +57,11 @@ session in under a millisecond.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,6 +74,41 @@ DEFAULT_MASTER = "local[2]"
 APP_NAME = "dfsql"
 #: the examples shipped inside the package (the demo and --paper-tables run from a wheel)
 EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+#: where the standard error of a JVM that dfsql starts goes (see the module doc)
+SPARK_LOG = Path(tempfile.gettempdir()) / f"dfsql-spark-{os.getuid()}.log"
+
+
+def spark_log() -> Path | None:
+    """The file the JVM's standard error goes to: ``DFSQL_SPARK_LOG``, else
+    :data:`SPARK_LOG`; None (the terminal) when that is ``-``."""
+    named = os.environ.get("DFSQL_SPARK_LOG")
+    if named == "-":
+        return None
+    return Path(named) if named else SPARK_LOG
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path | None) -> Iterator[None]:
+    """While Spark starts, this process's stderr (file descriptor 2) points at ``path``:
+    the JVM it launches inherits that, so its output (and its Python workers') lands in
+    the file for its whole life. Python's own ``sys.stderr`` is the same descriptor, so it
+    is restored as soon as the session exists."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
 
 #: SQL runtime settings: valid both for a local JVM and over Spark Connect.
 SQL_CONF: dict[str, str] = {
@@ -150,7 +196,8 @@ def session(master: str | None = None) -> SparkSession:
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with jvm_output_to(spark_log()):
+        return builder.getOrCreate()
 
 
 def spark_context(spark):

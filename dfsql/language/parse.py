@@ -30,10 +30,14 @@ from dfsql.errors import (
     UnknownKeywordError,
     WatermarkError,
 )
+from dfsql.language.expected import (
+    CLAUSE_ORDER,
+    TERMINAL_TEXT,
+    describe_expected,
+    what_may_follow,
+)
 from dfsql.language.scan import Source, scan
 from dfsql.model import clauses as c
-
-CLAUSE_ORDER = ["WINDOW", "WATERMARK", "PROCESSING TIME", "ALLOWED LATENESS", "TRIGGER", "EMIT"]
 
 _UNIT = {
     "MILLISECOND": "ms",
@@ -43,23 +47,6 @@ _UNIT = {
     "DAY": "d",
 }
 
-# How the grammar's terminals read in an error message.
-_TERMINAL_TEXT = {
-    "NUMBER": "a number",
-    "EXPR": "an expression",
-    "NAME": "a name",
-    "STRING": "a string",
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "COMMA": "','",
-    "DOT": "'.'",
-    "MILLISECOND": "a time unit",
-    "SECOND": "a time unit",
-    "MINUTE": "a time unit",
-    "HOUR": "a time unit",
-    "DAY": "a time unit",
-    "$END": "the end of the query",
-}
 
 
 def _grammar_text() -> str:
@@ -376,27 +363,14 @@ class _Builder(Transformer):
         return items
 
 
-def _describe_expected(expected: set[str]) -> str:
-    words = []
-    if {"NUMBER", "INTERVAL"} <= expected:  # both start a duration
-        expected = (expected - {"NUMBER", "INTERVAL"}) | {"a duration"}
-    for name in sorted(expected, key=lambda n: (n == "a duration", n)):
-        if name.startswith("__"):
-            continue
-        text = _TERMINAL_TEXT.get(name, name.replace("_", " "))
-        if text not in words:
-            words.append(text)
-    if not words:
-        return "something else"
-    if len(words) == 1:
-        return words[0]
-    return ", ".join(words[:-1]) + " or " + words[-1]
-
-
 def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> DfsqlError:
     """Map a Lark exception to a DfsqlError at the right place with a useful message."""
     offset = base + (getattr(err, "pos_in_stream", None) or 0)
     expected: set[str] = set(getattr(err, "expected", None) or getattr(err, "allowed", None) or [])
+    parser = getattr(err, "interactive_parser", None)
+    if parser is not None:  # exactly what fits here: LALR's lookahead sets of merged
+        expected = set(parser.accepts()) - {"$END"}  # states name more (',' after a delay)
+    expected = what_may_follow(err, expected)
     if isinstance(err, UnexpectedToken) and err.token.type == "$END":
         offset = base + len(region.rstrip())
     # The token just before the failure makes "after ..." in the message.
@@ -408,7 +382,7 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
         after = tail[-1] if tail else ""
     tail = [t for t in tail if t != "("] or tail
     where = f" after {after}" if after else ""
-    expected_keywords = {e for e in expected if e.isupper() and e not in _TERMINAL_TEXT}
+    expected_keywords = {e for e in expected if e.isupper() and e not in TERMINAL_TEXT}
     if expected & set(_UNIT):
         expected_keywords |= {"MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"}
 
@@ -455,13 +429,13 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
                              f"did you mean {match[0]}?")
         return src.error(
             UnknownKeywordError if got_text.upper() not in ALL_KEYWORDS else DfsqlSyntaxError,
-            f"expected {_describe_expected(expected)}{where}, got {got_text}", offset,
+            f"expected {describe_expected(expected)}{where}, got {got_text}", offset,
         )
     if isinstance(err, UnexpectedToken) and err.token.type == "$END":
-        return src.error(DfsqlSyntaxError, f"expected {_describe_expected(expected)}{where}",
+        return src.error(DfsqlSyntaxError, f"expected {describe_expected(expected)}{where}",
                          offset, "the query ends too early")
     return src.error(DfsqlSyntaxError,
-                     f"expected {_describe_expected(expected)}{where}"
+                     f"expected {describe_expected(expected)}{where}"
                      + (f", got {got_text}" if got_text else ""), offset)
 
 

@@ -41,6 +41,20 @@ class Ctx:
     window_end: int
 
 
+def batch_trigger_note(cl: c.Clauses) -> str | None:
+    """What to tell the user when a TRIGGER is given for a batch input (a bounded table
+    without PROCESSING TIME), which LANGUAGE.md §5 accepts but on which no trigger changes
+    anything: the watermark is past every window at once, so each window gives one last
+    ON_TIME pane. None when there is nothing to say. The caller knows the input is
+    bounded (over a stream the engine's clock makes the trigger count)."""
+    if cl.processing_time is not None or not cl.trigger_given or \
+            cl.trigger in (c.DEFAULT_TRIGGER, c.EndOfWindow()):
+        return None
+    return ("note: the TRIGGER has no effect on a batch input (a bounded table without "
+            "PROCESSING TIME: every window gives one ON_TIME pane); add PROCESSING TIME "
+            "<arrival column> to replay the table in arrival order")
+
+
 def ceil_to(p, period: int):
     """The first multiple of ``period`` at or after ``p`` (epoch aligned; an int, or
     elementwise on a numpy array)."""

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import dfsql
-from dfsql.errors import DfsqlError, DfsqlSyntaxError
+from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
+from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
 from dfsql.server.tcli import ttypes as tt
 
@@ -30,6 +31,26 @@ if TYPE_CHECKING:
 #: the first protocol version whose row sets are column-based
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
 S = tt.TOperationState
+
+
+def stream_refused(statement: str) -> NotSupportedError:
+    """What a client of the endpoint can do instead of reading a stream as a result set:
+    a windowed query runs as a continuous query (CREATE STREAMING QUERY), whose live
+    windows are a table; a plain query over a stream has no windows to keep (Python's
+    ``dfsql.start`` and the shell's ``\\watch`` are not reachable from a client)."""
+    try:
+        windowed = getattr(parse_any(statement), "windowed", False)
+    except DfsqlError:
+        windowed = False
+    if windowed:
+        hint = ("run it as a continuous query: CREATE STREAMING QUERY name AS <this "
+                "query>; then SELECT * FROM global_temp.name reads its live windows")
+    else:
+        hint = ("window it and run it as a continuous query: CREATE STREAMING QUERY name "
+                "AS SELECT ... GROUP BY ... WINDOW ...; then SELECT * FROM "
+                "global_temp.name reads its live windows")
+    return NotSupportedError("this statement reads a stream, which never ends: a result set "
+                         "cannot hold it", 1, 1, hint)
 
 
 def sqlstate_of(e: BaseException) -> str:
@@ -136,9 +157,7 @@ class Operation:
         try:
             df = dfsql.sql(self.statement, spark)
             if df.isStreaming:
-                raise ServiceError(
-                    "this statement is a continuous query over a stream: a result set "
-                    "cannot hold it (start it with dfsql.start)", "0A000")
+                raise stream_refused(self.statement)
             with self.lock:
                 self.schema = df.schema
                 self._result = df

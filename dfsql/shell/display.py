@@ -62,10 +62,11 @@ def cell(value: Any) -> str:
 
 
 def result_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                 ascii_only: bool) -> Table:
-    """The rows as a rich table; a changelog (``is_retraction`` present) gets a leading
-    ``+``/``-`` column and its retractions in red."""
-    changelog = "is_retraction" in columns
+                 ascii_only: bool, changelog: bool = False) -> Table:
+    """The rows as a rich table; a changelog (the result of a retracting windowed query:
+    the caller knows, a column named ``is_retraction`` alone does not say so) gets a
+    leading ``+``/``-`` column and its retractions in red."""
+    changelog = changelog and "is_retraction" in columns
     retract_at = list(columns).index("is_retraction") if changelog else -1
     timing_at = list(columns).index("pane_timing") if "pane_timing" in columns else -1
     table = Table(box=box.ASCII if ascii_only else box.SIMPLE_HEAVY, show_edge=ascii_only,
@@ -91,15 +92,16 @@ def result_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
 
 def print_result(console: Console, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                  more: bool, elapsed: float | None, page: bool = False,
-                 warnings: Sequence[str] = ()) -> None:
+                 warnings: Sequence[str] = (), changelog: bool = False) -> None:
     """The table, then ``N rows`` (and the time it took), then ``warnings`` (the rows the
     query dropped, :func:`dfsql.api.dropped_warnings`). ``more``: the result had more
-    rows than were fetched."""
+    rows than were fetched; ``changelog``: mark its insertions and retractions."""
     if not columns:
         console.print("OK" + (f" ({elapsed:.2f} s)" if elapsed is not None else ""))
         print_warnings(console, warnings)
         return
-    table = result_table(columns, rows, ascii_only=not console.is_terminal)
+    table = result_table(columns, rows, ascii_only=not console.is_terminal,
+                         changelog=changelog)
     footer = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
     if more:
         footer = f"first {footer} shown (the result has more; \\maxrows N to fetch more)"

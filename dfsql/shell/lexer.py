@@ -48,6 +48,12 @@ COMMANDS: dict[str, str] = {
     "\\q": "leave the shell (or Ctrl-D)",
 }
 
+#: the grammar's only words after these (dfsql/grammar/dfsql.lark): no Spark keyword
+#: such as SESSION is offered where only SESSIONS fits
+_NEXT_WORDS = {"WINDOW": ["FIXED", "GLOBAL", "SESSIONS", "SLIDING"],
+               "EMIT": ["ACCUMULATING", "DISCARDING"], "ALLOWED": ["LATENESS"],
+               "PROCESSING": ["TIME"]}
+
 #: words after which a table name comes
 _TABLE_CONTEXT = {"FROM", "JOIN", "INTO", "TABLE", "VIEW", "\\D", "DESCRIBE", "UPDATE"}
 
@@ -141,6 +147,11 @@ class ShellCompleter(Completer):
         if not word:
             return
         previous = head.split()[-1].upper() if head.split() else ""
+        upper = word.isupper() or not word.islower()
+        if previous in _NEXT_WORDS:
+            yield from _matching(word, [k if upper else k.lower() for k in _NEXT_WORDS[previous]],
+                                 "keyword")
+            return
         tables = self.catalog.tables()
         if previous in _TABLE_CONTEXT or (previous == "\\LOAD"):
             yield from _matching(word, tables, "table")
@@ -150,7 +161,6 @@ class ShellCompleter(Completer):
                          | set(PANE_COLUMNS))
         yield from _matching(word, columns, "column")
         yield from _matching(word, tables, "table")
-        upper = word.isupper() or not word.islower()
         kws = [k if upper else k.lower() for k in self.keywords]
         yield from _matching(word, kws, "keyword")
         yield from _matching(word, self.catalog.functions(), "function")

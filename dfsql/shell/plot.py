@@ -7,13 +7,17 @@ and labelled with its value at the top; a retraction is a dashed red line across
 window at the instant it was emitted, labelled ``-value``. Where the query replays a table (PROCESSING TIME), the input elements are
 dots at (event time, arrival time) labelled with the value they carry, and the watermark
 is a line: at each processing time, the event time the watermark has reached. A result
-with several keys gets one panel per key (at most :data:`MAX_PANELS`).
+with several keys gets one panel per key, and one with several aggregates one panel per
+aggregate and key (at most :data:`MAX_PANELS`), each with the input and the watermark.
+The figure's title is the whole query, wrapped; an axis whose times span several days
+shows dates.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +44,8 @@ class PlotSummary:
     retractions: list[tuple[str, Any, str]] = field(default_factory=list)
     elements: int = 0
     watermark_points: int = 0
+    #: the matplotlib Figure drawn (closed: saved, not shown), its axes one per panel
+    figure: Any = None
 
 
 def _is_number(v: Any) -> bool:
@@ -57,7 +63,8 @@ class _Layout:
     """Where a result's columns are and the ranges its panels share."""
 
     at: dict[str, int]  # column -> its index in a row
-    value_col: str
+    value_col: str  # the first aggregate
+    values: list[str]  # every aggregate, one panel each
     keys: list[str]  # the key columns, one panel per combination
     retract: int | None  # the index of is_retraction, if any
     batch: bool  # no emit times: a batch result, drawn without processing time
@@ -91,16 +98,20 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                          f"{', '.join(missing)}", hint="run a query with WINDOW first")
     if not rows:
         raise DfsqlError("\\plot: the last windowed result has no rows")
-    lay, panels = _layout(cols, rows, plan)
+    lay, keyed = _layout(cols, rows, plan)
+    # one panel per key and aggregate: (its name, its key's panel, its aggregate)
+    panels = [(k if len(lay.values) == 1 else v if k == "all" else f"{k}: {v}", k, v)
+              for k in keyed for v in lay.values][:MAX_PANELS]
 
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
-    summary = PlotSummary(path, lay.value_col, panels)
+    summary = PlotSummary(path, lay.value_col, [p[0] for p in panels])
     retraction_labels: list[tuple[Any, list, list]] = []
-    for ax, panel in zip(axes[:, 0], panels, strict=True):
-        marks, texts = _draw_panel(ax, panel, [r for r in rows if lay.key_of(r) == panel],
-                                   lay, summary)
+    for ax, (name, key, value) in zip(axes[:, 0], panels, strict=True):
+        marks, texts = _draw_panel(ax, name, [r for r in rows if lay.key_of(r) == key],
+                                   lay, summary, value)
         retraction_labels.append((ax, marks, texts))
-        ax.set_title(panel if len(panels) > 1 or lay.keys else title[:90], fontsize=10)
+        if len(panels) > 1 or lay.keys:
+            ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.25)
     handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
                for t, c in COLOURS.items()]
@@ -109,13 +120,18 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
 
         handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
     axes[0, 0].legend(handles=handles, loc="upper left", fontsize=8)
-    title = title.lstrip("-").strip()
+    title = " ".join(title.lstrip("-").split())
     if title:
-        fig.suptitle(title[:120], fontsize=9)
-    fig.tight_layout()
+        lines = textwrap.wrap(title, 130)
+        fig.suptitle("\n".join(lines), fontsize=9)
+        # tight_layout leaves the suptitle out: keep its lines' height free at the top
+        fig.tight_layout(rect=(0, 0, 1, 1 - (0.16 * len(lines) + 0.1) / (4.2 * len(panels))))
+    else:
+        fig.tight_layout()
     _place_retraction_labels(fig, retraction_labels)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    summary.figure = fig
     return summary
 
 
@@ -128,8 +144,8 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     value_col = values[0] if values else next(c for c in cols if c not in PANE_COLUMNS)
     keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
     batch = all(r[at["emit_time"]] is None for r in rows)
-    lay = _Layout(at, value_col, keys, at.get("is_retraction"), batch, [], None, None,
-                  None, None, None, None)
+    lay = _Layout(at, value_col, values or [value_col], keys, at.get("is_retraction"),
+                  batch, [], None, None, None, None, None, None)
     panels = list(dict.fromkeys(lay.key_of(r) for r in rows))[:MAX_PANELS]
     if plan is not None and not batch and len(panels) == 1:
         lay.elements, lay.timeline = _input_and_watermark(plan)
@@ -152,8 +168,8 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     return lay, panels
 
 
-def _draw_panel(ax, panel: str, mine: list, lay: _Layout,
-                summary: PlotSummary) -> tuple[list[tuple[float, float, float, str]], list]:
+def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
+                value: str) -> tuple[list[tuple[float, float, float, str]], list]:
     """One key's panes, retractions, input elements and watermark on ``ax``, and its
     axes; returns the retractions' marks and the panes' value labels (for placing the
     retraction labels once the figure is laid out)."""
@@ -176,7 +192,7 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout,
         ws, we = r[at["window_start"]], r[at["window_end"]]
         x0 = ws if ws is not None else x_lo
         x1 = we if we is not None else x_hi
-        label = _label(r[at[lay.value_col]])
+        label = _label(r[at[value]])
         y1 = r[at["emit_time"]]
         if lay.retract is not None and r[lay.retract]:
             # a dashed red line across the retracted window, at the retraction's time
@@ -222,12 +238,11 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout,
 def _set_axes(ax, lay: _Layout) -> None:
     """Event time across (dates, or none for a GLOBAL window), processing time up (or
     nothing for a batch result)."""
-    import matplotlib.dates as mdates
 
     pad = (_num(lay.x_hi) - _num(lay.x_lo)) * 0.03 or 1.0
     ax.set_xlim(_num(lay.x_lo) - pad, _num(lay.x_hi) + pad)
     if lay.times:
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        _date_axis(ax.xaxis, lay.x_lo, lay.x_hi)
         ax.set_xlabel("event time")
     else:
         ax.set_xticks([])
@@ -238,8 +253,20 @@ def _set_axes(ax, lay: _Layout) -> None:
         ax.set_ylabel("batch (no processing time)")
     else:
         ax.set_ylim(_num(lay.y_lo), _num(lay.y_hi))
-        ax.yaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        _date_axis(ax.yaxis, lay.y_lo, lay.y_hi)
         ax.set_ylabel("processing time")
+
+
+def _date_axis(axis, lo: Any, hi: Any) -> None:
+    """Times of day on an axis within one day; dates (and hours) on one across days,
+    where a time of day alone repeats and says nothing."""
+    import matplotlib.dates as mdates
+
+    if isinstance(lo, dt.datetime) and isinstance(hi, dt.datetime) and lo.date() != hi.date():
+        axis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
+        axis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d\n%H:%M"))
+    else:
+        axis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
 
 
 def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:

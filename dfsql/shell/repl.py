@@ -2,7 +2,7 @@
 
 Spark starts in the background as the shell opens, so the prompt is there at once; the
 first statement waits for it. The JVM's own chatter (log4j's start-up lines, warnings)
-goes to a log file instead of the terminal (:data:`SPARK_LOG`), where it would break
+goes to a log file instead of the terminal (:data:`dfsql.session.SPARK_LOG`), where it would break
 into the prompt; dfsql's messages and Spark's errors still reach the user as
 DfsqlErrors. A statement ends at ``;``; Enter before that continues the statement on a
 new line (Esc Enter runs it anyway).
@@ -10,11 +10,9 @@ new line (Esc Enter runs it anyway).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +23,8 @@ import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
+from dfsql.model.clauses import Accumulation
+from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
@@ -34,8 +34,6 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
 
-#: where the Spark JVM's own output goes while the shell runs
-SPARK_LOG = Path(tempfile.gettempdir()) / f"dfsql-spark-{os.getuid()}.log"
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
 
@@ -92,8 +90,9 @@ class Shell:
 
     def _create_spark(self) -> None:
         try:
-            with _jvm_output_to(SPARK_LOG if self.quiet_spark else None):
-                spark = dfsql.session(self.master)
+            if not self.quiet_spark:
+                os.environ["DFSQL_SPARK_LOG"] = "-"  # the JVM's output on the terminal
+            spark = dfsql.session(self.master)
             if self.paper_tables:
                 register_paper_tables(spark)
             self._spark = spark
@@ -185,7 +184,10 @@ class Shell:
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
-                             page=self.pager and sys.stdin.isatty(), warnings=warnings)
+                             page=self.pager and sys.stdin.isatty(), warnings=warnings,
+                             changelog=_retracting(df))
+        for note in _batch_notes(df):
+            self.err.print(note, style="yellow")
 
     def _job(self, spark, fn, text: str):
         console = self.err if self.err.is_terminal else None
@@ -396,7 +398,7 @@ class Shell:
         top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
-            self.last.columns, self.last.rows, path, self.last.text.splitlines()[0],
+            self.last.columns, self.last.rows, path, self.last.text,
             plan=top[0] if top else None), "\\plot")
         self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
                        f"{len(summary.retractions)} retractions"
@@ -505,23 +507,28 @@ def _default_target() -> str:
         or DEFAULT_MASTER
 
 
-@contextlib.contextmanager
-def _jvm_output_to(path: Path | None):
-    """While Spark starts, this process's stderr (file descriptor 2) points at ``path``:
-    the JVM it launches inherits that, so its log lines land in the file for its whole
-    life, not on the terminal. Python's own ``sys.stderr`` is the same descriptor, so it
-    is restored as soon as the session exists."""
-    if path is None:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.dup2(log, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(log)
+def _batch_notes(df) -> list[str]:
+    """The notes of the statement's windowed blocks that ran as a batch (no replay, no
+    stream) with a TRIGGER that cannot act there."""
+    from dfsql.spark.planner import planned_of
+
+    planned = planned_of(df)
+    notes = [batch_trigger_note(b.plan.clauses) for b in planned.blocks
+             if b.replay is None and b.stream is None] if planned is not None else []
+    return [n for n in notes if n]
+
+
+def _retracting(df) -> bool:
+    """Whether ``df`` is the result of a windowed query that EMITs retractions (its rows
+    then get +/- marks); a plain query over a table with an is_retraction column is not."""
+    from dfsql.spark.planner import planned_of
+
+    planned = planned_of(df)
+    if planned is None or not planned.blocks:
+        return False
+    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
+    top = plan.stmt.top
+    return top is not None and plan.block.index == top.index and \
+        plan.clauses.accumulation is Accumulation.ACCUMULATING_AND_RETRACTING
+
+

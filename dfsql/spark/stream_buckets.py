@@ -192,19 +192,22 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         self._save(elems, t_all, v_all, new_frontier, pending, timer)
         if out is not None and len(out):
             yield out
-        yield self._stats(0 if fresh is None else len(fresh), len(elems))
+        before = 0 if old_elems is None else len(old_elems)
+        yield self._stats(0 if fresh is None else len(fresh), len(elems), before)
 
-    def _stats(self, arrived: int, retained: int):
+    def _stats(self, arrived: int, retained: int, before: int):
         """The call's figures for the query's progress (see :data:`STATS`), as one row
-        of the output's schema: elements arrived, retained and dropped as late, and the
-        watermark at the new frontier."""
+        of the output's schema: elements arrived, retained and dropped as late, the
+        watermark at the new frontier, and the change in retained elements (in the sort
+        column: summed over every batch it is the state of all buckets, also those a
+        batch did not run)."""
         import pandas as pd
 
         row = {n: [None] for n in self.out_names}
         row.update(window_start=[retained], window_end=[self._dropped], pane_index=[arrived],
                    pane_timing=[STATS],
                    emit_time=[None if self._watermark == NEG else self._watermark])
-        row[SORT_COLUMNS[0]] = [0]
+        row[SORT_COLUMNS[0]] = [retained - before]
         return pd.DataFrame(row, columns=self.out_names)
 
     # ------------------------------------------------------------------ state

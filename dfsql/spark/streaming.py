@@ -183,6 +183,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
         METRICS,
         F.sum(F.when(stats, F.col("pane_index"))).alias("elements_in"),
         F.sum(F.when(stats, F.col("window_start"))).alias("state_elements"),
+        F.sum(F.when(stats, F.col(SORT_COLUMNS[0]))).alias("state_change"),
         F.sum(F.when(stats, F.col("window_end"))).alias("late_dropped"),
         F.timestamp_micros(F.max(F.when(stats, F.col("emit_time")))).alias("watermark"),
         F.count(F.when(pane, 1)).alias("panes"),
@@ -209,9 +210,10 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
 
 
 #: the observed metrics' name in a stream's progress (``progress.observedMetrics``):
-#: elements_in, state_elements (retained by the buckets this batch ran), late_dropped,
-#: watermark, panes, retractions (panes and retractions as fired, before HAVING); on the
-#: engine's clock: panes
+#: elements_in, state_elements (retained by the buckets this batch ran), state_change
+#: (retained elements gained by this batch: summed over batches, all the state),
+#: late_dropped, watermark, panes, retractions (panes and retractions as fired, before
+#: HAVING); on the engine's clock: panes
 METRICS = "dfsql"
 
 def _marks_rows(table: DataFrame) -> DataFrame:

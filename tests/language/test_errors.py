@@ -31,6 +31,10 @@ W = H + "WINDOW FIXED(1 MINUTE) ON ts\n"
 CASES: dict[str, tuple[str, type[DfsqlError], int, int]] = {
     'misspelt_SESION': (H + 'WINDOW SESION(GAP 1 MINUTE) ON ts', UnknownKeywordError, 4, 8),
     'misspelt_EVRY': (W + 'TRIGGER EVRY 1 MINUTE', UnknownKeywordError, 5, 9),
+    # after a complete EMIT only ORDER BY, LIMIT or the end may follow (issue #23)
+    'misspelt_ORDER_after_emit': (W + 'EMIT DISCARDING\nORDR BY k', UnknownKeywordError, 6, 1),
+    'word_after_emit': (W + 'EMIT DISCARDING\nfoo', UnknownKeywordError, 6, 1),
+    'word_after_watermark': (W + 'WATERMARK DELAY 1 MINUTE\nfoo', UnknownKeywordError, 6, 1),
     'misspelt_MINUTS': (H + 'WINDOW FIXED(5 MINUTS) ON ts', DurationError, 4, 16),
     'misspelt_EMITT': (W + 'EMITT ACCUMULATING', UnknownKeywordError, 5, 1),
     'misspelt_ACUMULATING': (W + 'EMIT ACUMULATING', UnknownKeywordError, 5, 6),
@@ -122,6 +126,12 @@ TEXTS: dict[str, tuple[str, str | None]] = {
     "misspelt_WATERMRK_after_window": ("unknown keyword WATERMRK", "did you mean WATERMARK?"),
     "misspelt_TRIGER_after_processing_time": ("unknown keyword TRIGER", "did you mean TRIGGER?"),
     "misspelt_SLIDNG": ("unknown keyword SLIDNG", "did you mean SLIDING?"),
+    "misspelt_ORDER_after_emit": ("unknown keyword ORDR after DISCARDING",
+                                  "did you mean ORDER BY?"),
+    "word_after_emit": ("expected LIMIT, ORDER BY or the end of the query after DISCARDING, "
+                        "got foo", None),
+    "word_after_watermark": ("expected ALLOWED, EMIT, LIMIT, ORDER BY, PROCESSING, TRIGGER or "
+                             "the end of the query after MINUTE, got foo", None),
     "unknown_unit": ("unknown time unit FORTNIGHTS", "MINUTES"),
     "zero_size": ("window size must be positive, got 0 MINUTES", "> 0"),
     "negative_gap": ("session gap must be positive, got -5 MINUTES", None),

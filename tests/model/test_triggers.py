@@ -282,3 +282,16 @@ def test_merge_commutative(t: tr.Node, s1, s2, s3, e1: int, e2: int, e3: int, wm
         left = merge_triggers([merge_triggers([a, b], [ea, eb], wm), d], [max(ea, eb), ed], wm)
         right = merge_triggers([a, merge_triggers([b, d], [eb, ed], wm)], [ea, max(eb, ed)], wm)
         assert left == right == results.pop()
+
+
+def test_batch_trigger_note_only_for_a_trigger_that_cannot_act() -> None:
+    from dfsql.language.parse import parse_clauses
+    from dfsql.model.triggers import batch_trigger_note
+
+    w = "WINDOW FIXED(1 HOUR) ON ts "
+    note = batch_trigger_note(parse_clauses(w + "TRIGGER EVERY 10 MINUTES"))
+    assert note is not None and note.startswith("note: the TRIGGER has no effect on a batch")
+    assert batch_trigger_note(parse_clauses(w + "TRIGGER AFTER 3 ROWS")) == note
+    for quiet in ("", "TRIGGER WATERMARK", "TRIGGER REPEAT WATERMARK",
+                  "PROCESSING TIME at TRIGGER EVERY 10 MINUTES"):
+        assert batch_trigger_note(parse_clauses(w + quiet)) is None, quiet

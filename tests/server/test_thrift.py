@@ -170,6 +170,47 @@ def test_a_mistake_is_a_positioned_error_and_the_session_goes_on(endpoint):
     conn.close()
 
 
+def test_a_stream_read_as_a_result_set_points_to_create_streaming_query(spark, tmp_path):
+    """Issue #23: over the endpoint a query over a stream said "start it with dfsql.start",
+    which a client cannot do. It names CREATE STREAMING QUERY, and that statement (as
+    the hint writes it) runs; a bounded query in the same session still reads."""
+    from pyhive.exc import OperationalError
+
+    stream = paper_stream_dir(tmp_path / "live")
+
+    def setup(s) -> None:
+        _setup(s)
+        schema = s.read.parquet(str(stream)).schema
+        s.readStream.schema(schema).parquet(str(stream)).createOrReplaceTempView("live")
+
+    server = Server(spark, port=0, auth="NONE", session_setup=setup).start()
+    conn = _connect(server)
+    cur = conn.cursor()
+    windowed = FIG14["query"].replace("FROM scores", "FROM live")
+    try:
+        for text, says in [("SELECT * FROM live", "CREATE STREAMING QUERY name AS SELECT"),
+                           (windowed, "CREATE STREAMING QUERY name AS <this query>")]:
+            with pytest.raises(OperationalError) as info:
+                cur.execute(text)
+            status = info.value.args[0].status
+            assert status.sqlState == "0A000"
+            assert status.errorMessage.startswith("line 1, col 1: this statement reads a "
+                                                  "stream"), status.errorMessage
+            assert says in status.errorMessage and "global_temp.name" in status.errorMessage
+            assert "dfsql.start" not in status.errorMessage
+        cur.execute(f"CREATE STREAMING QUERY live_panes AS {windowed}")
+        assert cur.fetchall()[0][0] == "live_panes"
+        cur.execute("STOP STREAMING QUERY live_panes")
+        assert cur.fetchall() == [("live_panes", "STOPPED")]
+        cur.execute("SELECT COUNT(*) FROM scores")
+        assert cur.fetchall() == [(10,)]
+    finally:
+        conn.close()
+        server.stop()
+        for q in spark.streams.active:
+            q.stop()
+
+
 def test_sessions_are_isolated(endpoint):
     a, b = _connect(endpoint), _connect(endpoint)
     ca, cb = a.cursor(), b.cursor()

@@ -99,3 +99,67 @@ def test_mistakes_are_positioned_and_start_nothing(spark, scores_live, text, lin
     assert (info.value.line, info.value.column) == (line, col), info.value
     assert info.value.hint
     assert not spark.streams.active
+
+
+@pytest.fixture
+def scores_trickle(spark, paper_tables, tmp_path):
+    """The paper's stream one file per micro-batch (several batches with data)."""
+    src = paper_stream_dir(tmp_path / "trickle")
+    schema = spark.read.parquet(str(src)).schema
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+     .createOrReplaceTempView("scores_trickle"))
+    yield src
+    for q in spark.streams.active:
+        q.stop()
+    spark.catalog.dropTempView("scores_trickle")
+
+
+def _shown_after_all_batches(spark, name: str, query: str):
+    from dfsql.continuous import _RUNNING
+
+    dfsql.sql(f"CREATE STREAMING QUERY {name} AS {query}", spark)
+    try:
+        _RUNNING[name].query.processAllAvailable()
+        return next(r for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
+                    if r.name == name)
+    finally:
+        dfsql.sql(f"STOP STREAMING QUERY {name}", spark)
+
+
+def test_show_sums_every_batch_dfsqls_executor(spark, scores_trickle):
+    """Issue #23: SHOW said input_rows 0 and NULL state after batches with data (it read
+    only the last, empty, batch). Expected from the paper's data: every row read (the 10
+    events and the stream's row without event time), the watermark the paper's table
+    gives at the last arrival, and every element retained (10 minutes of lateness keep
+    each session past that watermark)."""
+    import pandas as pd
+
+    events = pd.read_csv(ROOT / "examples" / "paper" / "events.csv",
+                         parse_dates=["event_time", "arrival_time"])
+    marks = pd.read_csv(ROOT / "examples" / "paper" / "watermarks.csv",
+                        parse_dates=["processing_time", "watermark"])
+    files = len(list(scores_trickle.glob("*.parquet")))
+    query = FIG14["query"].replace("FROM scores", "FROM scores_trickle WHERE event_time "
+                                                 "IS NOT NULL")
+    row = _shown_after_all_batches(spark, "fig14_trickle", query)
+    assert row.batches >= files > 3
+    assert row.input_rows == len(events) + 1
+    last_mark = marks[marks.processing_time <= events.arrival_time.max()].watermark.iloc[-1]
+    assert row.watermark == str(last_mark)  # 12:06:00
+    assert row.state_elements == len(events)
+
+
+def test_show_reads_sparks_own_watermark_and_state(spark, scores_trickle):
+    """Spark's own operator (the engine's clock): its watermark is the largest event time
+    so far less the delay, and its state the windows that watermark has not closed."""
+    import pandas as pd
+
+    events = pd.read_csv(ROOT / "examples" / "paper" / "events.csv", parse_dates=["event_time"])
+    query = ("SELECT key, SUM(value) AS total FROM scores_trickle GROUP BY key "
+             "WINDOW FIXED(2 MINUTES) ON event_time WATERMARK DELAY 1 MINUTE")
+    row = _shown_after_all_batches(spark, "fixed_trickle", query)
+    watermark = events.event_time.max() - pd.Timedelta(minutes=1)
+    assert row.input_rows == len(events) + 1
+    assert row.watermark == str(watermark)  # 12:06:50
+    ends = events.event_time.dt.floor("2min") + pd.Timedelta(minutes=2)
+    assert row.state_elements == ends[ends > watermark].nunique() == 1
