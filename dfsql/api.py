@@ -21,6 +21,7 @@ from dfsql.language.registered import (
 )
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
+from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.sinks import STORE_CONF, start_stream
@@ -153,7 +154,11 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     lat = f"ALLOWED LATENESS {cl.allowed_lateness}"
     if cl.late_rows_into:
         lat += f" LATE ROWS INTO {cl.late_rows_into}"
-    lines += [lat, f"TRIGGER {cl.trigger}", f"EMIT {cl.accumulation}"]
+    trigger = f"TRIGGER {cl.trigger}"
+    if batch_trigger_note(cl) is not None:
+        trigger += ("  -- over a bounded table no effect without PROCESSING TIME: one ON_TIME "
+                    "pane per window")
+    lines += [lat, trigger, f"EMIT {cl.accumulation}"]
     return "\n".join(lines)
 
 
@@ -195,6 +200,16 @@ def dropped_warnings(df: DataFrame) -> list[str]:
             where = "" if len(planned.blocks) == 1 else f" (windowed block {b.plan.block.index})"
             lines.append(f"warning{where}: {_dropped_text(b.plan, n)}")
     return lines
+
+
+def batch_notes(df: DataFrame) -> list[str]:
+    """The notes of the windowed blocks behind ``df`` that ran as a batch (no replay, no
+    stream) with a TRIGGER that cannot act there (:func:`batch_trigger_note`): the shell
+    prints them under the result, the endpoint returns them with its warnings."""
+    planned = _planned_of(df)
+    notes = [batch_trigger_note(b.plan.clauses) for b in planned.blocks
+             if b.replay is None and b.stream is None] if planned is not None else []
+    return [n for n in notes if n]
 
 
 def _dropped_text(plan, n: int) -> str:

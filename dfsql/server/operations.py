@@ -236,7 +236,8 @@ class Operation:
                     return []  # nothing yet (beeline asks while the statement runs)
                 result, self._result = self._result, None
                 try:
-                    self._log = [] if result is None else dfsql.api.dropped_warnings(result)
+                    self._log = [] if result is None else [
+                        *dfsql.api.dropped_warnings(result), *dfsql.api.batch_notes(result)]
                 except Exception as e:  # noqa: BLE001 (the rows stay valid without it)
                     self._log = [f"warning: dropped rows not counted: {describe(e)[0]}"]
             if first:

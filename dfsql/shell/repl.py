@@ -24,7 +24,6 @@ from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
 from dfsql.model.clauses import Accumulation
-from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
@@ -186,7 +185,7 @@ class Shell:
                              time.monotonic() - t0 if self.timing else None,
                              page=self.pager and sys.stdin.isatty(), warnings=warnings,
                              changelog=_retracting(df))
-        for note in _batch_notes(df):
+        for note in dfsql.api.batch_notes(df):
             self.err.print(note, style="yellow")
 
     def _job(self, spark, fn, text: str):
@@ -505,17 +504,6 @@ def _unexpected(e: BaseException) -> DfsqlError:
 def _default_target() -> str:
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
-
-
-def _batch_notes(df) -> list[str]:
-    """The notes of the statement's windowed blocks that ran as a batch (no replay, no
-    stream) with a TRIGGER that cannot act there."""
-    from dfsql.spark.planner import planned_of
-
-    planned = planned_of(df)
-    notes = [batch_trigger_note(b.plan.clauses) for b in planned.blocks
-             if b.replay is None and b.stream is None] if planned is not None else []
-    return [n for n in notes if n]
 
 
 def _retracting(df) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+import dfsql
 from dfsql.server import Server
 from tests.conftest import paper_stream_dir, register_paper_tables, register_sample_tables
 
@@ -133,6 +134,30 @@ def test_pyhive_gets_the_dropped_rows_as_the_operation_log(endpoint):
     cur.execute("SELECT COUNT(*) FROM scores")
     assert cur.fetchall() == [(10,)] and cur.fetch_logs() == []
     conn.close()
+
+
+def test_a_trigger_on_a_bounded_table_is_said_to_have_no_effect(endpoint):
+    """Issue #23: a TRIGGER on a bounded table without PROCESSING TIME changes nothing (one
+    ON_TIME pane per window, LANGUAGE.md §5); the endpoint says so in the operation log,
+    and EXPLAIN beside the trigger. The paper's ten scores in the global window: one
+    ON_TIME pane of their sum, 51, whatever the trigger."""
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    q = ("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
+         "WINDOW GLOBAL TRIGGER EVERY 1 MINUTE")
+    cur.execute(q)
+    rows = cur.fetchall()
+    assert [(r[0], r[1], r[5]) for r in rows] == [("k", 51, "ON_TIME")]
+    logs = cur.fetch_logs()
+    assert len(logs) == 1 and logs[0].startswith("note: the TRIGGER has no effect on a batch")
+    cur.execute("SELECT key, SUM(value) AS total FROM scores GROUP BY key WINDOW GLOBAL")
+    cur.fetchall()
+    assert cur.fetch_logs() == []  # the default trigger: nothing to say
+    conn.close()
+    text = dfsql.explain(q)
+    assert "TRIGGER Repeat(AtPeriod(1m))  -- over a bounded table no effect without " \
+           "PROCESSING TIME: one ON_TIME pane per window" in text.splitlines()
+    assert "no effect" not in dfsql.explain(q.replace(" TRIGGER EVERY 1 MINUTE", ""))
 
 
 def test_a_large_result_streams_in_fetches(endpoint):
