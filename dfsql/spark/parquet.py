@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dfsql.session import session
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -55,8 +57,6 @@ def read_parquet(path: str | Path, spark: SparkSession | None = None, *,
     """A Parquet file or directory as a DataFrame (with ``stream``, a streaming one over
     the directory, its schema read from the files already there), its nanosecond
     timestamps read as TIMESTAMP (time-zone aware) or TIMESTAMP_NTZ (naive) columns."""
-    from dfsql.session import session
-
     spark = spark or session()
     p = Path(path).expanduser()
     nanos = nanosecond_columns(p)
