@@ -191,6 +191,37 @@ def test_a_time_of_another_type_is_a_positioned_error(spark, column, sql_type, c
     assert "TIMESTAMP_NTZ or DATE" in e.message and "CAST(" in e.hint
 
 
+@pytest.mark.parametrize("kind", ["TIMESTAMP_NTZ", "DATE"])
+def test_a_watermark_table_of_any_time_type_is_read_as_timestamps(spark, kind):
+    """WATERMARK FROM a table whose times are TIMESTAMP_NTZ or DATE gives what the same
+    marks as TIMESTAMPs give (in New York, where an NTZ or DATE read as UTC would be off
+    by five hours): the marks are read in the session time zone, as the rows are."""
+    day = BASE_DAY if kind == "DATE" else BASE_US
+    step = 1 if kind == "DATE" else DAY_US
+    rows = [("a", 1, day, day + step), ("a", 2, day + step, day + 2 * step),
+            ("a", 4, day, day + 3 * step)]  # late unless the watermark waits for it
+    marks = [(day + step, day + step), (day + 2 * step, day + step),
+             (day + 3 * step, day + 3 * step)]
+    for name, mark_kind in (("wm_typed", kind), ("wm_plain", "TIMESTAMP")):
+        def instant(v: int, mk: str = mark_kind) -> str:
+            return _sql_time("TIMESTAMP", _instant(kind, v, "America/New_York")) \
+                if mk == "TIMESTAMP" else _sql_time(kind, v)
+        values = ", ".join(f"({instant(p)}, {instant(w)})" for p, w in marks)
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM VALUES {values} "
+                  "AS t(processing_time, watermark)")
+    _view(spark, "wm_rows", rows, kind, kind)
+    q = ("SELECT k, SUM(v) AS total, COUNT(*) AS n FROM wm_rows GROUP BY k "
+         "WINDOW FIXED(1 DAY) ON et WATERMARK FROM {m} PROCESSING TIME pt")
+    with _time_zone(spark, "America/New_York"):
+        typed = dfsql.sql(q.format(m="wm_typed"), spark)
+        plain = dfsql.sql(q.format(m="wm_plain"), spark)
+        cols = ["k", "total", "window_start", "pane_index", "pane_timing", "emit_time"]
+        got = sorted(tuple(r[c] for c in cols) for r in typed.collect())
+        assert got == sorted(tuple(r[c] for c in cols) for r in plain.collect())
+        assert dfsql.dropped_late(typed) == dfsql.dropped_late(plain)
+        assert len(got) >= 2  # the windows fired
+
+
 # ---------------------------------------------------------------------------- Parquet
 
 def _pandas_frame() -> pd.DataFrame:
@@ -279,6 +310,20 @@ def test_load_reads_pandas_parquet_and_windows_it(spark, nanos_parquet, capsys):
     assert "| a " in out.out and "| b " in out.out
 
 
+def test_load_with_null_arrivals_prints_the_positioned_error(spark, nanos_parquet, capsys):
+    """Issue #23 in the shell: a naive processing time (TIMESTAMP_NTZ) with a NULL printed
+    only "An exception was thrown from the Python worker"; now the positioned error."""
+    shell = Shell()
+    rc = shell.run_script(
+        f"\\load nanos_arrivals {nanos_parquet} EVENT TIME naive PROCESSING TIME arrival\n"
+        "SELECT k, SUM(v) AS total FROM nanos_arrivals GROUP BY k WINDOW FIXED(1 HOUR);\n")
+    out = capsys.readouterr()
+    assert rc == 1
+    assert "arrival timestamp_ntz" in out.out
+    assert "PROCESSING TIME `nanos_arrivals`.`arrival` is NULL in 1 row" in out.err
+    assert "^" in out.err and "Python worker" not in out.err + out.out
+
+
 def test_the_issues_naive_parquet_with_null_arrivals_is_a_positioned_error(spark, tmp_path):
     """Issue #23's case: naive pandas times in Parquet (read as TIMESTAMP_NTZ) with a
     NULL in the processing-time column: the same positioned error as with TIMESTAMPs,
@@ -345,6 +390,11 @@ def test_a_stream_of_naive_nanosecond_times_equals_the_replay_and_pandas(spark, 
     live = dfsql.read_parquet(src, spark, stream=True)
     assert live.isStreaming and live.schema["et"].dataType.simpleString() == "timestamp_ntz"
     live.createOrReplaceTempView("ntz_live")
+    # Spark's own streaming aggregation (the engine's clock) over a DATE event time: its
+    # windows are TIMESTAMPs too
+    native = dfsql.sql("SELECT k, COUNT(*) AS n FROM ntz_live GROUP BY k "
+                       "WINDOW FIXED(1 DAY) ON CAST(et AS DATE)", spark)
+    assert native.isStreaming and _pane_types(native) == ["timestamp"] * 3
     q = ("SELECT k, SUM(v) AS total FROM {t} GROUP BY k WINDOW FIXED(10 MINUTES) ON et "
          "WATERMARK DELAY 5 MINUTES PROCESSING TIME at")
     batches: list = []
