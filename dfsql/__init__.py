@@ -18,10 +18,11 @@ from dfsql.session import session  # pyspark is imported only when session() is 
 
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
+    from dfsql.spark.parquet import read_parquet
     from dfsql.spark.sinks import TableSink
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
-           "DfsqlError"]
+           "DfsqlError", "read_parquet"]
 __version__ = "0.1.0"
 
 _FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
@@ -39,8 +40,13 @@ def __getattr__(name: str) -> object:
 
         globals()[name] = TableSink
         return TableSink
+    if name == "read_parquet":
+        from dfsql.spark.parquet import read_parquet
+
+        globals()[name] = read_parquet
+        return read_parquet
     raise AttributeError(f"module 'dfsql' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_API | {"TableSink"})
+    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet"})

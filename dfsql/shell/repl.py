@@ -32,6 +32,7 @@ from dfsql.shell.plot import plot_result
 from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.parquet import read_parquet
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
@@ -350,16 +351,19 @@ class Shell:
                              f"{sorted({f.suffix for f in files}) or 'none'}", 1, path_at + 1,
                              "a directory must hold files of one format")
         fmt = kinds.pop().replace("jsonl", "json")
+        if stream and p.is_file():
+            raise ShellError("STREAM reads a directory (its files arriving over time)", 1,
+                             path_at + 1, "give the directory the files arrive in")
         spark = self.spark()
+        if fmt == "parquet":  # pandas' nanosecond timestamps as timestamps
+            with spark_errors(None):
+                return read_parquet(p, spark, stream=stream)
         reader = spark.read.format(fmt)
         if fmt == "csv":
             reader = reader.option("header", True).option("inferSchema", True)
         df = reader.load(str(p))
         if not stream:
             return df
-        if p.is_file():
-            raise ShellError("STREAM reads a directory (its files arriving over time)", 1,
-                             path_at + 1, "give the directory the files arrive in")
         reader = spark.readStream.format(fmt).schema(df.schema)
         if fmt == "csv":
             reader = reader.option("header", True)

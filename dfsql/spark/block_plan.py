@@ -22,11 +22,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
 from dfsql.language.names import EVENT_TIME, LATE_ROW, PANES_TABLE, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.language.registered import with_registered_defaults
 from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
+from dfsql.language.stages import with_views
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error, spark_errors
@@ -78,6 +81,9 @@ class BlockPlan:
         #: the temp views this plan registered (dropped once the statement is planned)
         self.registered: list[str] = []
         self._input: DataFrame | None = None
+        #: the input stage's time columns read as TIMESTAMP (a DATE or TIMESTAMP_NTZ
+        #: column, once the type check has seen it: :meth:`_checked_input`)
+        self._time_casts: frozenset[str] = frozenset()
 
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register ``df`` as a temp view that only this statement's SQL reads: it is
@@ -95,8 +101,15 @@ class BlockPlan:
         return self.block.views(self.uid)
 
     def input_sql(self) -> str:
-        """The input stage, reading the inner blocks' results under this run's views."""
-        return self.stages.input_sql_for(self.views)
+        """The input stage, reading the inner blocks' results under this run's views, its
+        DATE or TIMESTAMP_NTZ event and processing times read as TIMESTAMPs."""
+        if not self._time_casts:
+            return self.stages.input_sql_for(self.views)
+        tree = with_views(self.stages.input, self.views)  # a copy
+        for e in tree.expressions:
+            if isinstance(e, exp.Alias) and e.alias in self._time_casts:
+                e.set("this", exp.cast(e.this, exp.DataType.Type.TIMESTAMP))
+        return tree.sql("spark")
 
     # ------------------------------------------------------------------ validation
     def _where(self, pos: c.Pos | None):
@@ -154,40 +167,54 @@ class BlockPlan:
         return self._input
 
     def _checked_input(self) -> DataFrame:
-        from pyspark.errors import PySparkException
-
-        sql = self.input_sql()
-        try:
-            df = self.spark.sql(sql)
-            schema = df.schema
-        except PySparkException as exc:
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
+        """The input stage after checking the ON and PROCESSING TIME types (LANGUAGE.md
+        §3, §4). A DATE or TIMESTAMP_NTZ time is read as a TIMESTAMP in the session time
+        zone (Spark's CAST: a DATE at its midnight, a TIMESTAMP_NTZ at its wall-clock
+        time there), once, here: every path (Spark's window(), the replay's Arrow
+        driver, a stream) then sees one type, and window_start, window_end and
+        emit_time are TIMESTAMPs whatever the input's type."""
         from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
+        df = self._analysed_input()
+        schema = df.schema
+        casts = set()
         if EVENT_TIME in df.columns:
             t = schema[EVENT_TIME].dataType
             if not isinstance(t, TimestampType | TimestampNTZType | DateType):
                 line, col = self._where(self.clauses.on.pos if self.clauses.on else None)
                 raise AnalysisError(
-                    f"the ON expression must be a TIMESTAMP, but {self.clauses.on} is "
-                    f"{t.simpleString()}", line, col,
+                    f"the ON expression must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but "
+                    f"{self.clauses.on} is {t.simpleString()}", line, col,
                     f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
-            if isinstance(t, DateType):
-                # midnight of the session time zone, as Spark's window() reads a DATE
-                from pyspark.sql import functions as F  # noqa: N812
-
-                df = df.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp"))
+            if not isinstance(t, TimestampType):
+                casts.add(EVENT_TIME)
         if PROCESSING_TIME in df.columns:
             t = schema[PROCESSING_TIME].dataType
-            if not isinstance(t, TimestampType | TimestampNTZType):
+            if not isinstance(t, TimestampType | TimestampNTZType | DateType):
                 pt = self.clauses.processing_time
                 line, col = self._where(pt.pos if pt else None)
                 raise AnalysisError(
-                    f"PROCESSING TIME must be a TIMESTAMP, but {pt} is {t.simpleString()}",
-                    line, col, f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
+                    f"PROCESSING TIME must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but {pt} "
+                    f"is {t.simpleString()}", line, col,
+                    f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
+            if not isinstance(t, TimestampType):
+                casts.add(PROCESSING_TIME)
+        if casts:
+            self._time_casts = frozenset(casts)
+            df = self._analysed_input()
+        return df
+
+    def _analysed_input(self) -> DataFrame:
+        from pyspark.errors import PySparkException
+
+        try:
+            df = self.spark.sql(self.input_sql())
+            df.schema  # noqa: B018 - analyses it: a mistake is reported here
+        except PySparkException as exc:
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
         return df
 
     def is_streaming(self) -> bool:

@@ -15,6 +15,10 @@ from dfsql.errors import AnalysisError, DataError, DfsqlError, DfsqlSyntaxError
 from dfsql.language.scan import Source
 
 _LINE_POS = re.compile(r"line (\d+), pos (\d+)")
+#: what to do about Parquet with nanosecond timestamps (pandas writes them; Spark holds µs)
+NANOS_HINT = ("the file has nanosecond timestamps (pandas writes them): read it with "
+              "dfsql.read_parquet(path) or \\load in the shell (as timestamps, to the microsecond), "
+              "or write it with to_parquet(..., coerce_timestamps='us')")
 
 
 def _first_line(message: str) -> str:
@@ -96,6 +100,8 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
         hint = f"did you mean one of {m.group(1)}?"
     elif "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
         hint = "register it with dfsql.register(name, df) or CREATE TEMP VIEW"
+    elif "PARQUET_TYPE_ILLEGAL" in str(exc) and "TIMESTAMP(NANOS" in str(exc):
+        hint = NANOS_HINT
     return cls(message, line, col, hint)
 
 

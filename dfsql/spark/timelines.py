@@ -72,7 +72,9 @@ def watermark_timeline(plan: ReplayPlan, inp: DataFrame) -> tuple[Timeline, int 
         with spark_errors(None):
             rec = _delay_records(inp).toArrow()
         p, e = rec.column(PROCESSING_TIME), rec.column(EVENT_TIME)
-        _check_processing_time(cl, p.null_count)
+        if p.null_count:  # the records keep one such row: count them all for the message
+            with spark_errors(None):
+                _check_processing_time(cl, inp.where(f"{PROCESSING_TIME} IS NULL").count())
         p_all = us(p.filter(p.is_valid()))
         first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
         has_e = (p.is_valid().to_numpy(zero_copy_only=False)
@@ -104,12 +106,18 @@ def from_table_timeline(plan: ReplayPlan, wm: c.WatermarkFrom) -> Timeline:
 
 
 def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
+    """A row without a processing time never arrives: a bounded replay refuses it rather
+    than leave it out unseen (LANGUAGE.md §4: no row is lost silently); the user says
+    what it means, by filtering it out or giving it an arrival time."""
     if nulls:
         pt = cl.processing_time
+        rows = "1 row" if nulls == 1 else f"{nulls:,} rows"
         raise DataError(
-            f"the PROCESSING TIME column {pt} has NULL values",
+            f"PROCESSING TIME {pt} is NULL in {rows}: a row without a processing time "
+            "never arrives",
             pt.pos.line if pt else None, pt.pos.column if pt else None,
-            "filter them out in WHERE, or COALESCE them to an arrival time")
+            f"leave them out (WHERE {pt} IS NOT NULL) or give them an arrival time "
+            f"(PROCESSING TIME COALESCE({pt}, ...))")
 
 
 def _arrival_range(plan: ReplayPlan, inp: DataFrame) -> tuple[int | None, int | None]:
@@ -274,7 +282,16 @@ def watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom) -> DataFrame:
             f"it has ({', '.join(df.columns)})", pos.line, pos.column,
             "a watermark table has one row per (processing_time, watermark)" if wm.writer is None
             else "a writers' table has one row per (writer, processing_time, noted_time)")
-    return df.select(*want)
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.types import DateType, TimestampNTZType
+
+    # a DATE or TIMESTAMP_NTZ time is a TIMESTAMP in the session time zone, as the
+    # query's own event and processing times are (BlockPlan._checked_input)
+    types = {f.name.lower(): f.dataType for f in df.schema.fields}
+    return df.select(*want[:-2], *[
+        F.col(w).cast("timestamp").alias(w)
+        if isinstance(types[w.lower()], DateType | TimestampNTZType) else F.col(w)
+        for w in want[-2:]])
 
 
 def _read_watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom):
