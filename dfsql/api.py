@@ -23,6 +23,7 @@ from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
+from dfsql.spark.catalog import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.sinks import STORE_CONF, start_stream
 
@@ -63,9 +64,12 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
 
     quiet_spark_loggers()
     s = _spark(spark)
+    sync_catalog(s)  # the tables other processes made, filled or dropped since
     if not stmt.windowed:
         with spark_errors(stmt.source, text=text):
-            return Planned(s.sql(text))
+            df = s.sql(text)
+        sync_catalog(s, text)  # a table this statement made: its definition, for later runs
+        return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt),)], "plan string"))
     return execute(stmt, s, _REGISTRY)

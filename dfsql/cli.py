@@ -225,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-tables", action="store_true",
                         help="register the paper's example tables (scores, "
                              "paper_watermarks) first")
+    parser.add_argument("--warehouse", metavar="DIR",
+                        help="where tables are kept across runs, shared by every dfsql "
+                             "on it (default $DFSQL_WAREHOUSE, else ./spark-warehouse)")
     parser.add_argument("--history", metavar="FILE",
                         help="the shell's history file (default ~/.dfsql_history, or "
                              "$DFSQL_HISTORY)")
@@ -238,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p_exp.add_argument("file")
     p_srv = sub.add_parser("serve", help="serve HiveServer2's Thrift protocol (beeline, JDBC, "
                                          "PyHive, SQLAlchemy)")
+    for p in (p_run, p_srv):  # also after the subcommand, as --paper-tables
+        p.add_argument("--warehouse", metavar="DIR", default=argparse.SUPPRESS,
+                       help="where tables are kept across runs (see dfsql --help)")
     p_srv.add_argument("--host", default="127.0.0.1")
     p_srv.add_argument("--port", type=int, default=10000)
     p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
@@ -262,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.master and args.remote:
         parser.error("give --master or --remote, not both")
     # every command's dfsql.session() reads these (LANGUAGE.md's interfaces share them)
+    if args.warehouse:
+        os.environ["DFSQL_WAREHOUSE"] = str(Path(args.warehouse).expanduser().resolve())
     if args.remote:
         os.environ["DFSQL_SPARK_REMOTE"] = args.remote
     elif args.master:

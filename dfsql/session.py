@@ -47,6 +47,11 @@ Why each setting (for sessions dfsql creates):
 * ``SPARK_LOCAL_IP`` (if unset), ``spark.driver.host`` / ``bindAddress=127.0.0.1`` (local
   masters only) — skips the host-name lookup (and its "resolves to a loopback address"
   warning) that stalls start-up on machines without DNS, and binds no public port.
+* ``spark.sql.warehouse.dir`` = the ``warehouse`` argument, ``DFSQL_WAREHOUSE`` or
+  ``./spark-warehouse`` — and the session's catalog kept there across runs and shared by
+  every process on it (:mod:`dfsql.spark.catalog`): Spark's in-memory catalog alone
+  forgets the tables whose files stay behind. Registering the tables found costs about
+  0.13 s each (measured with 20 on this 2-core machine under load); none: nothing.
 * ``spark.sql.ansi.enabled`` is deliberately left at Spark's default: dfsql promises plain
   SQL behaves exactly as ``spark.sql`` would.
 
@@ -66,6 +71,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dfsql.errors import ClusterUnreachableError
+from dfsql.spark.catalog import attach, warehouse_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,13 +176,19 @@ def _check_reachable(kind: str, url: str) -> None:
         f"start it, or fix the URL (argument or {var}); unset {var} to run on local Spark")
 
 
-def session(master: str | None = None) -> SparkSession:
-    """The active SparkSession, or a new one with dfsql's defaults (see module doc)."""
+def session(master: str | None = None, warehouse: str | os.PathLike | None = None
+            ) -> SparkSession:
+    """The active SparkSession, or a new one with dfsql's defaults (see module doc).
+
+    ``warehouse``: where a new local or cluster session keeps its tables and their
+    definitions (``spark.sql.warehouse.dir``), kept across runs and shared by every
+    process on the same warehouse (:mod:`dfsql.spark.catalog`); default
+    ``DFSQL_WAREHOUSE``, else ``./spark-warehouse``."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return active  # never changed: not even its catalog
     _python_for_workers()
     kind, url = _target(master)
     _check_reachable(kind, url)
@@ -194,10 +206,14 @@ def session(master: str | None = None) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    where = warehouse_dir(warehouse)
+    conf["spark.sql.warehouse.dir"] = str(where)
     for key, value in conf.items():
         builder = builder.config(key, value)
     with jvm_output_to(spark_log()):
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
+    attach(spark, where)
+    return spark
 
 
 def spark_context(spark):

@@ -7,7 +7,10 @@ data) so building them starts no Python workers and costs milliseconds.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +25,12 @@ from dfsql.session import session, stop_session
 # more CPU than they win back (a shell's `-e` query: 10.9-13.5 s instead of 15.9-16.2 s).
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                       "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+
+# Every session of the run — this process's, and the shells, servers and jobs it starts —
+# keeps its tables in a warehouse of its own (dfsql.spark.catalog), not in the checkout's
+# ./spark-warehouse; each pytest process (an xdist worker too) gets one, removed at exit.
+os.environ["DFSQL_WAREHOUSE"] = tempfile.mkdtemp(prefix="dfsql-test-warehouse-")
+atexit.register(shutil.rmtree, os.environ["DFSQL_WAREHOUSE"], True)
 
 PAPER_DATA = Path(__file__).resolve().parents[1] / "examples" / "paper"
 

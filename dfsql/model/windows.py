@@ -60,7 +60,9 @@ def assign(
     """Assign every event time to its window(s).
 
     Returns ``(row, start, end)`` per element instance, ordered by row then start; a
-    SLIDING element yields one instance per window containing it, every other spec one.
+    SLIDING element yields one instance per window containing it — none when its period
+    exceeds its size and the element falls in a gap between windows: it is then in no
+    window, and not a dropped element (LANGUAGE.md §3) — every other spec one.
     SESSIONS yields the proto-window ``[t, t+gap)``, still to be merged per key.
     """
     t = np.asarray(t, dtype=I64)

@@ -236,10 +236,17 @@ class BlockPlan:
     # ------------------------------------------------------------------ execution
     def batch_panes(self) -> DataFrame:
         """A batch input: every key and window gets one ON_TIME, last pane — natively."""
+        from pyspark.errors import PySparkException
+
         inp = self.name("__dfsql_in")
         self.temp_view(self.input_df(), inp)
-        with spark_errors(None):
+        try:
             return self.spark.sql(self.batch_panes_sql(inp))
+        except PySparkException as exc:  # a generated stage: placed in the user's block
+            mapped = self._map_fragment(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
 
     def batch_panes_sql(self, inp: str, stream: bool = False) -> str:
         """The SQL of :meth:`batch_panes` over the input stage named (or parenthesised) ``inp``;
@@ -253,6 +260,13 @@ class BlockPlan:
         elif isinstance(w, c.FixedWindows):
             win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.size)}', "
                         f"'{interval(w.offset)}')")
+        elif isinstance(w, c.SlidingWindows) and w.period.micros > w.size.micros:
+            # Sampling windows (LANGUAGE.md §3): Spark's window() wants slide <= size, so
+            # each element takes the one period-long window starting at or before it
+            # (start ≡ offset mod period), and only those within `size` of that start are
+            # kept (see _sampled); an element in a gap is in no window and not dropped.
+            win_expr = "`window`"
+            inp = self._sampled(inp)
         elif isinstance(w, c.SlidingWindows):
             win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
                         f"'{interval(w.offset)}')")
@@ -268,10 +282,12 @@ class BlockPlan:
             raise AssertionError(w)
         if win_expr is not None:
             # Spark names the grouping column after the function: window / session_window.
-            wcol = win_expr.split("(")[0]
+            wcol = win_expr.split("(")[0].strip("`")
             start, end = f"{wcol}.start", f"{wcol}.end"
             if wcol == "session_window":
                 end = f"{end} + INTERVAL 1 MICROSECOND"
+            elif win_expr == "`window`":  # a sampling window ends `size` after its start
+                end = f"{start} + INTERVAL {w.size.micros} MICROSECONDS"
         group = keys + ([win_expr] if win_expr else [])
         select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
         select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
@@ -301,6 +317,20 @@ class BlockPlan:
             sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
                    f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
         return sql
+
+    def _sampled(self, inp: str) -> str:
+        """The input ``inp`` with each element's period-long window as ``window``, keeping
+        only the elements within the sampling window's size of its start (SLIDING with a
+        period larger than its size). The comparison is in the event time's own type, as
+        Spark's window() reads it (TIMESTAMP or TIMESTAMP_NTZ)."""
+        w = self.clauses.window
+        assert isinstance(w, c.SlidingWindows)
+        period = interval(w.period)
+        win = f"window({EVENT_TIME}, '{period}', '{period}', '{interval(w.offset)}')"
+        name = self.name("__dfsql_sampled")
+        return (f"(SELECT * FROM (SELECT *, {win} AS `window` FROM {inp}) AS {name}_all "
+                f"WHERE {EVENT_TIME} < `window`.start + INTERVAL {w.size.micros} MICROSECONDS)"
+                f" AS {name}")
 
     def _input_columns(self) -> tuple[str, ...]:
         """The input stage's column names, as the rewrite projects them (no Spark call)."""

@@ -26,6 +26,44 @@ def _first_line(message: str) -> str:
     return re.sub(r"\s*SQLSTATE: \w+.*$", "", msg)
 
 
+#: a backquoted, possibly qualified name in Spark's message (`t`.`c`)
+_NAME = re.compile(r"`[^`]*`(?:\.`[^`]*`)*")
+#: Spark's suggestions (``Did you mean one of the following? [...]``)
+_SUGGESTIONS = re.compile(r"\s*Did you mean one of the following\? \[([^\]]*)\]\.?")
+#: what a name dfsql generated (``__dfsql_in_0``, ``__k0``, ``__event_time``) is called
+GENERATED = "a column dfsql generated"
+
+
+def _as_written(name: str) -> str | None:
+    """A backquoted name as the user could have written it: unchanged, without a
+    qualifier dfsql generated (a stage's view ``__dfsql_…``), or None when the name
+    itself is dfsql's (every generated name starts with ``__``)."""
+    parts = re.findall(r"`([^`]*)`", name)
+    if not parts or parts[-1].startswith("__"):
+        return None
+    if any(p.startswith("__") for p in parts):
+        return f"`{parts[-1]}`"
+    return name
+
+
+def _user_facing(message: str) -> tuple[str, str | None]:
+    """The message without dfsql's generated names, and a hint with those of Spark's
+    suggestions the user could have written (None when none is left): an error on a
+    generated stage must not show names the user never wrote (``__dfsql_in_11``.``__k0``)."""
+    hint = None
+    m = _SUGGESTIONS.search(message)
+    if m:
+        names = [n.strip() for n in m.group(1).split(",") if n.strip()]
+        kept = [k for k in map(_as_written, names) if k is not None]
+        if kept:
+            hint = f"did you mean one of {', '.join(kept)}?"
+        if kept != names:
+            said = f" Did you mean one of the following? [{', '.join(kept)}]." if kept else ""
+            message = message[:m.start()] + said + message[m.end():]
+    message = _NAME.sub(lambda mm: _as_written(mm.group(0)) or GENERATED, message)
+    return message.strip(), hint
+
+
 def quiet_spark_loggers() -> None:
     """PySpark logs every analysis error with its Java stack trace before raising it; dfsql
     turns those errors into DfsqlErrors, so the log would only show users a stack trace."""
@@ -94,11 +132,8 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
         line, col = p.line, p.column
     elif src is not None:
         line, col = 1, 1
-    hint = None
-    m = re.search(r"Did you mean one of the following\? \[([^\]]*)\]", str(exc))
-    if m:
-        hint = f"did you mean one of {m.group(1)}?"
-    elif "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+    message, hint = _user_facing(message)
+    if hint is None and "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
         hint = "register it with dfsql.register(name, df) or CREATE TEMP VIEW"
     elif "PARQUET_TYPE_ILLEGAL" in str(exc) and "TIMESTAMP(NANOS" in str(exc):
         hint = NANOS_HINT

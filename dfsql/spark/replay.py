@@ -192,8 +192,11 @@ def _by_window(inp: DataFrame, clauses: c.Clauses):
     n = -(-size // period)  # candidate starts per element, as the model assigns them
     starts = F.filter(F.sequence(last - F.lit((n - 1) * period), last, F.lit(period)),
                       lambda s: s + F.lit(size) > t)
-    # a NULL event time keeps its row (the driver drops and counts it once)
-    exploded = inp.withColumn(WINDOW_START, F.explode_outer(starts))
+    # A NULL event time keeps its row (the driver drops and counts it once); an element
+    # in a gap between sampling windows (period > size) has no start and no row: it is in
+    # no window and not dropped (LANGUAGE.md §3). The watermark already saw it.
+    starts = F.when(t.isNull(), F.array(F.lit(None).cast("bigint"))).otherwise(starts)
+    exploded = inp.withColumn(WINDOW_START, F.explode(starts))
     return exploded, [WINDOW_START], replace(clauses, window=AssignedWindows(size=w.size))
 
 

@@ -477,7 +477,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             live_end[idx] = merged_end
         else:
             np.maximum.at(live_end, r.element_row, r.element_window_end)
-        expired = (live_end != NEG) & (live_end + lateness < wm) & done
+        # an element in no window (a gap between SLIDING sampling windows: live_end
+        # stays NEG) is never needed again once its instant is done
+        expired = (live_end + lateness < wm) & done
         return keep & ~expired
 
 

@@ -284,7 +284,16 @@ def runs_natively(cl: c.Clauses) -> bool:
     session setting ``dfsql.stream.native`` = false runs it in dfsql's executor)."""
     return (cl.processing_time is None and cl.trigger in ENGINE_CLOCK_TRIGGERS
             and not cl.allowed_lateness.micros and not cl.late_rows_into
-            and not isinstance(cl.window, c.GlobalWindows))
+            and not isinstance(cl.window, c.GlobalWindows) and not _sampling(cl.window))
+
+
+def _sampling(w: c.WindowSpec) -> bool:
+    """SLIDING with a period larger than its size (windows with gaps between them).
+    Spark's window() cannot slide by more than its size, and the batch path's stand-in
+    (the period-long window, filtered) ends a window at the period: on the engine's
+    clock Spark would then still accept an element the watermark has made late. The
+    bucket processor runs the model's windows instead."""
+    return isinstance(w, c.SlidingWindows) and w.period.micros > w.size.micros
 
 
 #: the triggers whose panes on the engine's clock are exactly Spark's append-mode output

@@ -26,6 +26,8 @@ WINDOWS = st.sampled_from([
     c.GlobalWindows(), c.FixedWindows(size=_sec(60)), c.FixedWindows(size=_sec(60), offset=_sec(20)),
     c.SlidingWindows(size=_sec(60), period=_sec(20)),
     c.SlidingWindows(size=_sec(50), period=_sec(20), offset=_sec(5)),
+    # sampling windows (period > size): elements in the gaps are in no window (§3)
+    c.SlidingWindows(size=_sec(40), period=_sec(90), offset=_sec(30)),
     c.SessionWindows(gap=_sec(30)),
 ])
 EOW = c.EndOfWindow()

@@ -1,0 +1,243 @@
+"""A persistent catalog for the sessions dfsql creates: the warehouse directory is it.
+
+Spark's own catalog (without Hive) lives in the driver's memory: a table made with
+``CREATE TABLE t AS ...`` is gone when the process ends while its files stay in the
+warehouse, so making it again fails with ``LOCATION_ALREADY_EXISTS``. Hive's embedded
+Derby metastore would keep it, but Derby lets one process at a time open it: the shell
+and ``dfsql serve`` could not run side by side. So dfsql keeps the catalog in the
+warehouse itself, where any number of processes can read it:
+
+* every table directory holds ``.dfsql-table.sql``, its ``SHOW CREATE TABLE`` (a file
+  name starting with a dot, which Spark's file listing skips), written right after the
+  statement that made or altered it;
+* a session dfsql creates registers every table directory it finds (``CREATE TABLE …
+  LOCATION``, and databases as ``name.db`` directories), then makes the table *managed*
+  again, so that ``DROP TABLE`` deletes its files as it does for a table made here;
+* before and after each statement, :func:`sync` compares the warehouse with what it saw
+  (one directory listing and a stat per table): a table another process made, altered,
+  filled or dropped is registered, re-registered, refreshed or forgotten.
+
+A directory without the file (written by Spark outside dfsql) is registered when it holds
+Parquet or ORC files, whose schema is in the data. Sessions dfsql did not create are
+never touched; over Spark Connect the server owns the catalog.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: the table's definition, inside its directory (hidden from Spark's file listing)
+DEFINITION = ".dfsql-table.sql"
+#: statements after which table definitions are written again
+_DDL = re.compile(r"^\s*(CREATE|REPLACE|ALTER|DROP|TRUNCATE|MSCK|RENAME)\b", re.IGNORECASE)
+#: data files whose schema Spark reads from the files themselves
+_SELF_DESCRIBING = {".parquet": "parquet", ".orc": "orc"}
+
+
+def warehouse_dir(warehouse: str | os.PathLike | None = None) -> Path:
+    """The warehouse: the argument, else ``DFSQL_WAREHOUSE``, else Spark's default
+    ``spark-warehouse`` in the current directory (absolute, so it does not move)."""
+    chosen = warehouse or os.environ.get("DFSQL_WAREHOUSE") or "spark-warehouse"
+    return Path(chosen).expanduser().resolve()
+
+
+@dataclass
+class _Seen:
+    """A registered table as last seen: its directory's and definition's mtimes."""
+
+    name: str  # `db`.`table`
+    dir_mtime: int
+    def_mtime: int
+
+
+@dataclass
+class Catalog:
+    """The warehouse of the process's dfsql-created Spark (one per SparkContext)."""
+
+    spark: SparkSession
+    warehouse: Path
+    seen: dict[Path, _Seen] = field(default_factory=dict)
+    databases: set[str] = field(default_factory=set)
+
+    # ------------------------------------------------------------------ the warehouse
+    def _table_dirs(self) -> dict[Path, tuple[str, str]]:
+        """Every table directory: {path: (database, table)}."""
+        out: dict[Path, tuple[str, str]] = {}
+        for db, base in [("default", self.warehouse), *self._database_dirs()]:
+            try:
+                entries = list(os.scandir(base))
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir() and not e.name.startswith((".", "_")) and \
+                        not (db == "default" and e.name.endswith(".db")):
+                    out[Path(e.path)] = (db, e.name)
+        return out
+
+    def _database_dirs(self) -> list[tuple[str, Path]]:
+        try:
+            return [(e.name[:-3], Path(e.path)) for e in os.scandir(self.warehouse)
+                    if e.is_dir() and e.name.endswith(".db")]
+        except OSError:
+            return []
+
+    # ------------------------------------------------------------------ the JVM side
+    def _jcatalog(self):
+        return self.spark._jsparkSession.sessionState().catalog()
+
+    def _ident(self, db: str, table: str):
+        jvm = self.spark._jvm
+        return jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(
+            table, jvm.scala.Some(db))
+
+    def _exists(self, db: str, table: str) -> bool:
+        return bool(self._jcatalog().tableExists(self._ident(db, table)))
+
+    def _set_type(self, db: str, table: str, kind: str) -> None:
+        """Make the table MANAGED (DROP TABLE deletes its files) or EXTERNAL (it does
+        not). Spark has no statement for it; the catalog's own alterTable does it."""
+        jc = self._jcatalog()
+        meta = jc.getTableMetadata(self._ident(db, table))
+        # a case class: copy() takes every field, and copy$default$i is field i's value
+        args = [getattr(meta, f"copy$default${i}")() for i in range(1, meta.productArity() + 1)]
+        types = self.spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType
+        args[1] = getattr(types, kind)()  # CatalogTable(identifier, tableType, ...)
+        jc.alterTable(meta.copy(*args))
+
+    # ------------------------------------------------------------------ sync
+    def sync(self, statement: str | None = None) -> None:
+        """Bring the session's catalog and the warehouse's definitions in line (see the
+        module doc); after a DDL ``statement``, write this process's tables' definitions."""
+        dirs = self._table_dirs()
+        dbs = {db for db, _ in self._database_dirs()}
+        for db in dbs - self.databases:
+            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {_q(db)}")
+        self.databases = dbs
+        for path in [p for p in self.seen if p not in dirs]:  # dropped (here or elsewhere)
+            self._forget(path)
+        ddl = statement is not None and _DDL.match(statement) is not None
+        for path, (db, table) in dirs.items():
+            seen = self.seen.get(path)
+            defn = path / DEFINITION
+            def_mtime = _mtime(defn)
+            if seen is not None and def_mtime != seen.def_mtime and not ddl:
+                self._forget(path)  # made again or altered elsewhere: read it again
+                seen = None
+            if seen is None:
+                if self._exists(db, table):  # made by this process
+                    self._define(path, db, table)
+                elif not self._register(path, db, table):
+                    continue
+            elif ddl and self._exists(db, table):
+                self._define(path, db, table)
+            elif _mtime(path) != seen.dir_mtime:  # new files (INSERT here or elsewhere)
+                self.spark.sql(f"REFRESH TABLE {seen.name}")
+            self.seen[path] = _Seen(f"{_q(db)}.{_q(table)}", _mtime(path), _mtime(defn))
+
+    def _define(self, path: Path, db: str, table: str) -> None:
+        """Write the table's definition next to its files."""
+        text = self.spark.sql(f"SHOW CREATE TABLE {_q(db)}.{_q(table)}").collect()[0][0]
+        try:
+            if (path / DEFINITION).read_text() == text:
+                return  # unchanged: other processes need not read it again
+        except OSError:
+            pass
+        tmp = path / f"{DEFINITION}.{os.getpid()}"
+        tmp.write_text(text)
+        tmp.replace(path / DEFINITION)  # atomic: another process reads all or nothing
+
+    def _register(self, path: Path, db: str, table: str) -> bool:
+        """Register a directory another process (or an earlier run) made; False when it
+        holds no table dfsql can read back."""
+        name = f"{_q(db)}.{_q(table)}"
+        location = str(path).replace("\\", "\\\\").replace("'", "\\'")
+        try:
+            text = (path / DEFINITION).read_text()
+        except OSError:
+            fmt = _format_of(path)
+            if fmt is None:
+                return False
+            text = f"CREATE TABLE {name} USING {fmt}"
+        # SHOW CREATE TABLE's text, made IF NOT EXISTS and placed at the directory
+        text = re.sub(r"^\s*CREATE\s+TABLE\s+\S+", f"CREATE TABLE IF NOT EXISTS {name}", text,
+                      count=1, flags=re.IGNORECASE)
+        from pyspark.errors import PySparkException
+
+        try:
+            self.spark.sql(f"{text}\nLOCATION '{location}'")
+            if re.search(r"\bPARTITIONED\s+BY\b", text, re.IGNORECASE):
+                self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
+            self._set_type(db, table, "MANAGED")
+        except PySparkException:  # unreadable (being written, or not a table): skip it
+            return False
+        return True
+
+    def _forget(self, path: Path) -> None:
+        """Drop a table from this session's catalog but not its files (gone already, or
+        about to be registered again)."""
+        seen = self.seen.pop(path)
+        db, table = [p.strip("`").replace("``", "`") for p in
+                     re.findall(r"`(?:[^`]|``)*`", seen.name)]
+        if self._exists(db, table):
+            self._set_type(db, table, "EXTERNAL")
+            self.spark.sql(f"DROP TABLE IF EXISTS {seen.name}")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _format_of(path: Path) -> str | None:
+    """The format of a directory of self-describing data files (partitions included)."""
+    for _, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]  # e.g. _temporary
+        for f in files:
+            if not f.startswith((".", "_")):
+                for ext, fmt in _SELF_DESCRIBING.items():
+                    if f.endswith(ext):
+                        return fmt
+    return None
+
+
+#: the catalog of the session dfsql created in this process, if any
+_CATALOG: Catalog | None = None
+
+
+def attach(spark: SparkSession, warehouse: Path) -> Catalog:
+    """Keep ``spark``'s catalog in ``warehouse`` (a session dfsql just created)."""
+    global _CATALOG
+    _CATALOG = Catalog(spark, warehouse)
+    _CATALOG.sync()
+    return _CATALOG
+
+
+def sync(spark: SparkSession, statement: str | None = None) -> None:
+    """:meth:`Catalog.sync` when ``spark`` shares the SparkContext of the session dfsql
+    created (the endpoint's per-client sessions do); else nothing."""
+    cat = _CATALOG
+    if cat is None:
+        return
+    if _context(spark) is _context(cat.spark) is not None:
+        cat.sync(statement)
+
+
+def _context(spark: SparkSession):
+    """The session's SparkContext; None over Spark Connect, which has none."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - PySparkAttributeError on Spark Connect
+        return None

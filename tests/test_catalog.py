@@ -1,0 +1,136 @@
+"""A persistent catalog (dfsql.spark.catalog): tables made in one process are there in the
+next and in every other process on the same warehouse, with their schema, format and
+partitions; DROP TABLE deletes them for all; a session dfsql did not create is left as
+it is. Each "process" is a real ``dfsql -e`` run (or a Python script) on the warehouse.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dfsql
+from dfsql.errors import DfsqlError
+from dfsql.spark.catalog import DEFINITION
+
+
+def _dfsql(warehouse: Path | str, *statements: str, ok: bool = True) -> str:
+    """Run ``dfsql --warehouse W -e s1 -e s2 ...`` in a new process; its output."""
+    args = [sys.executable, "-m", "dfsql.cli", "--warehouse", str(warehouse)]
+    for s in statements:
+        args += ["-e", s]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "DFSQL_WAREHOUSE": "/nonexistent/not-this-one"})
+    assert (proc.returncode == 0) == ok, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def _cells(out: str) -> list[list[str]]:
+    """The data rows of the ASCII tables in ``out``."""
+    rows = [ln for ln in out.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in rows]
+
+
+def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
+    wh = Path(os.environ["DFSQL_WAREHOUSE"])  # the test session's own warehouse
+    assert spark.conf.get("spark.sql.warehouse.dir").rstrip("/").endswith(wh.name)
+    # process 1 makes a table (CTAS: parquet), a database with a CSV table (whose schema
+    # is not in its files) and a partitioned table
+    _dfsql(wh, "CREATE TABLE cat_t AS SELECT 1 AS a, 'x' AS b",
+           "CREATE DATABASE cat_db",
+           "CREATE TABLE cat_db.c (a INT, b STRING) USING csv",
+           "INSERT INTO cat_db.c VALUES (1, 'one'), (2, 'two')",
+           "CREATE TABLE cat_p USING parquet PARTITIONED BY (k) "
+           "AS SELECT id AS v, id % 2 AS k FROM range(4)")
+    assert (wh / "cat_t" / DEFINITION).is_file()
+    # this process (its session started before they existed) sees them at its next statement
+    assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(1, "x")]
+    assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_db.c ORDER BY a", spark).collect()] \
+        == [(1, "one"), (2, "two")]
+    # 0 + 1 + 2 + 3, in partitions k = 0 and k = 1
+    assert tuple(dfsql.sql("SELECT SUM(v), COUNT(DISTINCT k) FROM cat_p", spark).first()) \
+        == (6, 2)
+    # a table made here is in the next process; a DROP TABLE there deletes it here too;
+    # the first table, dropped and made again after a restart (no LOCATION_ALREADY_EXISTS)
+    dfsql.sql("CREATE TABLE cat_here AS SELECT 'made here' AS s", spark)
+    out = _dfsql(wh, "SELECT * FROM cat_here", "SELECT * FROM cat_db.c ORDER BY a",
+                 "DROP TABLE cat_p", "DROP TABLE cat_t", "CREATE TABLE cat_t AS SELECT 2 AS a")
+    assert _cells(out) == [["s"], ["made here"], ["a", "b"], ["1", "one"], ["2", "two"]]
+    assert not (wh / "cat_p").exists()
+    assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(2,)]
+    with pytest.raises(DfsqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        dfsql.sql("SELECT * FROM cat_p", spark)
+    # a DROP TABLE here: gone for the next process, files and all
+    dfsql.sql("DROP TABLE cat_here", spark)
+    assert not (wh / "cat_here").exists()
+    out = _dfsql(wh, "SELECT * FROM cat_here", ok=False)
+    assert "TABLE_OR_VIEW_NOT_FOUND" in out
+    dfsql.sql("DROP DATABASE cat_db CASCADE", spark)
+    dfsql.sql("DROP TABLE cat_t", spark)
+
+
+def test_create_again_after_a_restart(tmp_path):
+    """The issue's case: a table made in the shell, the shell restarted, the same CREATE
+    TABLE — now "already exists" (it is the same table), and IF NOT EXISTS keeps it."""
+    wh = tmp_path / "wh"
+    _dfsql(wh, "CREATE TABLE again AS SELECT 1 AS a")
+    out = _dfsql(wh, "CREATE TABLE again AS SELECT 1 AS a", ok=False)
+    assert "TABLE_OR_VIEW_ALREADY_EXISTS" in out and "LOCATION_ALREADY_EXISTS" not in out
+    out = _dfsql(wh, "CREATE TABLE IF NOT EXISTS again AS SELECT 5 AS a",
+                 "INSERT INTO again VALUES (3)", "SELECT SUM(a) AS s FROM again")
+    assert _cells(out)[-1] == ["4"]
+    assert sorted(p.name for p in wh.iterdir()) == ["again"]
+
+
+def test_a_session_dfsql_did_not_create_keeps_its_own_catalog(tmp_path):
+    """dfsql.session() returns an active session unchanged: its catalog is not filled from
+    a warehouse, and its statements write no definitions."""
+    wh = tmp_path / "wh"
+    _dfsql(wh, "CREATE TABLE theirs AS SELECT 1 AS a")
+    script = f"""
+from pyspark.sql import SparkSession
+import dfsql
+own = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+       .config("spark.sql.warehouse.dir", {str(wh)!r}).getOrCreate())
+assert dfsql.session() is own
+print("tables", [t.name for t in own.catalog.listTables()])
+dfsql.sql("CREATE TABLE mine AS SELECT 2 AS b", own)
+import os
+print("definition", os.path.exists({str(wh / 'mine' / DEFINITION)!r}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "tables []" in proc.stdout
+    assert "definition False" in proc.stdout
+
+
+def test_the_endpoint_and_the_shell_share_tables(spark):
+    """``dfsql serve`` (here in this process, on the test session) and a shell on the same
+    warehouse, running side by side: each sees the other's tables (Derby, Hive's embedded
+    metastore, would let only one of them open the catalog)."""
+    from pyhive import hive
+
+    from dfsql.server import Server
+
+    wh = Path(os.environ["DFSQL_WAREHOUSE"])
+    server = Server(spark, port=0, auth="NONE").start()
+    try:
+        conn = hive.connect(host="127.0.0.1", port=server.port, username="analyst")
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE cat_served AS SELECT 7 AS n")
+        out = _dfsql(wh, "SELECT n FROM cat_served", "CREATE TABLE cat_shell AS SELECT 8 AS n")
+        assert _cells(out) == [["n"], ["7"]]
+        cur.execute("SELECT n FROM cat_shell")
+        assert cur.fetchall() == [(8,)]
+        cur.execute("DROP TABLE cat_served")
+        cur.execute("DROP TABLE cat_shell")
+        conn.close()
+    finally:
+        server.stop()
+    assert not (wh / "cat_served").exists() and not (wh / "cat_shell").exists()
