@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -312,13 +313,21 @@ def test_load_reads_pandas_parquet_and_windows_it(spark, nanos_parquet, capsys):
 
 def test_load_with_null_arrivals_prints_the_positioned_error(spark, nanos_parquet, capsys):
     """Issue #23 in the shell: a naive processing time (TIMESTAMP_NTZ) with a NULL printed
-    only "An exception was thrown from the Python worker"; now the positioned error."""
+    only "An exception was thrown from the Python worker"; now the positioned error. (A
+    plain windowed count over the registered view is a batch, which needs no arrival
+    time: it runs; asking for lateness makes it a replay in arrival order.)"""
     shell = Shell()
     rc = shell.run_script(
         f"\\load nanos_arrivals {nanos_parquet} EVENT TIME naive PROCESSING TIME arrival\n"
-        "SELECT k, SUM(v) AS total FROM nanos_arrivals GROUP BY k WINDOW FIXED(1 HOUR);\n")
+        "SELECT k, COUNT(*) AS n FROM nanos_arrivals GROUP BY k WINDOW GLOBAL;\n"
+        "SELECT k, SUM(v) AS total FROM nanos_arrivals GROUP BY k WINDOW FIXED(1 HOUR)\n"
+        "ALLOWED LATENESS 1 HOUR;\n")
     out = capsys.readouterr()
     assert rc == 1
+    frame = _pandas_frame()  # the batch: every row with an event time, per key (pandas)
+    counts = frame[frame["naive"].notna()].groupby("k").size()
+    for k, n in counts.items():
+        assert re.search(rf"\|\s*{k}\s*\|\s*{n}\s*\|", out.out), (k, n)
     assert "arrival timestamp_ntz" in out.out
     assert "PROCESSING TIME `nanos_arrivals`.`arrival` is NULL in 1 row" in out.err
     assert "^" in out.err and "Python worker" not in out.err + out.out
