@@ -260,3 +260,19 @@ print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
             "Repeat(ElemCount(1)))") in lines, r.stdout
     assert "EMIT ACCUMULATING" in lines, r.stdout
     assert lines[-1] == "10 True", r.stdout  # the demo's ten figures and its data
+
+
+def test_the_clients_extra_brings_what_pyhive_needs() -> None:
+    """Issue #23 item 7: ``hive.connect(host, port)`` failed with ``No module named
+    'thrift_sasl'`` until thrift_sasl and pure-sasl were installed by hand. The installed
+    dfsql's ``clients`` extra names them beside PyHive, the README gives the command, and
+    in this (test) environment, which installs that extra, PyHive's connection imports."""
+    from importlib.metadata import requires
+
+    extra = {re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
+             for r in requires("dfsql") or [] if 'extra == "clients"' in r}
+    assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy"} <= extra
+    assert "pip install 'dfsql[clients]'" in (REPO / "README.md").read_text()
+    r = _python("from pyhive import hive; import thrift_sasl, puresasl; print('ok')",
+                cwd=REPO)
+    assert r.stdout.strip() == "ok", r.stderr
