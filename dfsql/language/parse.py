@@ -181,8 +181,12 @@ class _Builder(Transformer):
 
     def _expr(self, tok) -> c.Expr:
         """An ON / PROCESSING TIME expression; a misspelt clause keyword after it (which the
-        grammar cannot tell from Spark SQL) is reported rather than kept as SQL."""
+        grammar cannot tell from Spark SQL) is reported rather than kept as SQL, and so is
+        LATE ROWS INTO without the ALLOWED LATENESS it belongs to."""
         text = str(tok)
+        late_rows = _LATE_ROWS.search(text)
+        if late_rows is not None:
+            raise _late_rows_alone(self.src, self.base + tok.start_pos + late_rows.start())
         bad = _misspelt_clause_word(text)
         if bad is not None:
             word, at, match = bad
@@ -396,6 +400,9 @@ def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> Df
         m = _WORDS.match(region, offset - base)
         got = m.group(0) if m else region[offset - base : offset - base + 1]
 
+    late_rows = _LATE_ROWS.match(region, offset - base)
+    if late_rows is not None:
+        return _late_rows_alone(src, offset)
     last_word = tail[-1].upper() if tail else ""
     if last_word in ("TRIGGER", "UNTIL", "FINALLY", "THEN", "EARLY", "LATE", "REPEAT") and (
         got is None or getattr(got, "type", "") == "$END" or str(got).upper() in
@@ -460,6 +467,18 @@ _SQL_OPERAND_FOLLOWERS = {
     "AND", "OR", "NOT", "IS", "IN", "LIKE", "ILIKE", "RLIKE", "BETWEEN", "CASE", "WHEN",
     "THEN", "ELSE", "END", "AS", "DIV", "NULL", "ESCAPE", "INTERVAL",
 }
+
+
+#: LATE ROWS INTO where a clause may start (it belongs to ALLOWED LATENESS)
+_LATE_ROWS = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\b")
+
+
+def _late_rows_alone(src: Source, offset: int) -> DfsqlError:
+    """LATE ROWS INTO written without ALLOWED LATENESS before it: the grammar reads it as
+    part of the clause before (an ON or PROCESSING TIME expression, a duration)."""
+    return src.error(DfsqlSyntaxError, "LATE ROWS INTO belongs to ALLOWED LATENESS", offset,
+                     "write ALLOWED LATENESS <duration> LATE ROWS INTO <view>, e.g. ALLOWED "
+                     "LATENESS 0 SECONDS LATE ROWS INTO late_rows (the rows dropped as late)")
 
 
 def _misspelt_clause_word(text: str) -> tuple[str, int, str] | None:

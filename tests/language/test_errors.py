@@ -36,6 +36,13 @@ CASES: dict[str, tuple[str, type[DfsqlError], int, int]] = {
     'word_after_emit': (W + 'EMIT DISCARDING\nfoo', UnknownKeywordError, 6, 1),
     'word_after_watermark': (W + 'WATERMARK DELAY 1 MINUTE\nfoo', UnknownKeywordError, 6, 1),
     'misspelt_MINUTS': (H + 'WINDOW FIXED(5 MINUTS) ON ts', DurationError, 4, 16),
+    # LATE ROWS INTO belongs to ALLOWED LATENESS: it is said so at LATE, wherever it
+    # stands alone (issue #23: after an expression it read as PROCESSING TIME's SQL)
+    'late_rows_after_processing_time': (W + 'PROCESSING TIME at\n  LATE ROWS INTO v',
+                                        DfsqlSyntaxError, 6, 3),
+    'late_rows_after_on': (W + 'LATE ROWS INTO v', DfsqlSyntaxError, 5, 1),
+    'late_rows_after_watermark': (W + 'WATERMARK DELAY 1 MINUTE LATE ROWS INTO v',
+                                  DfsqlSyntaxError, 5, 26),
     'misspelt_EMITT': (W + 'EMITT ACCUMULATING', UnknownKeywordError, 5, 1),
     'misspelt_ACUMULATING': (W + 'EMIT ACUMULATING', UnknownKeywordError, 5, 6),
     'misspelt_WATERMRK': (W + 'WATERMRK DELAY 1 MINUTE', UnknownKeywordError, 5, 1),
@@ -118,6 +125,10 @@ CASES: dict[str, tuple[str, type[DfsqlError], int, int]] = {
 # name: (substring of the message, substring of the hint or None)
 TEXTS: dict[str, tuple[str, str | None]] = {
     "misspelt_SESION": ("unknown keyword SESION after WINDOW", "did you mean SESSIONS?"),
+    "late_rows_after_processing_time": ("LATE ROWS INTO belongs to ALLOWED LATENESS",
+                                        "ALLOWED LATENESS 0 SECONDS LATE ROWS INTO late_rows"),
+    "late_rows_after_watermark": ("LATE ROWS INTO belongs to ALLOWED LATENESS",
+                                  "write ALLOWED LATENESS <duration> LATE ROWS INTO <view>"),
     "misspelt_EVRY": ("unknown keyword EVRY after TRIGGER", "did you mean EVERY?"),
     "misspelt_MINUTS": ("unknown time unit MINUTS", "did you mean MINUTES?"),
     "misspelt_EMITT": ("unknown keyword EMITT", "did you mean EMIT?"),
