@@ -136,7 +136,9 @@ def stream_views(specs: list[str]):
 def serve(args: argparse.Namespace) -> int:
     # each subcommand loads only its own interface: the server's Thrift stack here, the
     # shell's prompt_toolkit and rich in shell()
-    from dfsql.server import Server
+    import threading
+
+    from dfsql.server import EXIT_SPARK_DIED, Server
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
@@ -149,14 +151,25 @@ def serve(args: argparse.Namespace) -> int:
             register_paper_tables(session)
         streams(session)
 
+    def spark_died(reason: str) -> None:
+        # one line on stderr for the supervisor's log, then the exit: the main thread
+        # returns the status once the server has stopped; should closing the sessions
+        # hang on what is left of Spark, a timer ends the process all the same
+        print(f"dfsql serve: {reason}; exiting with status {EXIT_SPARK_DIED}",
+              file=sys.stderr, flush=True)
+        backstop = threading.Timer(10.0, os._exit, (EXIT_SPARK_DIED,))
+        backstop.daemon = True
+        backstop.start()
+
     roots = None if args.allow_any_path else args.data_root
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
-                    session_setup=setup, data_roots=roots).start()
+                    session_setup=setup, data_roots=roots,
+                    on_spark_death=spark_died).start()
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
           f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
           + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
     server.serve_forever()
-    return 0
+    return EXIT_SPARK_DIED if server.failure else 0
 
 
 def passwd(args: argparse.Namespace) -> int:

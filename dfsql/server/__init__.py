@@ -7,7 +7,9 @@ Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``)
 checked against a password file of salted hashes, :mod:`dfsql.server.auth`). One thread
 per connection; when a client goes away its sessions close, their operations are
 cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
-only under the data roots (:mod:`dfsql.server.paths`; none unless configured).
+only under the data roots (:mod:`dfsql.server.paths`; none unless configured). If Spark
+dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
+endpoint that accepts connections and fails every session.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.server.auth import PasswordFile
+from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfsql.server")
 
 AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
+__all__ = ["EXIT_SPARK_DIED", "Server", "serve"]
 
 
 class Server:
@@ -35,7 +40,8 @@ class Server:
     def __init__(self, spark: SparkSession | None = None, host: str = "127.0.0.1",
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
                  workers: int = 8, max_operations_per_session: int = 4,
-                 session_setup=None, data_roots: list[str] | None = ()) -> None:
+                 session_setup=None, data_roots: list[str] | None = (),
+                 on_spark_death: Callable[[str], None] | None = None) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -61,6 +67,12 @@ class Server:
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
+        #: why the server stopped by itself (Spark died under it), else None
+        self.failure: str | None = None
+        #: called with the reason, from the watchdog's thread, once the server has stopped
+        #: accepting (``dfsql serve`` logs it and exits non-zero)
+        self.on_spark_death = on_spark_death
+        self.watchdog = Watchdog.of(spark, self._spark_died)
 
     def start(self) -> Server:
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
@@ -68,7 +80,21 @@ class Server:
         self.port = sock.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name="dfsql-accept", daemon=True)
         self._thread.start()
+        self.watchdog.start()
         return self
+
+    def _spark_died(self, reason: str) -> None:
+        """Spark is gone: refuse new connections at once (a client sees ``connection
+        refused``, not a session that fails), then stop as ``stop()`` does. PySpark
+        cannot start a second SparkContext in this process, so restarting is left to
+        whoever runs the server (see :mod:`dfsql.server.watchdog`)."""
+        self.failure = reason
+        self._close_listener()
+        if self.on_spark_death is not None:
+            self.on_spark_death(reason)
+        else:
+            log.error("%s; the endpoint stops", reason)
+        self._stopping.set()  # serve_forever wakes up and stops
 
     def serve_forever(self) -> None:
         if self._sock is None:
@@ -83,17 +109,29 @@ class Server:
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
+        self.watchdog.stop()
+        self._close_listener()
         for conn in list(self._connections):
             try:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
         self.service.shutdown()  # and the continuous queries its clients started
+
+    def _close_listener(self) -> None:
+        """Stop listening now: on Linux a close alone leaves the socket listening while
+        the accepting thread sits in accept(); shutdown wakes it and ends the listening."""
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            sock.close()
+        except OSError:
+            pass
 
     def connections(self) -> int:
         return len(self._connections)

@@ -1,0 +1,185 @@
+"""Spark dies under ``dfsql serve`` (issue #24, item 2): the endpoint notices within
+seconds, says why in one line and exits non-zero — never a process that accepts
+connections and fails every session.
+
+The end-to-end test starts ``dfsql serve`` as a command, kills its driver JVM (found as
+the ``java`` child of the serve process in /proc) with SIGKILL, and times the exit. The
+watchdog's own tests use real processes (``sleep``, ``sh -c 'exit 52'``) as the JVM and
+the run's real SparkContext as the healthy case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog, exit_status_text, jvm_process
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of the live children of ``pid``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            found.append((int(entry.name), comm))
+    return found
+
+
+# ------------------------------------------------------------------ the watchdog alone
+
+
+def test_exit_status_in_words() -> None:
+    assert exit_status_text(-signal.SIGKILL) == "exit status 137, killed by SIGKILL"
+    assert exit_status_text(-signal.SIGTERM) == "exit status 143, killed by SIGTERM"
+    assert exit_status_text(52) == "exit status 52, out of memory"
+    assert exit_status_text(3) == "exit status 3"
+    assert exit_status_text(-200) == "exit status 328, killed by signal 200"
+
+
+def test_watchdog_reports_a_killed_process_once() -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    reasons: list[str] = []
+    called = threading.Event()
+
+    def died(reason: str) -> None:
+        reasons.append(reason)
+        called.set()
+
+    dog = Watchdog(proc, object(), died, interval=0.05).start()
+    try:
+        time.sleep(0.3)
+        assert reasons == []  # alive: nothing said
+        proc.kill()
+        assert called.wait(5)
+        time.sleep(0.3)  # and not again
+        assert reasons == [f"Spark's JVM (pid {proc.pid}) died "
+                           "(exit status 137, killed by SIGKILL)"]
+    finally:
+        dog.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_watchdog_reads_an_out_of_memory_exit() -> None:
+    proc = subprocess.Popen(["sh", "-c", "exit 52"])
+    proc.wait()
+    assert Watchdog(proc, None, lambda r: None).check(ping=False) == (
+        f"Spark's JVM (pid {proc.pid}) died (exit status 52, out of memory)")
+
+
+def test_nothing_is_watched_without_a_context() -> None:
+    """Spark Connect: no SparkContext here, the JVM is the Connect server's."""
+    dog = Watchdog(None, None, lambda r: pytest.fail(r)).start()
+    assert not dog.watching
+    assert dog.check() is None
+
+
+def test_a_healthy_spark_is_not_reported(spark) -> None:
+    """The run's real Spark: its JVM found, alive, and its context answers the ping."""
+    proc = jvm_process(spark)
+    if proc is None:
+        pytest.skip("this run's JVM was not launched by this process")
+    assert proc.poll() is None
+    assert Watchdog.of(spark, lambda r: None).check(ping=True) is None
+
+
+# ------------------------------------------------------------------ dfsql serve
+
+
+def _wait_for(path: Path, text: str, proc: subprocess.Popen, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while text not in path.read_text():
+        assert proc.poll() is None, path.read_text()
+        assert time.time() < deadline, path.read_text()
+        time.sleep(0.25)
+
+
+def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
+    from pyhive import hive
+
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               DFSQL_WAREHOUSE=str(tmp_path / "warehouse"),
+               DFSQL_SPARK_LOG=str(tmp_path / "spark.log"))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dfsql.cli", "serve", "--port", str(port),
+                                 "--auth", "NOSASL"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        _wait_for(log, "dfsql serving", proc, 120)
+        conn = hive.connect(host="127.0.0.1", port=port, auth="NOSASL")
+        cur = conn.cursor()
+        cur.execute("SELECT 40 + 2 AS answer")
+        assert cur.fetchall() == [(42,)]
+
+        # a statement in flight when the JVM dies: it must end (with an error), not hang
+        outcome: list[BaseException | object] = []
+
+        def long_query() -> None:
+            c = hive.connect(host="127.0.0.1", port=port, auth="NOSASL").cursor()
+            try:
+                c.execute("SELECT count(*) FROM range(100000000000)")
+                outcome.append(c.fetchall())
+            except BaseException as e:  # noqa: BLE001 (what the client saw is the point)
+                outcome.append(e)
+
+        runner = threading.Thread(target=long_query, daemon=True)
+        runner.start()
+        time.sleep(3)  # its job is running
+        assert runner.is_alive()
+
+        java = [pid for pid, comm in _children(proc.pid) if comm == "java"]
+        assert len(java) == 1, _children(proc.pid)
+        jvm = java[0]
+        killed = time.monotonic()
+        os.kill(jvm, signal.SIGKILL)
+        status = proc.wait(30)
+        took = time.monotonic() - killed
+        print(f"\nSIGKILL of Spark's JVM → dfsql serve exited {status} after {took:.2f} s")
+        assert status == EXIT_SPARK_DIED == 69
+        assert took < 30
+
+        lines = log.read_text().splitlines()
+        reason = (f"dfsql serve: Spark's JVM (pid {jvm}) died (exit status 137, killed by "
+                  f"SIGKILL); exiting with status 69")
+        assert lines.count(reason) == 1, lines
+        assert not any("Traceback" in line for line in lines), lines
+
+        runner.join(30)
+        assert not runner.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
+
+        # nothing listens any more: a supervisor's restart can take the port
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert not Path(f"/proc/{jvm}").exists()  # reaped, no zombie left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
