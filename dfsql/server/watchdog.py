@@ -45,6 +45,29 @@ EXIT_SPARK_DIED = 69
 SPARK_OOM_EXIT = 52
 
 
+#: what a statement that was running when Spark died should tell its client (SQLSTATE
+#: 08006, connection failure), rather than py4j's "Error while sending or receiving"
+SPARK_GONE = ("Spark's JVM is gone (killed, exited or out of memory): this endpoint is "
+              "stopping; reconnect once it is back", "08006")
+
+
+def spark_gone(e: BaseException) -> bool:
+    """Whether a statement failed because Spark's JVM went away: py4j's network errors,
+    or a refused or reset socket to it (the JVM's gateway or result server), anywhere in
+    the exception's chain."""
+    from py4j.protocol import Py4JNetworkError
+
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (Py4JNetworkError, ConnectionRefusedError, ConnectionResetError,
+                            BrokenPipeError)):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def jvm_process(spark: SparkSession) -> subprocess.Popen | None:
     """The driver JVM this process launched, or None: Spark Connect (no local JVM), or a
     JVM pyspark did not launch itself (``PYSPARK_GATEWAY_PORT``)."""

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog, exit_status_text, jvm_process
+from dfsql.server.watchdog import (
+    EXIT_SPARK_DIED,
+    Watchdog,
+    exit_status_text,
+    jvm_process,
+    spark_gone,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,6 +65,23 @@ def test_exit_status_in_words() -> None:
     assert exit_status_text(52) == "exit status 52, out of memory"
     assert exit_status_text(3) == "exit status 3"
     assert exit_status_text(-200) == "exit status 328, killed by signal 200"
+
+
+def test_a_statement_that_lost_its_jvm_is_recognised() -> None:
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    assert spark_gone(Py4JNetworkError("Error while sending or receiving"))
+    assert spark_gone(ConnectionRefusedError(111, "Connection refused"))
+    try:  # wrapped, as pyspark re-raises some
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError as inner:
+            raise Py4JError("An error occurred while calling o42.sql") from inner
+    except Py4JError as outer:
+        assert spark_gone(outer)
+    # a statement's own failure is not Spark dying
+    assert not spark_gone(Py4JError("An error occurred while calling o42.sql"))
+    assert not spark_gone(ValueError("bad"))
 
 
 def test_watchdog_reports_a_killed_process_once() -> None:
@@ -174,6 +197,7 @@ def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
         runner.join(30)
         assert not runner.is_alive()
         assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
+        print(f"the statement in flight got: {outcome[0]!r}"[:400])
 
         # nothing listens any more: a supervisor's restart can take the port
         with pytest.raises(ConnectionRefusedError):
