@@ -85,9 +85,10 @@ class Server:
 
     def _spark_died(self, reason: str) -> None:
         """Spark is gone: refuse new connections at once (a client sees ``connection
-        refused``, not a session that fails), then stop as ``stop()`` does. PySpark
-        cannot start a second SparkContext in this process, so restarting is left to
-        whoever runs the server (see :mod:`dfsql.server.watchdog`)."""
+        refused``, not a session that fails), say why, end the connections; then
+        ``serve_forever`` returns. PySpark cannot start a second SparkContext in this
+        process, so restarting is left to whoever runs the server (see
+        :mod:`dfsql.server.watchdog`)."""
         self.failure = reason
         self._close_listener()
         if self.on_spark_death is not None:
@@ -95,6 +96,7 @@ class Server:
         else:
             log.error("%s; the endpoint stops", reason)
         self._stopping.set()  # serve_forever wakes up and stops
+        self._drop_connections()  # also when nobody runs serve_forever
 
     def serve_forever(self) -> None:
         if self._sock is None:
@@ -111,12 +113,16 @@ class Server:
         self._stopping.set()
         self.watchdog.stop()
         self._close_listener()
+        self._drop_connections()
+        self.service.shutdown()  # and the continuous queries its clients started
+
+    def _drop_connections(self) -> None:
+        """End every client connection (each one's thread then closes its sessions)."""
         for conn in list(self._connections):
             try:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self.service.shutdown()  # and the continuous queries its clients started
 
     def _close_listener(self) -> None:
         """Stop listening now: on Linux a close alone leaves the socket listening while

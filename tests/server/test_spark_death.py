@@ -115,6 +115,54 @@ def test_watchdog_reads_an_out_of_memory_exit() -> None:
         f"Spark's JVM (pid {proc.pid}) died (exit status 52, out of memory)")
 
 
+class _Context:
+    """What the watchdog reads of a SparkContext: ``_jsc`` (None once stopped from Python,
+    as pyspark leaves it) and, through it, the JVM's ``sc().isStopped()``."""
+
+    def __init__(self, jsc) -> None:
+        self._jsc = jsc
+
+
+class _JavaContext:
+    def __init__(self, stopped: bool = False, error: Exception | None = None) -> None:
+        self.stopped, self.error = stopped, error
+
+    def sc(self) -> _JavaContext:
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def isStopped(self) -> bool:  # noqa: N802 (Java's name)
+        return self.stopped
+
+
+def test_a_stopped_context_or_a_lost_gateway_is_reported() -> None:
+    from py4j.protocol import Py4JNetworkError
+
+    def check(sc) -> str | None:
+        return Watchdog(None, sc, lambda r: None).check(ping=True)
+
+    assert check(_Context(_JavaContext())) is None
+    assert check(_Context(None)) == check(_Context(_JavaContext(stopped=True))) == (
+        "Spark's context was stopped (its JVM runs on but no job can)")
+    assert check(_Context(_JavaContext(error=Py4JNetworkError("Answer from Java side is "
+                                                              "empty")))) == (
+        "lost the connection to Spark's JVM (Answer from Java side is empty)")
+    # between pings only the process is looked at
+    assert Watchdog(None, _Context(None), lambda r: None).check(ping=False) is None
+
+
+def test_a_lost_gateway_names_the_exit_when_the_jvm_is_known() -> None:
+    """py4j notices first (the socket closes), the process is reaped a moment later: the
+    reason is still the exit status."""
+    from py4j.protocol import Py4JNetworkError
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 0.3; exit 3"])
+    sc = _Context(_JavaContext(error=Py4JNetworkError("Error while sending or receiving")))
+    assert Watchdog(proc, sc, lambda r: None).check(ping=True) == (
+        f"Spark's JVM (pid {proc.pid}) died (exit status 3)")
+
+
 def test_nothing_is_watched_without_a_context() -> None:
     """Spark Connect: no SparkContext here, the JVM is the Connect server's."""
     dog = Watchdog(None, None, lambda r: pytest.fail(r)).start()
