@@ -54,18 +54,33 @@ SPARK_GONE = ("Spark's JVM is gone (killed, exited or out of memory): this endpo
 def spark_gone(e: BaseException) -> bool:
     """Whether a statement failed because Spark's JVM went away: py4j's network errors,
     or a refused or reset socket to it (the JVM's gateway or result server), anywhere in
-    the exception's chain."""
-    from py4j.protocol import Py4JNetworkError
+    the exception's chain; or py4j's bare "An error occurred while calling oN.m" (no Java
+    exception: what a call gets when the JVM exits under it, as ``System.exit`` does)
+    while the JVM this process launched has exited."""
+    from py4j.protocol import Py4JError, Py4JNetworkError
 
     seen: set[int] = set()
+    bare = False
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:
         if isinstance(cur, (Py4JNetworkError, ConnectionRefusedError, ConnectionResetError,
                             BrokenPipeError)):
             return True
+        bare = bare or type(cur) is Py4JError
         seen.add(id(cur))
         cur = cur.__cause__ or cur.__context__
-    return False
+    if not bare:
+        return False
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return False
+    try:  # the call fails a moment before the JVM is reaped
+        proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def jvm_process(spark: SparkSession) -> subprocess.Popen | None:

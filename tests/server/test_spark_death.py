@@ -80,8 +80,33 @@ def test_a_statement_that_lost_its_jvm_is_recognised() -> None:
     except Py4JError as outer:
         assert spark_gone(outer)
     # a statement's own failure is not Spark dying
-    assert not spark_gone(Py4JError("An error occurred while calling o42.sql"))
     assert not spark_gone(ValueError("bad"))
+
+
+def test_a_bare_py4j_error_is_spark_gone_only_when_the_jvm_exited(monkeypatch) -> None:
+    """``System.exit`` under a call: py4j answers "An error occurred while calling ..."
+    with no network error in the chain; the JVM's exit decides."""
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    class Gateway:
+        def __init__(self, proc) -> None:
+            self.proc = proc
+
+    bare = Py4JError("An error occurred while calling o115.getResult.")
+    exited = subprocess.Popen(["sh", "-c", "exit 3"])
+    exited.wait()
+    monkeypatch.setattr(SparkContext, "_gateway", Gateway(exited))
+    assert spark_gone(bare)
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        monkeypatch.setattr(SparkContext, "_gateway", Gateway(alive))
+        assert not spark_gone(bare)
+    finally:
+        alive.kill()
+        alive.wait()
+    monkeypatch.setattr(SparkContext, "_gateway", None)  # no local JVM (Spark Connect)
+    assert not spark_gone(bare)
 
 
 def test_watchdog_reports_a_killed_process_once() -> None:
