@@ -22,6 +22,7 @@ from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
 from dfsql.server.tcli import ttypes as tt
+from dfsql.server.watchdog import SPARK_GONE, spark_gone
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -289,6 +290,8 @@ def describe(e: BaseException) -> tuple[str, str]:
     user mistake; Spark's own message (first line, no stack) otherwise."""
     if isinstance(e, DfsqlError):
         return str(e), sqlstate_of(e)
+    if spark_gone(e):  # not py4j's "Error while sending or receiving"
+        return SPARK_GONE
     if isinstance(e, ServiceError):
         return str(e), e.sqlstate
     state = "HY000"

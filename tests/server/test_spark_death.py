@@ -271,6 +271,7 @@ def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
         assert not runner.is_alive()
         assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
         print(f"the statement in flight got: {outcome[0]!r}"[:400])
+        assert "Spark's JVM is gone" in str(outcome[0])
 
         # nothing listens any more: a supervisor's restart can take the port
         with pytest.raises(ConnectionRefusedError):
