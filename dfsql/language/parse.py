@@ -214,8 +214,10 @@ class _Builder(Transformer):
         return ("WATERMARK", items[0], {"watermark": wm})
 
     def watermark_from(self, items):
-        writer = str(items[4]) if len(items) > 4 else None
-        idle = self._positive(items[7], "IDLE TIMEOUT") if len(items) > 7 else None
+        words = [getattr(i, "type", None) for i in items]
+        writer = str(items[words.index("BY") + 1]) if "BY" in words else None
+        idle = (self._positive(items[words.index("IDLE") + 2], "IDLE TIMEOUT")
+                if "IDLE" in words else None)
         wm = c.WatermarkFrom(pos=self._pos(items[0]), table=str(items[2]), writer=writer,
                              idle_timeout=idle)
         return ("WATERMARK", items[0], {"watermark": wm})

@@ -325,3 +325,22 @@ def timeline_for(
             event_time, arrival_time, watermark.percentile, watermark.delay.micros
         )
     raise TypeError(f"unknown watermark {watermark!r}")
+
+
+def inputs_frontier(latest: Sequence[int], idle_timeout: int | None = None,
+             first: int = NEG_INF) -> int:
+    """Several inputs on one clock (LANGUAGE.md §4): the instant before which every
+    input is complete. Each input (the rows, a stream of marks or of writers' notes) is
+    complete before its own latest processing time ``latest[i]`` (NEG_INF: nothing yet),
+    and the query's clock stands at the earliest of them, so the result does not depend
+    on how the engine cuts either stream. With an idle timeout ``d`` an input quiet for
+    ``d`` or more of the latest input's processing time no longer holds the frontier (as
+    a writer quiet that long no longer holds the watermark, :func:`writers_timeline`);
+    an input that has sent nothing counts as quiet since ``first``, the first instant any
+    input reached."""
+    newest = max(latest, default=NEG_INF)
+    if newest == NEG_INF:
+        return NEG_INF
+    held = [t for t in latest
+            if idle_timeout is None or newest - (first if t == NEG_INF else t) < idle_timeout]
+    return min(held)

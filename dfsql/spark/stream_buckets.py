@@ -29,6 +29,7 @@ from dfsql.model.watermarks import (
     DelayHistogram,
     Timeline,
     delay_timeline,
+    inputs_frontier,
     percentile_lags,
     writers_timeline,
 )
@@ -38,6 +39,7 @@ from dfsql.spark.stream_packing import (
     AT,
     BLOB,
     ET,
+    INPUT,
     KIND,
     KIND_ELEMENT,
     KIND_MARKS,
@@ -101,7 +103,10 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                              StructField("notes", BinaryType()),
                              StructField("pending", LongType()),
                              StructField("timer", LongType()),
-                             StructField("delays", BinaryType())])
+                             StructField("delays", BinaryType()),
+                             # with marks: each input's latest arrival, and the first
+                             # instant any input reached (see model.watermarks.inputs_frontier)
+                             StructField("inputs", BinaryType())])
         self.handle = handle
         self.state = handle.getValueState("bucket", schema)
 
@@ -141,9 +146,15 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         import pyarrow as pa
 
         old_elems, old_t, old_v, frontier, notes, pending, timer = self._load()
-        if note_tables:  # the writers' notes so far (FROM a stream BY writer)
+        if note_tables:  # the writers' notes so far (FROM a stream BY writer); a note
+            # behind the frontier (its input was let pass as idle) arrives now
+            fresh_notes = pa.concat_tables(note_tables)
+            if frontier != NEG:
+                fresh_notes = fresh_notes.set_column(
+                    fresh_notes.column_names.index(AT), AT,
+                    pa.array(np.maximum(fresh_notes.column(AT).to_numpy(), frontier)))
             self._notes = pa.concat_tables([*([notes] if notes is not None else []),
-                                            *note_tables])
+                                            fresh_notes])
         else:
             self._notes = notes
         if fresh is not None and frontier != NEG:  # rows come in arrival order: one
@@ -156,6 +167,10 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         t_new = pts[AT].to_numpy()[has_v].astype(np.int64)
         v_new = pts[VALUE].to_numpy()[has_v].astype(np.int64)
         latest = int(pts[AT].max()) if len(pts) else NEG
+        if self.marks != MARKS_NONE:  # several inputs on one clock: the earliest
+            latest = self._frontier_of_inputs(pts)
+            if frontier != NEG:  # a mark behind the frontier arrives now
+                t_new = np.maximum(t_new, frontier)
         if self.percentile:  # the points are delays: they extend the rising timeline
             n_new = pts[N_ROWS].to_numpy()[has_v].astype(np.int64) if N_ROWS in pts else \
                 np.ones(len(t_new), np.int64)
@@ -195,6 +210,21 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         before = 0 if old_elems is None else len(old_elems)
         yield self._stats(0 if fresh is None else len(fresh), len(elems), before)
 
+    def _frontier_of_inputs(self, pts) -> int:
+        """The frontier after this micro-batch's latest arrivals of the rows and the
+        marks (the model's :func:`~dfsql.model.watermarks.inputs_frontier`, IDLE TIMEOUT
+        letting it pass a quiet input)."""
+        tagged = pts[pts[VALUE].isna() & pts[INPUT].notna()] if INPUT in pts else pts[:0]
+        seen = tagged.groupby(INPUT)[AT].max()
+        latest = list(self._inputs[:2])
+        for tag, at in seen.items():
+            latest[int(tag)] = max(latest[int(tag)], int(at))
+        first = self._inputs[2] if self._inputs[2] != NEG else max(latest)
+        self._inputs = (latest[0], latest[1], first)
+        wm = self.clauses.watermark
+        idle = wm.idle_timeout.micros if getattr(wm, "idle_timeout", None) else None
+        return inputs_frontier(latest, idle, first)
+
     def _stats(self, arrived: int, retained: int, before: int):
         """The call's figures for the query's progress (see :data:`STATS`), as one row
         of the output's schema: elements arrived, retained and dropped as late, the
@@ -216,9 +246,12 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         engine clock's pending maximum, timer) of the bucket; PERCENTILE's lags and
         delays into ``_lags`` and ``_delays``."""
         self._lags, self._delays = np.empty(0, np.int64), None
+        self._inputs = (NEG, NEG, NEG)
         if not self.state.exists():
             return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
-        elements, points, frontier, notes, pending, timer, delays = self.state.get()
+        elements, points, frontier, notes, pending, timer, delays, inputs = self.state.get()
+        if inputs:
+            self._inputs = tuple(int(x) for x in from_ipc(inputs).column(0).to_numpy())
         elems = from_ipc(elements).to_pandas() if elements else None
         t = v = np.empty(0, np.int64)
         if points:
@@ -246,7 +279,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if self._delays is not None:
             delays = to_ipc(pa.table(dict(zip("tdn", (pa.array(x, pa.int64())
                                                    for x in self._delays), strict=True))))
-        self.state.update((e, p, int(frontier), notes, int(pending), int(timer), delays))
+        inputs = None
+        if self.marks != MARKS_NONE:
+            inputs = to_ipc(pa.table({"t": pa.array(self._inputs, pa.int64())}))
+        self.state.update((e, p, int(frontier), notes, int(pending), int(timer), delays,
+                           inputs))
 
     # ------------------------------------------------------------------ PERCENTILE
     def _extend_percentile(self, t_old, v_old, at, delays, counts, frontier: int,

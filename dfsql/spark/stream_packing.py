@@ -28,6 +28,10 @@ KIND_ELEMENT, KIND_POINT, KIND_MARKS = 0, 1, 2
 MARKS_NONE, MARKS_SERIES, MARKS_WRITERS = 0, 1, 2
 MARK, WRITER = "__mark", "__writer"
 ET, AT, VALUE, N_ROWS = "__et", "__at", "__point", "__n"
+#: with marks, a latest-arrival point's input: the rows or the marks (several inputs on
+#: one clock, LANGUAGE.md §4)
+INPUT = "__input"
+INPUT_ROWS, INPUT_MARKS = 0, 1
 # the packed rows' columns (no leading underscore: PySpark hands them to the processor
 # through namedtuples, which rename such fields)
 BUCKET, KIND, BLOB, MAX_ET = "dfsql_bucket", "dfsql_kind", "dfsql_blob", "dfsql_max_et"
@@ -96,7 +100,9 @@ class Packer:
 
     def _points(self, elements, marks):
         """The partition's watermark points: from the elements' event times (DELAY), or
-        from the marks (FROM a stream: the elements give only their latest arrival)."""
+        from the marks (FROM a stream). With marks, each input's latest arrival comes
+        apart (:data:`INPUT` 0 the rows, 1 the marks): the query's frontier is the
+        earliest of the inputs' (:func:`~dfsql.model.watermarks.inputs_frontier`)."""
         import pyarrow as pa
 
         if self.percentile:
@@ -105,14 +111,18 @@ class Packer:
             return partition_points(elements.column(ET), elements.column(AT))
         parts = []
         if self.marks == MARKS_SERIES and marks.num_rows:
-            parts.append(partition_points(marks.column(ET), marks.column(AT)))
-        arrivals = [t.column(AT).to_numpy() for t in (elements, marks) if t.num_rows]
-        if arrivals:  # the latest arrival of elements and marks: the frontier
-            parts.append(pa.table({AT: pa.array([max(int(a.max()) for a in arrivals)],
-                                                 pa.int64()),
-                                   VALUE: pa.nulls(1, pa.int64())}))
+            pts = partition_points(marks.column(ET), marks.column(AT))
+            pts = pts.filter(pts.column(VALUE).is_valid())
+            parts.append(pts.append_column(INPUT, pa.nulls(pts.num_rows, pa.int8())))
+        for tag, table in ((INPUT_ROWS, elements), (INPUT_MARKS, marks)):
+            if table.num_rows:
+                parts.append(pa.table({AT: pa.array([table.column(AT).to_numpy().max()],
+                                                    pa.int64()),
+                                       VALUE: pa.nulls(1, pa.int64()),
+                                       INPUT: pa.array([tag], pa.int8())}))
         return pa.concat_tables(parts) if parts else pa.table(
-            {AT: pa.array([], pa.int64()), VALUE: pa.array([], pa.int64())})
+            {AT: pa.array([], pa.int64()), VALUE: pa.array([], pa.int64()),
+             INPUT: pa.array([], pa.int8())})
 
 
 def partition_points(et, at):
