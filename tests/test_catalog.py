@@ -7,6 +7,7 @@ it is. Each "process" is a real ``dfsql -e`` run (or a Python script) on the war
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,8 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
            "CREATE TABLE cat_db.c (a INT, b STRING) USING csv",
            "INSERT INTO cat_db.c VALUES (1, 'one'), (2, 'two')",
            "CREATE TABLE cat_p USING parquet PARTITIONED BY (k) "
-           "AS SELECT id AS v, id % 2 AS k FROM range(4)")
+           "AS SELECT id AS v, id % 2 AS k FROM range(4)",
+           "CREATE TABLE cat_again AS SELECT 1 AS a")
     assert (wh / "cat_t" / DEFINITION).is_file()
     # this process (its session started before they existed) sees them at its next statement
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(1, "x")]
@@ -55,12 +57,21 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
     # 0 + 1 + 2 + 3, in partitions k = 0 and k = 1
     assert tuple(dfsql.sql("SELECT SUM(v), COUNT(DISTINCT k) FROM cat_p", spark).first()) \
         == (6, 2)
+    # the issue's case: a table made in one process, the same CREATE TABLE in the next —
+    # "already exists" (it is the same table), not LOCATION_ALREADY_EXISTS
+    with pytest.raises(DfsqlError, match="TABLE_OR_VIEW_ALREADY_EXISTS") as info:
+        dfsql.sql("CREATE TABLE cat_again AS SELECT 1 AS a", spark)
+    assert "LOCATION_ALREADY_EXISTS" not in str(info.value)
     # a table made here is in the next process; a DROP TABLE there deletes it here too;
-    # the first table, dropped and made again after a restart (no LOCATION_ALREADY_EXISTS)
+    # the first table, dropped and made again after a restart (no LOCATION_ALREADY_EXISTS);
+    # IF NOT EXISTS keeps a table another process made
     dfsql.sql("CREATE TABLE cat_here AS SELECT 'made here' AS s", spark)
     out = _dfsql(wh, "SELECT * FROM cat_here", "SELECT * FROM cat_db.c ORDER BY a",
-                 "DROP TABLE cat_p", "DROP TABLE cat_t", "CREATE TABLE cat_t AS SELECT 2 AS a")
-    assert _cells(out) == [["s"], ["made here"], ["a", "b"], ["1", "one"], ["2", "two"]]
+                 "DROP TABLE cat_p", "DROP TABLE cat_t", "CREATE TABLE cat_t AS SELECT 2 AS a",
+                 "CREATE TABLE IF NOT EXISTS cat_again AS SELECT 5 AS a",
+                 "INSERT INTO cat_again VALUES (3)", "SELECT SUM(a) AS s FROM cat_again")
+    assert _cells(out) == [["s"], ["made here"], ["a", "b"], ["1", "one"], ["2", "two"],
+                           ["s"], ["4"]]
     assert not (wh / "cat_p").exists()
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(2,)]
     with pytest.raises(DfsqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
@@ -72,26 +83,20 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
     assert "TABLE_OR_VIEW_NOT_FOUND" in out
     dfsql.sql("DROP DATABASE cat_db CASCADE", spark)
     dfsql.sql("DROP TABLE cat_t", spark)
+    dfsql.sql("DROP TABLE cat_again", spark)
+    assert not (wh / "cat_again").exists()
 
 
-def test_create_again_after_a_restart(tmp_path):
-    """The issue's case: a table made in the shell, the shell restarted, the same CREATE
-    TABLE — now "already exists" (it is the same table), and IF NOT EXISTS keeps it."""
-    wh = tmp_path / "wh"
-    _dfsql(wh, "CREATE TABLE again AS SELECT 1 AS a")
-    out = _dfsql(wh, "CREATE TABLE again AS SELECT 1 AS a", ok=False)
-    assert "TABLE_OR_VIEW_ALREADY_EXISTS" in out and "LOCATION_ALREADY_EXISTS" not in out
-    out = _dfsql(wh, "CREATE TABLE IF NOT EXISTS again AS SELECT 5 AS a",
-                 "INSERT INTO again VALUES (3)", "SELECT SUM(a) AS s FROM again")
-    assert _cells(out)[-1] == ["4"]
-    assert sorted(p.name for p in wh.iterdir()) == ["again"]
-
-
-def test_a_session_dfsql_did_not_create_keeps_its_own_catalog(tmp_path):
+def test_a_session_dfsql_did_not_create_keeps_its_own_catalog(spark, tmp_path):
     """dfsql.session() returns an active session unchanged: its catalog is not filled from
-    a warehouse, and its statements write no definitions."""
+    a warehouse (here the test session's, holding a table dfsql made), and its statements
+    write no definitions."""
     wh = tmp_path / "wh"
-    _dfsql(wh, "CREATE TABLE theirs AS SELECT 1 AS a")
+    spark_wh = Path(os.environ["DFSQL_WAREHOUSE"])
+    dfsql.sql("CREATE TABLE cat_theirs AS SELECT 1 AS a", spark)
+    assert (spark_wh / "cat_theirs" / DEFINITION).is_file()
+    shutil.copytree(spark_wh / "cat_theirs", wh / "cat_theirs")
+    dfsql.sql("DROP TABLE cat_theirs", spark)
     script = f"""
 from pyspark.sql import SparkSession
 import dfsql
