@@ -106,6 +106,13 @@ SLOW_MODULES = (
     "spark/test_stream_engine_clock.py",
     "spark/test_replay_aggregates.py",
     "spark/test_stream_soak.py",
+    "test_catalog.py",
+    "spark/test_stream_inputs.py",
+    "test_cli.py",
+    "spark/test_flights.py",
+    "spark/test_sampling_windows.py",
+    "spark/test_time_types.py",
+    "server/test_spark_death.py",
 )
 
 
