@@ -10,6 +10,7 @@ from dfsql.language import parse_clauses
 from dfsql.language.reference import run
 from dfsql.model import group_also_by_window, timeline_for
 from dfsql.model.panes import DROP_NULL_TIME
+from dfsql.model.watermarks import inputs_frontier
 from dfsql.model.windows import NEG_INF
 
 S = 1_000_000
@@ -99,3 +100,17 @@ def test_null_event_time_through_run() -> None:
     rows = run([("a", 1, 0, 1), ("a", 2, None, 2), ("a", 4, 5, 3)],
                "WINDOW FIXED(10 SECONDS) PROCESSING TIME x")
     assert _panes(rows, "window_start", "value") == [(0, 5)]
+
+
+def test_the_frontier_is_the_earliest_input_unless_one_is_idle():
+    """The model's rule, by hand: complete before each input's latest arrival; an input
+    quiet for the timeout or longer of the newest input's time no longer holds it."""
+    neg = np.iinfo(np.int64).min
+    assert inputs_frontier([50, 80]) == 50
+    assert inputs_frontier([neg, 80]) == neg  # the marks have sent nothing: held
+    assert inputs_frontier([neg, neg]) == neg
+    assert inputs_frontier([50, 80], idle_timeout=30) == 80  # quiet 30: let pass
+    assert inputs_frontier([51, 80], idle_timeout=30) == 51
+    # nothing yet from one input: quiet since the first instant any input reached
+    assert inputs_frontier([neg, 80], idle_timeout=30, first=60) == neg
+    assert inputs_frontier([neg, 90], idle_timeout=30, first=60) == 90

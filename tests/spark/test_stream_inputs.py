@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 
 import dfsql
-from dfsql.model.watermarks import inputs_frontier
 from tests.spark.test_streaming import _paper_events, _workload, _write_parts
 
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
@@ -185,16 +184,3 @@ def test_a_quiet_input_holds_the_frontier_until_its_idle_timeout(spark, tmp_path
                         cuts, mcuts)
     assert passed == want
 
-
-def test_the_frontier_is_the_earliest_input_unless_one_is_idle():
-    """The model's rule, by hand: complete before each input's latest arrival; an input
-    quiet for the timeout or longer of the newest input's time no longer holds it."""
-    neg = np.iinfo(np.int64).min
-    assert inputs_frontier([50, 80]) == 50
-    assert inputs_frontier([neg, 80]) == neg  # the marks have sent nothing: held
-    assert inputs_frontier([neg, neg]) == neg
-    assert inputs_frontier([50, 80], idle_timeout=30) == 80  # quiet 30: let pass
-    assert inputs_frontier([51, 80], idle_timeout=30) == 51
-    # nothing yet from one input: quiet since the first instant any input reached
-    assert inputs_frontier([neg, 80], idle_timeout=30, first=60) == neg
-    assert inputs_frontier([neg, 90], idle_timeout=30, first=60) == 90
