@@ -190,10 +190,13 @@ def drop_jvm_functions(spark: SparkSession) -> None:
     jss = getattr(spark, "_jsparkSession", None)
     if jss is None:  # Spark Connect: the Connect server's own business
         return
-    ident = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    jvm = spark.sparkContext._jvm
+    ident = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
     registry = jss.sessionState().functionRegistry()
     for name in sorted(JVM_FUNCTIONS):
-        registry.dropFunction(ident.apply(name))
+        # Spark 4.3 keys built-ins by their full name, system.builtin.<name>
+        registry.dropFunction(ident.apply(name, jvm.scala.Some(jvm.java.lang.String("builtin")),
+                                          jvm.scala.Some(jvm.java.lang.String("system"))))
 
 
 def refusal_of(message: str) -> tuple[str, str] | None:
@@ -201,8 +204,9 @@ def refusal_of(message: str) -> tuple[str, str] | None:
     whose text was built at run time), else None."""
     if "UNRESOLVED_ROUTINE" not in message:
         return None
-    m = re.search(r"routine `?(\w+)`?", message)
-    if m is None or m.group(1).lower() not in JVM_FUNCTIONS:
+    m = re.search(r"routine ((?:`[^`]*`\.?)+)", message)  # `reflect`, `builtin`.`reflect`
+    name = m.group(1).rstrip(".").split("`.`")[-1].strip("`") if m else ""
+    if name.lower() not in JVM_FUNCTIONS:
         return None
-    return (f"{m.group(1)}(...) calls Java methods in the server's JVM: this server does "
+    return (f"{name}(...) calls Java methods in the server's JVM: this server does "
             f"not run it\n  hint: {HINT}", "42501")
