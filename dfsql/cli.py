@@ -163,13 +163,27 @@ def serve(args: argparse.Namespace) -> int:
 
     roots = None if args.allow_any_path else args.data_root
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
-                    session_setup=setup, data_roots=roots,
-                    on_spark_death=spark_died).start()
+                    session_setup=setup, data_roots=roots, on_spark_death=spark_died,
+                    allow_jvm_functions=args.allow_jvm_functions, jar_roots=args.data_root,
+                    statement_timeout=args.statement_timeout,
+                    idle_session_timeout=args.idle_session_timeout,
+                    idle_operation_timeout=args.idle_operation_timeout).start()
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
           f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
           + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
     server.serve_forever()
     return EXIT_SPARK_DIED if server.failure else 0
+
+
+def _seconds(text: str) -> float:
+    """A timeout on the command line: seconds, 0 for none."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"a timeout is 0 (none) or more seconds: {text!r}")
+    return value
 
 
 def passwd(args: argparse.Namespace) -> int:
@@ -274,6 +288,19 @@ def main(argv: list[str] | None = None) -> int:
                             "(repeatable; none by default)")
     p_srv.add_argument("--allow-any-path", action="store_true",
                        help="let statements read and write files anywhere")
+    p_srv.add_argument("--allow-jvm-functions", action="store_true",
+                       help="let statements call reflect/java_method/try_reflect, ADD JAR "
+                            "from outside the data roots, CREATE FUNCTION ... AS 'class' "
+                            "[USING JAR] and TRANSFORM ... USING (refused by default)")
+    p_srv.add_argument("--statement-timeout", type=_seconds, default=0, metavar="SECONDS",
+                       help="cancel a statement running longer (SQLSTATE HYT00); a client's "
+                            "shorter query timeout wins (default: 0, no limit)")
+    p_srv.add_argument("--idle-session-timeout", type=_seconds, default=8 * 3600.0,
+                       metavar="SECONDS", help="close a session without a call for this "
+                       "long and nothing running (default: 28800, 8 hours; 0: never)")
+    p_srv.add_argument("--idle-operation-timeout", type=_seconds, default=3600.0,
+                       metavar="SECONDS", help="close an ended operation without a call "
+                       "for this long (default: 3600, 1 hour; 0: never)")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")

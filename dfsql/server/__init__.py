@@ -7,7 +7,9 @@ Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``)
 checked against a password file of salted hashes, :mod:`dfsql.server.auth`). One thread
 per connection; when a client goes away its sessions close, their operations are
 cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
-only under the data roots (:mod:`dfsql.server.paths`; none unless configured). If Spark
+only under the data roots (:mod:`dfsql.server.paths`; none unless configured); nothing
+that reaches into the JVM or loads code (:mod:`dfsql.server.guard`) unless allowed;
+statements time out and idle sessions and operations close when told to. If Spark
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
 endpoint that accepts connections and fails every session.
 """
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfsql.server")
 
 AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
+#: seconds without a call after which a session (with nothing running) or an ended
+#: operation is closed; HiveServer2 keeps them 7 and 5 days, long enough for a
+#: forgotten client to pile up result sets and SparkSessions
+IDLE_SESSION_TIMEOUT = 8 * 3600.0
+IDLE_OPERATION_TIMEOUT = 3600.0
 __all__ = ["EXIT_SPARK_DIED", "Server", "serve"]
 
 
@@ -41,7 +48,11 @@ class Server:
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
                  workers: int = 8, max_operations_per_session: int = 4,
                  session_setup=None, data_roots: list[str] | None = (),
-                 on_spark_death: Callable[[str], None] | None = None) -> None:
+                 on_spark_death: Callable[[str], None] | None = None,
+                 allow_jvm_functions: bool = False, jar_roots: list[str] | None = None,
+                 statement_timeout: float = 0,
+                 idle_session_timeout: float = IDLE_SESSION_TIMEOUT,
+                 idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -61,8 +72,11 @@ class Server:
 
         self.spark = spark
         self.host, self.port, self.auth = host, port, auth
-        self.service = Service(spark, workers, max_operations_per_session, session_setup,
-                               None if data_roots is None else list(data_roots))
+        self.service = Service(
+            spark, workers, max_operations_per_session, session_setup,
+            None if data_roots is None else list(data_roots), allow_jvm_functions,
+            None if jar_roots is None else list(jar_roots), statement_timeout,
+            idle_session_timeout, idle_operation_timeout)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()

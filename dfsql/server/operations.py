@@ -13,6 +13,7 @@ takes no lock and starts no Spark work.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ import dfsql
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
+from dfsql.server.guard import refusal_of
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 
@@ -137,12 +139,22 @@ class Operation:
         self._log_at = 0
         self._log_lock = threading.Lock()
         self.done = threading.Event()  # set when it leaves the running states
+        #: when a client last called about it (monotonic), for the idle sweep
+        self.used = time.monotonic()
+        #: when it times out (monotonic; None: never), and why (the timeout's source)
+        self.deadline: float | None = None
+        self.timeout_source = ""
+        self.timed_out = False
+
+    def touch(self) -> None:
+        """A client called about it (and so about its session): not idle."""
+        self.used = self.session.used = time.monotonic()
 
     # ---------------------------------------------------------------- running
     def run(self) -> None:
         """Execute the statement: plan it, start its result (the first partition's job
         runs here, so that an error shows at execution, as on Spark's server)."""
-        if self.state == S.CANCELED_STATE:
+        if self.state == S.CANCELED_STATE or self.timed_out:
             self.done.set()
             return
         self.state = S.RUNNING_STATE
@@ -157,6 +169,8 @@ class Operation:
                 pass
         try:
             df = dfsql.sql(self.statement, spark)
+            if self.timed_out:  # while it was planned: start no job
+                return
             if df.isStreaming:
                 raise stream_refused(self.statement)
             with self.lock:
@@ -167,9 +181,10 @@ class Operation:
             if self.state == S.RUNNING_STATE:
                 self.state = S.FINISHED_STATE
         except BaseException as e:  # noqa: BLE001 (every failure becomes the op's error)
-            if self.state == S.CANCELED_STATE:
+            if self.state == S.CANCELED_STATE or self.timed_out:
                 return
-            self.error = describe(e)
+            error = describe(e)
+            self.error = (self.session.guarded and refusal_of(error[0])) or error
             self.state = S.ERROR_STATE
         finally:
             self.done.set()
@@ -253,9 +268,26 @@ class Operation:
         self.done.set()
         self._cancel_jobs()
 
+    def time_out(self) -> None:
+        """Its deadline passed while it ran: it ends in ERROR_STATE with HiveServer2's
+        query-timeout SQLSTATE, and its Spark jobs are cancelled (the statement's thread
+        then sees its job fail and leaves the error as it is)."""
+        if self.done.is_set() or self.state not in (S.RUNNING_STATE, S.PENDING_STATE,
+                                                    S.INITIALIZED_STATE):
+            return
+        self.timed_out = True
+        self.error = (f"the statement ran past its {self.timeout_source} and was "
+                      "cancelled", "HYT00")
+        self.state = S.ERROR_STATE
+        self.done.set()
+        self._cancel_group()
+
     def _cancel_jobs(self) -> None:
         if self._df is None or (self.state != S.CANCELED_STATE and self._buf is None):
             return  # nothing of it runs on Spark (any more)
+        self._cancel_group()
+
+    def _cancel_group(self) -> None:
         spark = self.session.spark
         try:
             spark.sparkContext.cancelJobGroup(self.group)
@@ -309,10 +341,14 @@ def describe(e: BaseException) -> tuple[str, str]:
 class Session:
     """A client session: its SparkSession and operations."""
 
-    def __init__(self, spark: SparkSession, protocol: int, user: str) -> None:
+    def __init__(self, spark: SparkSession, protocol: int, user: str,
+                 guarded: bool = False) -> None:
         self.spark = spark
         self.protocol = protocol
         self.user = user
+        #: its SparkSession lacks the JVM functions (:mod:`dfsql.server.guard`)
+        self.guarded = guarded
+        self.used = time.monotonic()  # the last call about it or its operations
         self.handle = tt.TSessionHandle(sessionId=_handle_id())
         self.key = self.handle.sessionId.guid
         self.operations: dict[bytes, Operation] = {}

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
 from dfsql.server import metadata, rowsets
+from dfsql.server.guard import check_jvm, drop_jvm_functions
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
 from dfsql.server.paths import check_paths
 from dfsql.server.tcli import TCLIService, encode
@@ -35,6 +38,9 @@ OK = tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS)
 #: how long GetOperationStatus waits for a running operation to end (HiveServer2's
 #: hive.server2.long.polling.timeout is 5 s)
 LONG_POLL = 5.0
+#: how many swept handles are remembered, to say why a later call finds them gone
+SWEPT_KEPT = 10_000
+ENDED = (S.FINISHED_STATE, S.ERROR_STATE, S.CANCELED_STATE, S.CLOSED_STATE)
 
 
 def _error_status(message: str, sqlstate: str = "HY000", code: int = 0) -> tt.TStatus:
@@ -69,10 +75,22 @@ class Service:
 
     def __init__(self, spark: SparkSession, workers: int = 8,
                  max_operations_per_session: int = 4, session_setup=None,
-                 data_roots: list[str] | None = None) -> None:
+                 data_roots: list[str] | None = None, allow_jvm_functions: bool = False,
+                 jar_roots: list[str] | None = None, statement_timeout: float = 0,
+                 idle_session_timeout: float = 0, idle_operation_timeout: float = 0) -> None:
         self.spark = spark
         #: where statements may read and write files (None: anywhere)
         self.data_roots = data_roots
+        #: whether statements may reach into the JVM (:mod:`dfsql.server.guard`), and
+        #: where ADD JAR may load from when they may not
+        self.allow_jvm_functions = allow_jvm_functions
+        self.jar_roots = jar_roots if jar_roots is not None else (data_roots or [])
+        #: seconds (0: no limit): a statement's run, an ended operation's and a session's
+        #: time without a call
+        self.statement_timeout = statement_timeout
+        self.idle_session_timeout = idle_session_timeout
+        self.idle_operation_timeout = idle_operation_timeout
+        self._swept: OrderedDict[bytes, str] = OrderedDict()  # handle -> why it went
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
@@ -80,6 +98,11 @@ class Service:
         self.max_operations = max_operations_per_session
         self.lock = threading.Lock()
         self.local = threading.local()  # the calling connection's sessions and user
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # a new deadline: the sweeper looks again
+        self._sweeper = threading.Thread(target=self._sweep, name="dfsql-sweeper",
+                                         daemon=True)
+        self._sweeper.start()
 
     # ---------------------------------------------------------------- connections
     def connection_opened(self, user: str) -> None:
@@ -93,6 +116,8 @@ class Service:
 
     def shutdown(self) -> None:
         """Every session closes, and the continuous queries clients started stop."""
+        self._stop.set()
+        self._wake.set()
         for key in list(self.sessions):
             self._close_session(key)
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -100,17 +125,22 @@ class Service:
 
     # ---------------------------------------------------------------- helpers
     def _session(self, handle) -> Session:
-        s = self.sessions.get(handle.sessionId.guid) if handle and handle.sessionId else None
+        key = handle.sessionId.guid if handle and handle.sessionId else None
+        s = self.sessions.get(key)  # type: ignore[arg-type]
         if s is None:
-            raise ServiceError("invalid session handle (closed, or from another server)")
+            raise ServiceError("invalid session handle: " + self._swept.get(
+                key, "closed, or from another server"))  # type: ignore[arg-type]
+        s.used = time.monotonic()
         return s
 
     def _operation(self, handle) -> Operation:
         key = handle.operationId.guid if handle and handle.operationId else None
         op = self.operations.get(key)  # type: ignore[arg-type]
         if op is not None:
+            op.touch()
             return op
-        raise ServiceError("invalid operation handle (closed, or from another server)")
+        raise ServiceError("invalid operation handle: " + self._swept.get(
+            key, "closed, or from another server"))  # type: ignore[arg-type]
 
     def _close_session(self, key: bytes) -> None:
         with self.lock:
@@ -139,12 +169,80 @@ class Service:
         op.session.operations.pop(op.key, None)
         self.operations.pop(op.key, None)
 
+    # ---------------------------------------------------------------- timeouts
+    def _set_deadline(self, op: Operation, client: float) -> None:
+        """The statement's timeout, as HiveServer2 picks it: the client's queryTimeout,
+        unless the server's --statement-timeout is shorter (or the client gave none)."""
+        server = self.statement_timeout
+        if server > 0 and (client <= 0 or client > server):
+            seconds, source = server, f"{server:g} s timeout (dfsql serve --statement-timeout)"
+        elif client > 0:
+            seconds, source = client, f"{client:g} s timeout (the client's query timeout)"
+        else:
+            return
+        op.timeout_source = source
+        op.deadline = time.monotonic() + seconds
+        self._wake.set()
+
+    def _sweep(self) -> None:
+        """The one thread behind every timeout: it ends the statements whose deadline
+        passed (their Spark jobs cancelled), and closes the operations and sessions that
+        went without a call for longer than the idle timeouts, as HiveServer2 does: an
+        ended operation (a running one is never idle), a session with nothing running."""
+        idle = [t for t in (self.idle_session_timeout, self.idle_operation_timeout) if t > 0]
+        # the idle sweeps look ten times per timeout, at most once a minute
+        every = min([60.0] + [max(0.05, t / 10) for t in idle])
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                wait = self._sweep_once(every)
+            except Exception:  # noqa: BLE001 (the sweeper must outlive one bad close)
+                log.exception("the timeout sweep failed")
+                wait = every
+            self._wake.wait(max(0.01, wait))
+
+    def _sweep_once(self, every: float) -> float:
+        """One look at every operation and session; returns how long until the next."""
+        now = time.monotonic()
+        wait = every
+        for op in list(self.operations.values()):
+            if op.deadline is not None and not op.done.is_set():
+                if now >= op.deadline:
+                    op.time_out()
+                else:
+                    wait = min(wait, op.deadline - now)
+            elif (self.idle_operation_timeout > 0 and op.state in ENDED
+                  and now - op.used > self.idle_operation_timeout):
+                self._sweep_operation(op)
+        if self.idle_session_timeout > 0:
+            for s in list(self.sessions.values()):
+                if now - s.used > self.idle_session_timeout and not s.running():
+                    self._remember(s.key, f"the session was closed after "
+                                   f"{self.idle_session_timeout:g} s without a call "
+                                   "(dfsql serve --idle-session-timeout)")
+                    self._close_session(s.key)
+        return wait
+
+    def _sweep_operation(self, op: Operation) -> None:
+        self._remember(op.key, f"the operation was closed after "
+                       f"{self.idle_operation_timeout:g} s without a call "
+                       "(dfsql serve --idle-operation-timeout)")
+        op.close()
+        self._forget(op)
+
+    def _remember(self, key: bytes, why: str) -> None:
+        self._swept[key] = why
+        while len(self._swept) > SWEPT_KEPT:
+            self._swept.popitem(last=False)
+
     # ---------------------------------------------------------------- sessions
     def OpenSession(self, req):  # noqa: N802 (Thrift's names)
         protocol = min(req.client_protocol, SERVER_PROTOCOL)
         user = getattr(self.local, "user", None) or req.username or "anonymous"
         try:
             spark = self.spark.newSession()
+            if not self.allow_jvm_functions:
+                drop_jvm_functions(spark)
             if self.session_setup is not None:
                 self.session_setup(spark)
             for k, v in (req.configuration or {}).items():
@@ -156,7 +254,7 @@ class Service:
             message, state = describe(e)
             return tt.TOpenSessionResp(status=_error_status(message, state),
                                        serverProtocolVersion=protocol)
-        s = Session(spark, protocol, user)
+        s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions)
         with self.lock:
             self.sessions[s.key] = s
         if hasattr(self.local, "sessions"):
@@ -185,9 +283,12 @@ class Service:
     def ExecuteStatement(self, req):  # noqa: N802
         try:
             s = self._session(req.sessionHandle)
+            if not self.allow_jvm_functions:
+                check_jvm(req.statement, self.jar_roots)
             if self.data_roots is not None:
                 check_paths(req.statement, self.data_roots)
             op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
+            self._set_deadline(op, req.queryTimeout or 0)
         except ServiceError as e:
             return tt.TExecuteStatementResp(status=_error_status(str(e), e.sqlstate))
         except DfsqlError as e:
@@ -218,6 +319,7 @@ class Service:
         if op is None:  # the invalid-handle error
             return encode(TCLIService.GetOperationStatus_result(
                 success=self.GetOperationStatus(req)))
+        op.touch()
         cached = op._status_reply
         if cached is not None and op.done.is_set() and cached[0] == op.state:
             return cached[1]  # an ended operation asked again (JDBC: once per row)
