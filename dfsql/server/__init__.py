@@ -23,15 +23,18 @@ from typing import TYPE_CHECKING
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.server.auth import PasswordFile
+from dfsql.server.streams import StreamView, parse_streams
 from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dfsql.server.state import Restarted
+
 log = logging.getLogger("dfsql.server")
 
 AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
-__all__ = ["EXIT_SPARK_DIED", "Server", "serve"]
+__all__ = ["EXIT_SPARK_DIED", "Server", "StreamView", "parse_streams", "serve"]
 
 
 class Server:
@@ -41,7 +44,8 @@ class Server:
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
                  workers: int = 8, max_operations_per_session: int = 4,
                  session_setup=None, data_roots: list[str] | None = (),
-                 on_spark_death: Callable[[str], None] | None = None) -> None:
+                 on_spark_death: Callable[[str], None] | None = None,
+                 state_dir: str | None = None, streams: list[StreamView] = ()) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -63,6 +67,14 @@ class Server:
         self.host, self.port, self.auth = host, port, auth
         self.service = Service(spark, workers, max_operations_per_session, session_setup,
                                None if data_roots is None else list(data_roots))
+        #: where the continuous queries are kept across restarts (``--state-dir``)
+        self.state = None
+        if state_dir is not None:
+            from dfsql.server.state import StateDir  # with the service's stack, see above
+
+            self.state = StateDir(state_dir, streams)
+        #: what became of each kept query when the server started
+        self.restarted: list[Restarted] = []
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -75,6 +87,9 @@ class Server:
         self.watchdog = Watchdog.of(spark, self._spark_died)
 
     def start(self) -> Server:
+        if self.state is not None:  # before listening: a client sees them running
+            self.restarted = self.state.open(self.spark, self.service.session_setup,
+                                             self.service.data_roots)
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
         self._sock = sock
         self.port = sock.getsockname()[1]
@@ -115,6 +130,8 @@ class Server:
         self._close_listener()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
+        if self.state is not None:  # kept for the next start on the state directory
+            self.state.close()
 
     def _drop_connections(self) -> None:
         """End every client connection (each one's thread then closes its sessions)."""
