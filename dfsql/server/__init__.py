@@ -9,7 +9,8 @@ per connection; when a client goes away its sessions close, their operations are
 cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
 only under the data roots (:mod:`dfsql.server.paths`; none unless configured). If Spark
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
-endpoint that accepts connections and fails every session.
+endpoint that accepts connections and fails every session. With a state directory its
+continuous queries outlive it and start again with it (:mod:`dfsql.server.state`).
 """
 
 from __future__ import annotations

@@ -140,12 +140,16 @@ class StateDir:
         }
         target = self._record(stmt.name)
         tmp = target.with_name(f".{target.name}.tmp")
-        with open(tmp, "w") as f:  # whole or not at all: a temporary file, renamed
-            json.dump(record, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        _sync_dir(target.parent)
+        try:
+            with open(tmp, "w") as f:  # whole or not at all: a temporary file, renamed
+                json.dump(record, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+            _sync_dir(target.parent)
+        except OSError as e:  # the query is stopped: one not kept would not come back
+            raise DfsqlError(f"cannot keep {stmt.name} in {self.root}: {e.strerror}",
+                             hint="free space or permissions in --state-dir") from None
 
     def forget(self, name: str) -> str:
         self._record(name).unlink(missing_ok=True)
@@ -186,12 +190,13 @@ class StateDir:
         text = record["statement"]
         if data_roots is not None:
             check_paths(text, data_roots)  # the roots may have changed since
+        for s in record["streams"]:  # before any Spark work: a query that cannot start
+            if not os.path.isdir(s["path"]):  # costs the server's start nothing
+                raise DfsqlError(f"its stream {s['name']} reads {s['path']}, which is gone")
         session = spark.newSession()
         if setup is not None:
             setup(session)
         for s in record["streams"]:
-            if not os.path.isdir(s["path"]):
-                raise DfsqlError(f"its stream {s['name']} reads {s['path']}, which is gone")
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         stmt = parse_continuous(text)
         if stmt is None or stmt.kind != "create":
