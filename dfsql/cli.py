@@ -103,53 +103,24 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def stream_views(specs: list[str]):
-    """``NAME=DIR`` pairs as a function that registers, in a session, each directory's
-    files (parquet, json or csv, by their extension) as the streaming view NAME."""
-    views = []
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise DfsqlError(f"--stream {spec!r}: expected NAME=DIRECTORY",
-                             hint="e.g. --stream clicks_live=/data/clicks")
-        files = sorted(p for p in Path(path).glob("*") if p.suffix in (".parquet", ".json",
-                                                                       ".csv"))
-        if not files:
-            raise DfsqlError(f"--stream {name}: no .parquet, .json or .csv file in {path}",
-                             hint="the stream's schema is read from the files already there")
-        views.append((name, path, files[0].suffix[1:]))
-
-    def register(spark) -> None:
-        for name, path, fmt in views:
-            reader = spark.read.format(fmt)
-            if fmt == "csv":
-                reader = reader.option("header", True).option("inferSchema", True)
-            schema = reader.load(path).schema
-            stream = spark.readStream.format(fmt).schema(schema)
-            if fmt == "csv":
-                stream = stream.option("header", True)
-            stream.load(path).createOrReplaceTempView(name)
-
-    return register
-
-
 def serve(args: argparse.Namespace) -> int:
     # each subcommand loads only its own interface: the server's Thrift stack here, the
     # shell's prompt_toolkit and rich in shell()
     import threading
 
-    from dfsql.server import EXIT_SPARK_DIED, Server
+    from dfsql.server import EXIT_SPARK_DIED, Server, parse_streams
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
                          hint="add --allow-remote to mean it (and use --auth PLAIN)")
-    streams = stream_views(args.stream)
+    streams = parse_streams(args.stream)
     spark = dfsql.session()
 
     def setup(session) -> None:
         if args.paper_tables:
             register_paper_tables(session)
-        streams(session)
+        for view in streams:
+            view.register(session)
 
     def spark_died(reason: str) -> None:
         # one line on stderr for the supervisor's log, then the exit: the main thread
@@ -167,7 +138,10 @@ def serve(args: argparse.Namespace) -> int:
                     allow_jvm_functions=args.allow_jvm_functions, jar_roots=args.data_root,
                     statement_timeout=args.statement_timeout,
                     idle_session_timeout=args.idle_session_timeout,
-                    idle_operation_timeout=args.idle_operation_timeout).start()
+                    idle_operation_timeout=args.idle_operation_timeout,
+                    state_dir=args.state_dir, streams=streams).start()
+    for r in server.restarted:  # one line each, for the supervisor's log
+        print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
           f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
           + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
@@ -283,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
                        help="register the files arriving in DIR as the streaming view NAME "
                             "in every session (repeatable)")
+    p_srv.add_argument("--state-dir", metavar="DIR",
+                       help="keep every CREATE STREAMING QUERY in DIR (its statement, "
+                            "checkpoint and table) and start them again, from their "
+                            "checkpoints, when the server starts on DIR again")
     p_srv.add_argument("--data-root", action="append", default=[], metavar="DIR",
                        help="a directory under which statements may read and write files "
                             "(repeatable; none by default)")

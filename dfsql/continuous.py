@@ -3,7 +3,12 @@ registry per Spark application, so that any session — a Thrift client's, the s
 Python's — lists and stops the queries any other started.
 
 The statements are run for :func:`dfsql.api.sql`, which passes its own ``start`` in: this
-module sits below the API and does not import it (no cycle between the two)."""
+module sits below the API and does not import it (no cycle between the two).
+
+A :class:`Keeper` (``dfsql serve --state-dir``, :mod:`dfsql.server.state`) makes the
+queries outlive the process: with one set, every query checkpoints and keeps its table
+where the keeper says, is written down before CREATE returns, and is forgotten by STOP
+only. A kept query that could not be restarted is listed as failed until STOPped."""
 
 from __future__ import annotations
 
@@ -20,6 +25,23 @@ from dfsql.spark.sinks import TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+class Keeper(Protocol):
+    """Where the continuous queries of a process are kept across its restarts."""
+
+    def places(self, name: str, fresh: bool) -> tuple[str, str]:
+        """(checkpoint, table directory) of the query ``name``; ``fresh``: a new query,
+        so whatever an earlier one of that name left there goes."""
+        ...
+
+    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession) -> None:
+        """Write the query down (raise if it cannot be): a restart starts it again."""
+        ...
+
+    def forget(self, name: str) -> str:
+        """Remove the query ``name`` (its record, checkpoint and table); what was done."""
+        ...
 
 
 class Starter(Protocol):
@@ -90,8 +112,49 @@ class Running:
     totals: Totals = field(default_factory=Totals)
 
 
+@dataclass
+class Failed:
+    """A kept query that could not be started again (its input gone, say): listed by SHOW
+    with the reason until STOP forgets it."""
+
+    name: str
+    sink: str
+    reason: str
+    since: float
+
+
 _RUNNING: dict[str, Running] = {}
+_FAILED: dict[str, Failed] = {}
 _LOCK = threading.Lock()
+#: where this process keeps its queries (None: in memory only, gone with the process)
+_KEEPER: Keeper | None = None
+
+
+def keep_with(keeper: Keeper | None) -> None:
+    """Keep every continuous query of this process with ``keeper`` from now on (None:
+    no longer; the failed entries of the old one go too)."""
+    global _KEEPER
+    with _LOCK:
+        if keeper is not None and _KEEPER is not None and _KEEPER is not keeper:
+            raise DfsqlError("this process already keeps its continuous queries elsewhere",
+                             hint="one --state-dir per process")
+        _KEEPER = keeper
+        if keeper is None:
+            _FAILED.clear()
+
+
+def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
+            start: Starter) -> None:
+    """Start a kept query again, from its checkpoint, its table from the kept rows."""
+    _create(stmt, text, spark, start, restarting=True)
+    with _LOCK:
+        _FAILED.pop(stmt.name or "", None)
+
+
+def failed(name: str, sink: str, reason: str) -> None:
+    """Record that the kept query ``name`` (into ``sink``) could not start again."""
+    with _LOCK:
+        _FAILED[name] = Failed(name, sink, reason, time.time())
 
 SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
                "input_rows BIGINT, input_rows_per_second DOUBLE, "
@@ -109,21 +172,31 @@ def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starte
 
 
 def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter) -> DataFrame:
+            start: Starter, restarting: bool = False) -> DataFrame:
     src = Source(text)
     assert stmt.name is not None
+    keeper = _KEEPER
     with _LOCK:
         old = _RUNNING.get(stmt.name)
         if old is not None and old.query.isActive:  # type: ignore[attr-defined]
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is running",
                             stmt.name_offset, f"STOP STREAMING QUERY {stmt.name} first, or "
                                               "choose another name")
-    checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
+        if stmt.name in _FAILED and not restarting:
+            raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
+                            "failed to start again", stmt.name_offset,
+                            f"STOP STREAMING QUERY {stmt.name} forgets it")
+    table_path = None
+    if keeper is not None:
+        checkpoint, table_path = keeper.places(stmt.name, fresh=not restarting)
+        checkpoint = stmt.checkpoint or checkpoint
+    else:
+        checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
     if stmt.sink == "directory":
         sink: object = stmt.path
         where = f"directory {stmt.path}"
     else:
-        sink = TableSink(stmt.name, global_view=True)
+        sink = TableSink(stmt.name, path=table_path, global_view=True)
         where = f"table global_temp.{stmt.name}"
     try:
         query = start(stmt.query, sink=sink, checkpoint=checkpoint, name=stmt.name,
@@ -136,7 +209,13 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
                               p.line, p.column, e.hint) from None
         raise
     if isinstance(sink, TableSink):
-        sink.publish_empty(spark, query.panes_schema)
+        sink.publish_initial(spark, query.panes_schema)
+    if keeper is not None and not restarting:
+        try:  # written down before CREATE answers: a query reported started is kept
+            keeper.keep(stmt, text, spark)
+        except BaseException:
+            query.stop()
+            raise
     with _LOCK:
         _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time())
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
@@ -147,11 +226,18 @@ def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFram
     assert stmt.name is not None
     with _LOCK:
         r = _RUNNING.pop(stmt.name, None)
-    if r is None:
+        gone = _FAILED.pop(stmt.name, None)
+        keeper = _KEEPER
+    if r is None and gone is None:
         raise Source(text).error(AnalysisError, f"no continuous query named {stmt.name}",
                                  stmt.name_offset, "SHOW STREAMING QUERIES lists them")
-    r.query.stop()  # type: ignore[attr-defined]
-    return spark.createDataFrame([(r.name, "STOPPED")], "name STRING, status STRING")
+    if r is not None:
+        r.query.stop()  # type: ignore[attr-defined]
+    if keeper is None:
+        return spark.createDataFrame([(stmt.name, "STOPPED")], "name STRING, status STRING")
+    note = keeper.forget(stmt.name)
+    return spark.createDataFrame([(stmt.name, "STOPPED", note)],
+                                 "name STRING, status STRING, kept STRING")
 
 
 def _show(spark: SparkSession) -> DataFrame:
@@ -160,6 +246,7 @@ def _show(spark: SparkSession) -> DataFrame:
     rows = []
     with _LOCK:
         running = list(_RUNNING.values())
+        failed_now = sorted(_FAILED.values(), key=lambda f: f.name)
     for r in sorted(running, key=lambda r: r.started):
         q = r.query
         status = "RUNNING" if q.isActive else "STOPPED"  # type: ignore[attr-defined]
@@ -175,11 +262,15 @@ def _show(spark: SparkSession) -> DataFrame:
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
                      t.watermark, t.state,
                      datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None)))
+    for f in failed_now:
+        rows.append((f.name, None, f"FAILED: {f.reason}", f.sink, None, None, 0.0, 0.0, None,
+                     None, datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None)))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
 
 
 def stop_all() -> None:
-    """Stop every continuous query (a server shutting down)."""
+    """Stop every continuous query (a server shutting down); a :class:`Keeper` keeps
+    them, for the next start."""
     with _LOCK:
         running = list(_RUNNING.values())
         _RUNNING.clear()

@@ -11,7 +11,8 @@ only under the data roots (:mod:`dfsql.server.paths`; none unless configured); n
 that reaches into the JVM or loads code (:mod:`dfsql.server.guard`) unless allowed;
 statements time out and idle sessions and operations close when told to. If Spark
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
-endpoint that accepts connections and fails every session.
+endpoint that accepts connections and fails every session. With a state directory its
+continuous queries outlive it and start again with it (:mod:`dfsql.server.state`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from typing import TYPE_CHECKING
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.server.auth import PasswordFile
+from dfsql.server.streams import StreamView, parse_streams
 from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from dfsql.server.state import Restarted
 
 log = logging.getLogger("dfsql.server")
 
@@ -38,7 +42,7 @@ AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
 #: forgotten client to pile up result sets and SparkSessions
 IDLE_SESSION_TIMEOUT = 8 * 3600.0
 IDLE_OPERATION_TIMEOUT = 3600.0
-__all__ = ["EXIT_SPARK_DIED", "Server", "serve"]
+__all__ = ["EXIT_SPARK_DIED", "Server", "StreamView", "parse_streams", "serve"]
 
 
 class Server:
@@ -52,7 +56,8 @@ class Server:
                  allow_jvm_functions: bool = False, jar_roots: list[str] | None = None,
                  statement_timeout: float = 0,
                  idle_session_timeout: float = IDLE_SESSION_TIMEOUT,
-                 idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT) -> None:
+                 idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT,
+                 state_dir: str | None = None, streams: list[StreamView] = ()) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -77,6 +82,14 @@ class Server:
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             None if jar_roots is None else list(jar_roots), statement_timeout,
             idle_session_timeout, idle_operation_timeout)
+        #: where the continuous queries are kept across restarts (``--state-dir``)
+        self.state = None
+        if state_dir is not None:
+            from dfsql.server.state import StateDir  # with the service's stack, see above
+
+            self.state = StateDir(state_dir, streams)
+        #: what became of each kept query when the server started
+        self.restarted: list[Restarted] = []
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -89,6 +102,9 @@ class Server:
         self.watchdog = Watchdog.of(spark, self._spark_died)
 
     def start(self) -> Server:
+        if self.state is not None:  # before listening: a client sees them running
+            self.restarted = self.state.open(self.spark, self.service.session_setup,
+                                             self.service.data_roots)
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
         self._sock = sock
         self.port = sock.getsockname()[1]
@@ -129,6 +145,8 @@ class Server:
         self._close_listener()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
+        if self.state is not None:  # kept for the next start on the state directory
+            self.state.close()
 
     def _drop_connections(self) -> None:
         """End every client connection (each one's thread then closes its sessions)."""

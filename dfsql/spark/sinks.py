@@ -9,6 +9,7 @@ exactly once). :class:`TableSink` keeps the current value of every live window.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ class TableSink:
         #: the session the view is registered in (the query's own session: a
         #: foreachBatch batch belongs to a clone whose temp views nobody else sees)
         self.spark = None
+        #: the first batch and :meth:`publish_initial` (another thread) race to register
+        #: the view: the initial view must not replace a batch's
+        self._publishing = threading.Lock()
+        self._published = False
 
     def _load(self) -> None:
         import json
@@ -56,13 +61,14 @@ class TableSink:
 
         import pandas as pd
 
-        if self.current is not None or not self.path:
-            return
-        meta = os.path.join(self.path, "_batch.json")
-        if os.path.exists(meta):
-            with open(meta) as f:
-                self.last_batch = json.load(f)["batch_id"]
-            self.current = pd.read_parquet(os.path.join(self.path, "table.parquet"))
+        with self._publishing:  # the query's thread and publish_initial's: read once
+            if self.current is not None or not self.path:
+                return
+            meta = os.path.join(self.path, "_batch.json")
+            if os.path.exists(meta):
+                with open(meta) as f:
+                    self.last_batch = json.load(f)["batch_id"]
+                self.current = pd.read_parquet(os.path.join(self.path, "table.parquet"))
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         import pandas as pd
@@ -93,6 +99,10 @@ class TableSink:
 
         if not self.path:
             return
+        # table first, then the batch id, each by rename: killed between the two, the
+        # table holds the batch and the id the one before; the batch, replayed from the
+        # checkpoint, is then applied again, which changes nothing (its rows replace their
+        # windows' rows: twice is once)
         os.makedirs(self.path, exist_ok=True)
         tmp = os.path.join(self.path, "table.parquet.tmp")
         self.current.to_parquet(tmp, index=False)
@@ -108,20 +118,25 @@ class TableSink:
             spark.createDataFrame([], schema)
         self._register(df)
 
-    def _register(self, df: DataFrame) -> None:
-        if self.global_view:
-            df.createOrReplaceGlobalTempView(self.name)
-        else:
-            df.createOrReplaceTempView(self.name)
+    def _register(self, df: DataFrame, initial: bool = False) -> None:
+        with self._publishing:
+            if initial and self._published:  # a batch came first: its view stays
+                return
+            self._published = True
+            if self.global_view:
+                df.createOrReplaceGlobalTempView(self.name)
+            else:
+                df.createOrReplaceTempView(self.name)
 
-    def publish_empty(self, spark, schema) -> None:
-        """The view before the first batch: no rows yet, the panes' columns."""
-        if self.current is not None:
-            return
+    def publish_initial(self, spark, schema) -> None:
+        """The view before the query's first batch: the table kept at ``path`` (a
+        restarted query's rows before the restart), else no rows; the panes' columns."""
         from pyspark.sql.types import StructType
 
-        fields = [f for f in schema.fields if f.name != "is_retraction"]
-        self._register(spark.createDataFrame([], StructType(fields)))
+        self._load()
+        fields = StructType([f for f in schema.fields if f.name != "is_retraction"])
+        rows = self.current if self.current is not None and len(self.current) else []
+        self._register(spark.createDataFrame(rows, fields), initial=True)
 
 
 class AppendView:

@@ -1,0 +1,213 @@
+"""``dfsql serve --state-dir DIR``: continuous queries that outlive the server.
+
+Every ``CREATE STREAMING QUERY`` is written down in DIR before the statement answers,
+and every query written there starts again, from its checkpoint, when a server starts on
+DIR; ``STOP STREAMING QUERY`` is the only thing that removes one. DIR holds::
+
+    queries/<name>.json      the statement, its sink, checkpoint and the --stream
+                             registrations it reads (schema included)
+    checkpoints/<name>/      Spark's checkpoint (offsets, commits, state)
+    tables/<name>/           an INTO TABLE query's rows after its last batch, with that
+                             batch's id (dfsql.spark.sinks.TableSink)
+
+Exactly once across a kill: Spark replays the batch whose commit it had not written, and
+the table applies a batch id it has already applied as nothing (and one half-applied
+again, which is the same). A query that cannot be planned any more (its input gone) is
+listed by SHOW STREAMING QUERIES as failed, with the reason; the server starts anyway.
+A lock on DIR keeps a second server off it (two would run each query twice).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dfsql import continuous
+from dfsql.api import start
+from dfsql.errors import DfsqlError
+from dfsql.language.continuous import ContinuousStatement, parse_continuous
+from dfsql.language.scan import scan_text
+from dfsql.server.operations import describe
+from dfsql.server.paths import check_paths
+from dfsql.server.streams import StreamView
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: the record's format; a record of another version is reported, not guessed at
+VERSION = 1
+
+
+def file_name(name: str) -> str:
+    """A query's name as a file name: letters, digits, ``_`` and ``-`` as themselves,
+    anything else (``/``, ``.``, a space) as ``%XX``; distinct names stay distinct."""
+    return "".join(c if c.isalnum() or c in "_-" else "".join(f"%{b:02X}" for b in
+                                                              c.encode()) for c in name)
+
+
+def one_line(e: BaseException) -> str:
+    """Why a kept query did not start again, in one line (no position, hint or stack)."""
+    if isinstance(e, DfsqlError):
+        return e.message
+    return (describe(e)[0].strip().splitlines() or [type(e).__name__])[0]
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """What became of one kept query when the server started."""
+
+    name: str
+    ok: bool
+    detail: str  # the checkpoint it resumed from, or why it did not start
+    seconds: float
+
+    def __str__(self) -> str:
+        if self.ok:
+            return (f"continuous query {self.name} started again from its checkpoint "
+                    f"{self.detail} ({self.seconds:.1f} s)")
+        return f"continuous query {self.name} not started again: {self.detail}"
+
+
+class StateDir:
+    """The :class:`dfsql.continuous.Keeper` of ``dfsql serve --state-dir``."""
+
+    def __init__(self, path: str | os.PathLike, streams: Sequence[StreamView] = ()) -> None:
+        self.root = Path(path).expanduser().resolve()
+        #: the server's --stream views: a query's record keeps those it reads
+        self.streams = list(streams)
+        try:
+            for sub in ("queries", "checkpoints", "tables"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            self._lock = open(self.root / "lock", "w")  # noqa: SIM115 (held while serving)
+        except OSError as e:
+            raise DfsqlError(f"--state-dir {path}: {e.strerror}",
+                             hint="a directory this user can create and write") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise DfsqlError(f"--state-dir {self.root} is in use by another dfsql serve",
+                             hint="one server per state directory: its queries would run "
+                                  "twice") from None
+
+    def open(self, spark: SparkSession, setup: Callable[[SparkSession], None] | None,
+             data_roots: Sequence[str] | None) -> list[Restarted]:
+        """Keep this process's continuous queries here from now on, and start those kept
+        here before."""
+        continuous.keep_with(self)
+        return self.restart_all(spark, setup, data_roots)
+
+    def close(self) -> None:
+        """No longer keep queries here (those kept stay, for the next start)."""
+        continuous.keep_with(None)
+        self._lock.close()  # and the lock with it
+
+    # ------------------------------------------------------------------ the Keeper
+    def _record(self, name: str) -> Path:
+        return self.root / "queries" / f"{file_name(name)}.json"
+
+    def places(self, name: str, fresh: bool) -> tuple[str, str]:
+        checkpoint = self.root / "checkpoints" / file_name(name)
+        table = self.root / "tables" / file_name(name)
+        if fresh:  # what an earlier query of this name left, never kept or since stopped
+            for d in (checkpoint, table):
+                shutil.rmtree(d, ignore_errors=True)
+        return str(checkpoint), str(table)
+
+    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession) -> None:
+        assert stmt.name is not None
+        words = {t.text.strip("`").lower() for t in scan_text(stmt.query).tokens
+                 if t.kind in ("word", "quoted")}
+        streams = [{"name": v.name, "path": v.path, "format": v.format,
+                    "schema": spark.table(v.name).schema.json()}
+                   for v in self.streams if v.name.lower() in words]
+        record = {
+            "version": VERSION, "name": stmt.name, "statement": text,
+            "sink": stmt.sink,
+            "directory": stmt.path,
+            # DIR's own places relative to DIR (it may move); the user's as given
+            "checkpoint": stmt.checkpoint or f"checkpoints/{file_name(stmt.name)}",
+            "table": f"tables/{file_name(stmt.name)}" if stmt.sink == "table" else None,
+            "streams": streams,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        target = self._record(stmt.name)
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            with open(tmp, "w") as f:  # whole or not at all: a temporary file, renamed
+                json.dump(record, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+            _sync_dir(target.parent)
+        except OSError as e:  # the query is stopped: one not kept would not come back
+            raise DfsqlError(f"cannot keep {stmt.name} in {self.root}: {e.strerror}",
+                             hint="free space or permissions in --state-dir") from None
+
+    def forget(self, name: str) -> str:
+        self._record(name).unlink(missing_ok=True)
+        _sync_dir(self.root / "queries")
+        self.places(name, fresh=True)
+        return f"removed from {self.root}"
+
+    # ------------------------------------------------------------------ restart
+    def restart_all(self, spark: SparkSession, setup: Callable[[SparkSession], None] | None,
+                    data_roots: Sequence[str] | None) -> list[Restarted]:
+        """Start every kept query again, each in a session of its own (the server's
+        setup, then the stream registrations it was planned over); one that cannot be
+        started is recorded as failed (:func:`dfsql.continuous.failed`)."""
+        out = []
+        for path in sorted((self.root / "queries").glob("*.json")):
+            began = time.monotonic()
+            name, sink = path.stem, "?"
+            try:
+                record = json.loads(path.read_text())
+                name = record.get("name", name)
+                sink = (f"directory {record.get('directory')}" if record.get("sink") ==
+                        "directory" else f"table global_temp.{name}")
+                self._restart(record, spark, setup, data_roots)
+                out.append(Restarted(name, True, str(self.root / record["checkpoint"]),
+                                     time.monotonic() - began))
+            except Exception as e:  # noqa: BLE001 (one broken query must not stop the rest)
+                reason = one_line(e)
+                continuous.failed(name, sink, reason)
+                out.append(Restarted(name, False, reason, time.monotonic() - began))
+        return out
+
+    def _restart(self, record: dict, spark: SparkSession,
+                 setup: Callable[[SparkSession], None] | None,
+                 data_roots: Sequence[str] | None) -> None:
+        if record.get("version") != VERSION:
+            raise DfsqlError(f"a record of version {record.get('version')}, this server "
+                             f"reads version {VERSION}")
+        text = record["statement"]
+        if data_roots is not None:
+            check_paths(text, data_roots)  # the roots may have changed since
+        for s in record["streams"]:  # before any Spark work: a query that cannot start
+            if not os.path.isdir(s["path"]):  # costs the server's start nothing
+                raise DfsqlError(f"its stream {s['name']} reads {s['path']}, which is gone")
+        session = spark.newSession()
+        if setup is not None:
+            setup(session)
+        for s in record["streams"]:
+            StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
+        stmt = parse_continuous(text)
+        if stmt is None or stmt.kind != "create":
+            raise DfsqlError("the record holds no CREATE STREAMING QUERY")
+        continuous.restart(stmt, text, session, start)
+
+
+def _sync_dir(path: Path) -> None:
+    """A rename in ``path`` made durable (the directory's entry, not just the file's)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,302 @@
+"""Continuous queries outlive their server ("Trust under faults", part 3): ``dfsql serve
+--state-dir D`` keeps each CREATE STREAMING QUERY in D, and a server started again on D
+after ``kill -9`` runs it again from its checkpoint, its INTO TABLE view rebuilt, with
+exactly the rows an uninterrupted run holds — files that arrived while it was down
+included.
+
+``dfsql serve`` runs as a real command (killed with SIGKILL, its JVM and Python workers
+with it: the whole process group), three times on one D; PyHive is the client. The
+second start is not given the ``--stream`` the query reads: the query's record carries
+it. The query windows on a column's clock (PROCESSING TIME arrival_time), so its rows do
+not depend on where the kill or the micro-batches cut the stream; the last file is a
+sentinel row an hour later (NULL event time: in no window, moves no watermark), and the
+table is compared with the bounded replay's changelog before that instant, applied row by
+row, and with the rows derived by hand below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2024, 1, 1)
+#: Figure-free by design: every row is one second after the last, keys alternate, value
+#: = the event's minute + 1, arrival = event + 5 s; so each (key, minute) window holds
+#: 30 rows of value m + 1
+QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
+         "WINDOW FIXED(1 MINUTE) ON event_time WATERMARK DELAY 10 SECONDS "
+         "PROCESSING TIME arrival_time TRIGGER AT WATERMARK EARLY EVERY 10 ROWS "
+         "EMIT ACCUMULATING")
+COLUMNS = "key, total, n, window_start, window_end, pane_index, pane_timing, is_last, emit_time"
+#: the sentinel's arrival: the stream's frontier
+FRONTIER = T0 + timedelta(seconds=365, hours=1)
+
+
+def _hand_derived() -> set[tuple]:
+    """(key, total, n, window_start, pane_timing) of the table at the frontier: 2 keys × 6
+    minutes. A window [m, m+1 min) closes when the watermark (largest event − 10 s)
+    reaches its end, i.e. once event (m+1)·60 + 10 s has arrived: minutes 0–4 do (the
+    last event is at 5:59), so their row is the ON_TIME pane; minute 5 stays open and its
+    row is its last EARLY pane, at its 30th row (EVERY 10 ROWS). Every window: 30 rows of
+    value m + 1."""
+    return {(k, 30 * (m + 1), 30, T0 + timedelta(minutes=m), "ON_TIME" if m < 5 else "EARLY")
+            for k in "ab" for m in range(6)}
+
+
+def _write(path: Path, rows: list[tuple]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("key", pa.string()), ("value", pa.int64()),
+                        ("event_time", utc), ("arrival_time", utc)])
+    cols = list(zip(*rows, strict=True))
+    tz = [[None if t is None else t.replace(tzinfo=timezone.utc) for t in c]
+          for c in cols[2:]]
+    table = pa.table([list(cols[0]), list(cols[1]), *tz], schema=schema)
+    tmp = path.with_name("." + path.name)  # the file source must never see half a file
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def _events(lo: int, hi: int) -> list[tuple]:
+    """The events at seconds lo … hi−1 after T0."""
+    return [("ab"[i % 2], i // 60 + 1, T0 + timedelta(seconds=i),
+             T0 + timedelta(seconds=i + 5)) for i in range(lo, hi)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """``dfsql serve`` as a command in a process group of its own (its JVM and Python
+    workers in it), so that one SIGKILL ends all of it, as a machine's OOM killer or a
+    pod's eviction would."""
+
+    def __init__(self, tmp: Path, life: int, *args: str) -> None:
+        self.port = _free_port()
+        self.log = tmp / f"serve-{life}.log"
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
+                   PYSPARK_DRIVER_PYTHON=sys.executable,
+                   DFSQL_WAREHOUSE=str(tmp / "warehouse"),
+                   DFSQL_SPARK_LOG=str(tmp / f"spark-{life}.log"))
+        self.began = time.monotonic()
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "dfsql.cli", "serve", "--port", str(self.port),
+                 "--auth", "NOSASL", "--data-root", str(tmp), *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                start_new_session=True)
+        deadline = time.monotonic() + 120
+        while "dfsql serving" not in self.text():
+            assert self.proc.poll() is None, self.text()
+            assert time.monotonic() < deadline, self.text()
+            time.sleep(0.1)
+        #: seconds from the command to the endpoint listening (its kept queries started)
+        self.up = time.monotonic() - self.began
+        from pyhive import hive
+
+        self.cursor = hive.connect(host="127.0.0.1", port=self.port, auth="NOSASL").cursor()
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def rows(self, statement: str) -> list[tuple]:
+        self.cursor.execute(statement)
+        return self.cursor.fetchall()
+
+    def kill(self) -> None:
+        """SIGKILL to every process of the group; back once none of them runs."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(30)
+        deadline = time.monotonic() + 30
+        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _group_alive(self.proc.pid)
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (zombies are dead)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                alive.append(int(entry.name))
+    return alive
+
+
+def _wait(what, want, seconds: float = 60):
+    """``what()`` once it equals ``want``, else its last value after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    got = what()
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.5)  # each look is a Spark job, on the cores the stream needs
+        got = what()
+    return got
+
+
+def _table(served: Served) -> set[tuple]:
+    return set(served.rows(f"SELECT {COLUMNS} FROM global_temp.live_windows"))
+
+
+def _replayed(served: Served, src: Path) -> set[tuple]:
+    """The bounded replay of the same files (dfsql.sql, run by the server), its changelog
+    before the frontier applied row by row: what an uninterrupted run's table holds."""
+    served.cursor.execute("CREATE OR REPLACE TEMPORARY VIEW bounded AS "
+                          f"SELECT * FROM parquet.`{src}`")
+    rows = served.rows(QUERY.format(t="bounded"))
+    names = [d[0] for d in served.cursor.description]
+    keep = [names.index(c) for c in COLUMNS.split(", ")]
+    table: dict[tuple, tuple] = {}
+    for r in rows:
+        row = dict(zip(names, r, strict=True))
+        if row["emit_time"] >= FRONTIER:
+            continue
+        window = (row["key"], row["window_start"], row["window_end"])
+        if row["is_retraction"]:
+            table.pop(window, None)
+        else:
+            table[window] = tuple(r[i] for i in keep)
+    return set(table.values())
+
+
+def _show(served: Served) -> list[tuple]:
+    return [(r[0], r[2]) for r in served.rows("SHOW STREAMING QUERIES")]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
+    tmp_path = tmp_path.resolve()  # the server records resolved paths
+    state, src, side = tmp_path / "state", tmp_path / "in", tmp_path / "side"
+    src.mkdir()
+    side.mkdir()
+    _write(src / "part-0.parquet", _events(0, 60))
+    _write(src / "part-1.parquet", _events(60, 120))
+    _write(side / "part-0.parquet", _events(0, 10))
+    timings: dict[str, float] = {}
+
+    # ---- life 1: the query starts, reads 120 rows, the server is killed
+    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}")
+    timings["start, nothing kept"] = first.up
+    try:
+        [(name, qid, sink, checkpoint)] = first.rows(
+            f"CREATE STREAMING QUERY live_windows AS {QUERY.format(t='live')}")
+        assert (name, sink) == ("live_windows", "table global_temp.live_windows")
+        assert checkpoint == str(state / "checkpoints" / "live_windows")
+        record = json.loads((state / "queries" / "live_windows.json").read_text())
+        assert record["statement"].endswith(QUERY.format(t="live"))
+        assert [(s["name"], s["path"]) for s in record["streams"]] == [("live", str(src))]
+        assert _wait(lambda: first.rows("SHOW STREAMING QUERIES")[0][5], 120) == 120
+        # minute 0's windows closed at arrival 1:15 (event 1:10): in the table already
+        assert len(_table(first)) >= 2
+    finally:
+        first.kill()
+
+    # ---- while it is down: three more minutes of events
+    _write(src / "part-2.parquet", _events(120, 200))
+    _write(src / "part-3.parquet", _events(200, 280))
+    _write(src / "part-4.parquet", _events(280, 360))
+
+    # ---- life 2: no --stream live (the record has it); the query runs again
+    second = Served(tmp_path, 2, "--state-dir", str(state), "--stream", f"side={side}")
+    timings["start, one query kept"] = second.up
+    try:
+        assert "dfsql serve: continuous query live_windows started again from its " \
+               f"checkpoint {state / 'checkpoints' / 'live_windows'}" in second.text()
+        took = re.search(r"live_windows started again from its checkpoint \S+ \(([\d.]+) s\)",
+                         second.text())
+        assert took is not None
+        timings["of which the query's restart"] = float(took.group(1))
+        shown = second.rows("SHOW STREAMING QUERIES")
+        assert [(r[0], r[1], r[2]) for r in shown] == [("live_windows", qid, "RUNNING")]
+        timings["command to query running"] = time.monotonic() - second.began
+        # the sentinel, after the restart: the query reads new files too
+        _write(src / "part-5.parquet", [("a", 0, None, FRONTIER)])
+        want = _hand_derived()
+        got = _wait(lambda: {(r[0], r[1], r[2], r[3], r[6]) for r in _table(second)}, want)
+        timings["command to table complete"] = time.monotonic() - second.began
+        assert got == want
+        table = _table(second)
+        assert len(table) == 12
+        assert table == _replayed(second, src)
+        assert _show(second) == [("live_windows", "RUNNING")]
+
+        # a second kept query, over the stream only this life has
+        second.rows("CREATE STREAMING QUERY side_windows AS SELECT key, COUNT(*) AS n "
+                    "FROM side GROUP BY key WINDOW FIXED(1 MINUTE) ON event_time "
+                    "PROCESSING TIME arrival_time")
+        assert second.rows("STOP STREAMING QUERY live_windows") == [
+            ("live_windows", "STOPPED", f"removed from {state}")]
+        assert sorted(p.name for p in (state / "queries").iterdir()) == ["side_windows.json"]
+        assert not (state / "checkpoints" / "live_windows").exists()
+        assert not (state / "tables" / "live_windows").exists()
+    finally:
+        second.kill()
+
+    # ---- life 3: the side stream's directory is gone: listed as failed, not a crash
+    for f in side.iterdir():
+        f.unlink()
+    side.rmdir()
+    third = Served(tmp_path, 3, "--state-dir", str(state), "--stream", f"live={src}")
+    timings["start, one kept query failing"] = third.up
+    try:
+        reason = f"its stream side reads {side}, which is gone"
+        said = [ln for ln in third.text().splitlines() if "side_windows" in ln]
+        assert said == [f"dfsql serve: continuous query side_windows not started again: "
+                        f"{reason}"]
+        assert _show(third) == [("side_windows", f"FAILED: {reason}")]  # live_windows: gone
+        assert third.rows("STOP STREAMING QUERY side_windows") == [
+            ("side_windows", "STOPPED", f"removed from {state}")]
+        assert list((state / "queries").iterdir()) == []
+        assert _show(third) == []
+        assert "Traceback" not in third.text()
+    finally:
+        third.kill()
+    print("\n" + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
+
+
+def test_query_names_as_file_names() -> None:
+    from dfsql.server.state import file_name
+
+    assert file_name("live_windows") == "live_windows"
+    # nothing leaves DIR's sub-directories, and distinct names stay distinct
+    assert file_name("..") == "%2E%2E"
+    assert file_name("a/b") == "a%2Fb" != file_name("a%2Fb") == "a%252Fb"
+    assert file_name("q 1") == "q%201"
+
+
+def test_one_server_per_state_dir(tmp_path) -> None:
+    from dfsql.errors import DfsqlError
+    from dfsql.server.state import StateDir
+
+    first = StateDir(tmp_path / "state")
+    try:
+        with pytest.raises(DfsqlError, match="in use by another dfsql serve"):
+            StateDir(tmp_path / "state")
+    finally:
+        first.close()
+    StateDir(tmp_path / "state").close()  # free again once the first has closed
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [
+        "checkpoints", "lock", "queries", "tables"]
