@@ -182,12 +182,21 @@ def _replayed(served: Served, src: Path) -> set[tuple]:
     return set(table.values())
 
 
+def _show_rows(served: Served) -> list[tuple]:
+    return served.rows("SHOW STREAMING QUERIES")
+
+
 def _show(served: Served) -> list[tuple]:
-    return [(r[0], r[2]) for r in served.rows("SHOW STREAMING QUERIES")]
+    return [(r[0], r[2]) for r in _show_rows(served)]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
+    """Two lives of ``dfsql serve`` on one state directory, each ended by SIGKILL: the
+    query runs again from its checkpoint and its table is exact (files that arrived
+    while the server was down included); a kept query whose input is gone is listed as
+    failed, not a crash; STOP removes each from the directory (so no later life starts
+    it: the server starts what the directory holds)."""
     tmp_path = tmp_path.resolve()  # the server records resolved paths
     state, src, side = tmp_path / "state", tmp_path / "in", tmp_path / "side"
     src.mkdir()
@@ -197,8 +206,10 @@ def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
     _write(side / "part-0.parquet", _events(0, 10))
     timings: dict[str, float] = {}
 
-    # ---- life 1: the query starts, reads 120 rows, the server is killed
-    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}")
+    # ---- life 1: the query starts, reads 120 rows, the server is killed; a second
+    # query over a stream whose directory will be gone at the next start
+    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}",
+                   "--stream", f"side={side}")
     timings["start, nothing kept"] = first.up
     try:
         [(name, qid, sink, checkpoint)] = first.rows(
@@ -208,20 +219,26 @@ def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
         record = json.loads((state / "queries" / "live_windows.json").read_text())
         assert record["statement"].endswith(QUERY.format(t="live"))
         assert [(s["name"], s["path"]) for s in record["streams"]] == [("live", str(src))]
-        assert _wait(lambda: first.rows("SHOW STREAMING QUERIES")[0][5], 120) == 120
+        first.rows("CREATE STREAMING QUERY side_windows AS SELECT key, COUNT(*) AS n "
+                   "FROM side GROUP BY key WINDOW FIXED(1 MINUTE) ON event_time "
+                   "PROCESSING TIME arrival_time")
+        assert _wait(lambda: {r[0]: r for r in _show_rows(first)}["live_windows"][5], 120) == 120
         # minute 0's windows closed at arrival 1:15 (event 1:10): in the table already
         assert len(_table(first)) >= 2
     finally:
         first.kill()
 
-    # ---- while it is down: three more minutes of events
+    # ---- while it is down: three more minutes of events; the side stream's files gone
     _write(src / "part-2.parquet", _events(120, 200))
     _write(src / "part-3.parquet", _events(200, 280))
     _write(src / "part-4.parquet", _events(280, 360))
+    for f in side.iterdir():
+        f.unlink()
+    side.rmdir()
 
-    # ---- life 2: no --stream live (the record has it); the query runs again
-    second = Served(tmp_path, 2, "--state-dir", str(state), "--stream", f"side={side}")
-    timings["start, one query kept"] = second.up
+    # ---- life 2: no --stream (the records have them); the query runs again
+    second = Served(tmp_path, 2, "--state-dir", str(state))
+    timings["start, two queries kept (one failing)"] = second.up
     try:
         assert "dfsql serve: continuous query live_windows started again from its " \
                f"checkpoint {state / 'checkpoints' / 'live_windows'}" in second.text()
@@ -229,8 +246,13 @@ def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
                          second.text())
         assert took is not None
         timings["of which the query's restart"] = float(took.group(1))
-        shown = second.rows("SHOW STREAMING QUERIES")
-        assert [(r[0], r[1], r[2]) for r in shown] == [("live_windows", qid, "RUNNING")]
+        reason = f"its stream side reads {side}, which is gone"
+        said = [ln for ln in second.text().splitlines() if "side_windows" in ln]
+        assert said == [f"dfsql serve: continuous query side_windows not started again: "
+                        f"{reason}"]
+        shown = {r[0]: r for r in _show_rows(second)}
+        assert (shown["live_windows"][1], shown["live_windows"][2]) == (qid, "RUNNING")
+        assert shown["side_windows"][2] == f"FAILED: {reason}"
         timings["command to query running"] = time.monotonic() - second.began
         # the sentinel, after the restart: the query reads new files too
         _write(src / "part-5.parquet", [("a", 0, None, FRONTIER)])
@@ -241,39 +263,20 @@ def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
         table = _table(second)
         assert len(table) == 12
         assert table == _replayed(second, src)
-        assert _show(second) == [("live_windows", "RUNNING")]
 
-        # a second kept query, over the stream only this life has
-        second.rows("CREATE STREAMING QUERY side_windows AS SELECT key, COUNT(*) AS n "
-                    "FROM side GROUP BY key WINDOW FIXED(1 MINUTE) ON event_time "
-                    "PROCESSING TIME arrival_time")
+        # STOP removes each from the directory: the next life would start nothing
         assert second.rows("STOP STREAMING QUERY live_windows") == [
             ("live_windows", "STOPPED", f"removed from {state}")]
         assert sorted(p.name for p in (state / "queries").iterdir()) == ["side_windows.json"]
         assert not (state / "checkpoints" / "live_windows").exists()
         assert not (state / "tables" / "live_windows").exists()
-    finally:
-        second.kill()
-
-    # ---- life 3: the side stream's directory is gone: listed as failed, not a crash
-    for f in side.iterdir():
-        f.unlink()
-    side.rmdir()
-    third = Served(tmp_path, 3, "--state-dir", str(state), "--stream", f"live={src}")
-    timings["start, one kept query failing"] = third.up
-    try:
-        reason = f"its stream side reads {side}, which is gone"
-        said = [ln for ln in third.text().splitlines() if "side_windows" in ln]
-        assert said == [f"dfsql serve: continuous query side_windows not started again: "
-                        f"{reason}"]
-        assert _show(third) == [("side_windows", f"FAILED: {reason}")]  # live_windows: gone
-        assert third.rows("STOP STREAMING QUERY side_windows") == [
+        assert second.rows("STOP STREAMING QUERY side_windows") == [
             ("side_windows", "STOPPED", f"removed from {state}")]
         assert list((state / "queries").iterdir()) == []
-        assert _show(third) == []
-        assert "Traceback" not in third.text()
+        assert _show(second) == []
+        assert "Traceback" not in second.text()
     finally:
-        third.kill()
+        second.kill()
     print("\n" + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
 
 
