@@ -162,9 +162,12 @@ def serve(args: argparse.Namespace) -> int:
         backstop.start()
 
     roots = None if args.allow_any_path else args.data_root
+    # the limits given (the parser's defaults are None: the Server's own hold)
+    limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout")
+              if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
-                    session_setup=setup, data_roots=roots,
-                    on_spark_death=spark_died).start()
+                    session_setup=setup, data_roots=roots, on_spark_death=spark_died,
+                    **limits).start()
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
           f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
           + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
@@ -274,6 +277,16 @@ def main(argv: list[str] | None = None) -> int:
                             "(repeatable; none by default)")
     p_srv.add_argument("--allow-any-path", action="store_true",
                        help="let statements read and write files anywhere")
+    p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
+                       help="the largest Thrift message, SASL frame, string or list a client "
+                            "may announce; a larger announcement closes its connection before "
+                            "anything is read (default 64)")
+    p_srv.add_argument("--max-connections", type=int, metavar="N",
+                       help="connections served at once; more are closed on arrival, with a "
+                            "log line (default 100)")
+    p_srv.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
+                       help="close a connection that sends nothing for this long, one stuck "
+                            "in its SASL handshake too (default 3600; 0: never)")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")
