@@ -278,15 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--allow-any-path", action="store_true",
                        help="let statements read and write files anywhere")
     p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
-                       help="the largest Thrift message, SASL frame, string or list a client "
-                            "may announce; a larger announcement closes its connection before "
-                            "anything is read (default 64)")
+                       help="the largest SASL frame, Thrift string or method name a client "
+                            "may announce (and an eighth as many list elements); a larger "
+                            "announcement closes its connection before anything is read "
+                            "(default 64)")
     p_srv.add_argument("--max-connections", type=int, metavar="N",
                        help="connections served at once; more are closed on arrival, with a "
                             "log line (default 100)")
     p_srv.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
-                       help="close a connection that sends nothing for this long, one stuck "
-                            "in its SASL handshake too (default 3600; 0: never)")
+                       help="close a connection that sends nothing (or takes no reply) for "
+                            "this long, one stuck in its SASL handshake too (default 3600; 0: "
+                            "never)")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")

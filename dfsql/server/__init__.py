@@ -11,12 +11,13 @@ only under the data roots (:mod:`dfsql.server.paths`; none unless configured). I
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
 endpoint that accepts connections and fails every session.
 
-Bounded against what a client sends: no Thrift message, frame, string or list over
+Bounded against what a client sends: no SASL frame, Thrift string or method name over
 ``max_message_mb`` is read (the announcement ends the connection before anything is
-set aside), at most ``max_connections`` connections at once (more are closed on
-arrival), and a connection silent for ``idle_connection_timeout`` seconds is closed, a
-half-finished handshake too. Bytes that do not decode end their connection with one log
-line; other connections never notice.
+set aside: :mod:`dfsql.server.transport`), at most ``max_connections`` connections at
+once (more are closed on arrival), and a connection silent for
+``idle_connection_timeout`` seconds is closed, a half-finished handshake too (a socket
+timeout, so a reply the client does not take for that long as well). Bytes that do
+not decode end their connection with one log line; other connections never notice.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ class Server:
         if isinstance(e, TimeoutError) or (isinstance(e, TTE) and e.type == TTE.TIMED_OUT):
             log.info("closed the connection from %s: silent for %g s "
                      "(--idle-connection-timeout)", peer, self.idle_timeout)
-        elif isinstance(e, OSError) or isinstance(inner, OSError) or (
+        elif isinstance(e, (OSError, EOFError)) or isinstance(inner, OSError) or (
                 isinstance(e, TTE) and e.type in (TTE.END_OF_FILE, TTE.NOT_OPEN)):
             log.debug("the client at %s went away", peer)
         elif isinstance(e, TTE):

@@ -108,10 +108,15 @@ class Framed(TTransport.TTransportBase, TTransport.CReadableTransport):
 
     def read(self, sz: int) -> bytes:
         got = self._rbuf.read(sz)
-        if got:
-            return got
-        self._read_frame()
-        return self._rbuf.read(sz)
+        while not got and sz > 0:  # an empty frame is allowed (Thrift's empty flush)
+            self._read_frame()
+            got = self._rbuf.read(sz)
+        return got
+
+    def readAll(self, sz: int) -> bytes:  # noqa: N802
+        if not 0 <= sz <= self.max_frame:
+            raise _over(sz, self.max_frame, "a read")
+        return _gather(self.read, b"", sz)
 
     def _read_frame(self) -> None:
         size = struct.unpack(">i", self._trans.readAll(4))[0]

@@ -186,6 +186,9 @@ def _byte_job(rng: random.Random, sasl: bool) -> tuple[bytes, int]:
     """What one connection sends when bytes are mutated, and how many frames it holds."""
     if sasl and rng.random() < 0.15:
         return F.sasl_garbage(rng), 1
+    if rng.random() < 0.03:
+        msg = F.nested(rng, rng.choice(["ExecuteStatement", "GetInfo", "NoSuchCall"]))
+        return (F.HANDSHAKE + F.framed(msg) if sasl else msg), 1
     session, op = F.stray_handles(rng)
     msgs = []
     for i in range(rng.choice([1, 1, 2, 3])):

@@ -259,6 +259,15 @@ def mutate_bytes(rng: random.Random, data: bytes, marks: list) -> bytes:
     return bytes(buf)
 
 
+def nested(rng: random.Random, name: str) -> bytes:
+    """A call whose request nests structs past any depth a codec can recurse (in a
+    field the server decodes, or in one it skips)."""
+    depth = rng.choice([65, 1000, 100_000])
+    fid = rng.choice([b"\x00\x01", b"\x00\x63"])
+    head = write_message(name, 7, [])[:-1]  # the head, without the empty struct's end
+    return head + b"\x0c\x00\x01" + (b"\x0c" + fid) * depth + b"\x00" * (depth + 2)
+
+
 # ----------------------------------------------------------------- SASL PLAIN
 
 
