@@ -133,13 +133,16 @@ def serve(args: argparse.Namespace) -> int:
         backstop.start()
 
     roots = None if args.allow_any_path else args.data_root
+    # the limits given (the parser's defaults are None: the Server's own hold)
+    limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout")
+              if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
                     allow_jvm_functions=args.allow_jvm_functions, jar_roots=args.data_root,
                     statement_timeout=args.statement_timeout,
                     idle_session_timeout=args.idle_session_timeout,
                     idle_operation_timeout=args.idle_operation_timeout,
-                    state_dir=args.state_dir, streams=streams).start()
+                    state_dir=args.state_dir, streams=streams, **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
@@ -279,6 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--idle-operation-timeout", type=_seconds, default=3600.0,
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
+    p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
+                       help="the largest SASL frame, Thrift string or method name a client "
+                            "may announce (and an eighth as many list elements); a larger "
+                            "announcement closes its connection before anything is read "
+                            "(default 64)")
+    p_srv.add_argument("--max-connections", type=int, metavar="N",
+                       help="connections served at once; more are closed on arrival, with a "
+                            "log line (default 100)")
+    p_srv.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
+                       help="close a connection that sends nothing (or takes no reply) for "
+                            "this long, one stuck in its SASL handshake too (default 3600; 0: "
+                            "never)")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")

@@ -13,6 +13,14 @@ statements time out and idle sessions and operations close when told to. If Spar
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
 endpoint that accepts connections and fails every session. With a state directory its
 continuous queries outlive it and start again with it (:mod:`dfsql.server.state`).
+
+Bounded against what a client sends: no SASL frame, Thrift string or method name over
+``max_message_mb`` is read (the announcement ends the connection before anything is
+set aside: :mod:`dfsql.server.transport`), at most ``max_connections`` connections at
+once (more are closed on arrival), and a connection silent for
+``idle_connection_timeout`` seconds is closed, a half-finished handshake too (a socket
+timeout, so a reply the client does not take for that long as well). Bytes that do
+not decode end their connection with one log line; other connections never notice.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -37,6 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfsql.server")
 
 AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
+#: the defaults of ``dfsql serve --max-message-mb / --max-connections /
+#: --idle-connection-timeout``: far above what beeline, JDBC and PyHive send (a request
+#: is a statement's text), an hour of silence
+MAX_MESSAGE_MB, MAX_CONNECTIONS, IDLE_CONNECTION_TIMEOUT = 64, 100, 3600.0
 #: seconds without a call after which a session (with nothing running) or an ended
 #: operation is closed; HiveServer2 keeps them 7 and 5 days, long enough for a
 #: forgotten client to pile up result sets and SparkSessions
@@ -57,10 +70,19 @@ class Server:
                  statement_timeout: float = 0,
                  idle_session_timeout: float = IDLE_SESSION_TIMEOUT,
                  idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT,
-                 state_dir: str | None = None, streams: list[StreamView] = ()) -> None:
+                 state_dir: str | None = None, streams: list[StreamView] = (),
+                 max_message_mb: float = MAX_MESSAGE_MB, max_connections: int = MAX_CONNECTIONS,
+                 idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT) -> None:
         auth = auth.upper()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
+        _check_limits(max_message_mb, max_connections, idle_connection_timeout)
+        #: the largest message, frame, string a client may announce (bytes)
+        self.max_message = int(max_message_mb * 2**20)
+        self.max_connections = max_connections
+        #: seconds a connection may stay silent (None: forever)
+        self.idle_timeout = idle_connection_timeout or None
+        self._refused, self._refused_logged = 0, float("-inf")
         self.check = None
         if auth == "PLAIN":
             if not password_file:
@@ -179,21 +201,41 @@ class Server:
         assert self._sock is not None
         while not self._stopping.is_set():
             try:
-                conn, _ = self._sock.accept()
+                conn, peer = self._sock.accept()
             except OSError:
                 return
+            if len(self._connections) >= self.max_connections:
+                self._refuse(conn, peer)
+                continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # every read and write of the connection's thread waits at most this long
+            conn.settimeout(self.idle_timeout)
             self._connections.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="dfsql-conn",
+            threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
                              daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
-        from thrift.transport import TSocket, TTransport
+    def _refuse(self, conn: socket.socket, peer) -> None:
+        """Over ``max_connections``: closed at once, the ones open go on. One log line
+        per 10 s at most, with the count, so that a flood does not flood the log too."""
+        try:
+            conn.close()
+        except OSError:
+            pass
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._refused_logged >= 10:
+            log.warning("refused the connection from %s: %d open, the limit "
+                        "(--max-connections); %d refused since the last such line",
+                        _peer(peer), self.max_connections, self._refused)
+            self._refused, self._refused_logged = 0, now
+
+    def _serve(self, conn: socket.socket, peer: str = "?") -> None:
+        from thrift.transport import TSocket
 
         # loaded with the service already (see __init__); kept out of this file's top for
         # the same reason
-        from dfsql.server import sasl
-        from dfsql.server.tcli import Processor, Protocol
+        from dfsql.server import sasl, transport
+        from dfsql.server.tcli import MalformedRequest, Processor, Protocol
 
         raw = TSocket.TSocket()
         raw.setHandle(conn)
@@ -205,20 +247,20 @@ class Server:
                 user = sasl.negotiate(raw, self.check)
             # a buffer under everything: the status short path reads the socket itself
             # and hands back what is not its own (Processor.serve_status)
-            inner = TTransport.TBufferedTransport(raw)
-            trans = inner if self.auth == "NOSASL" else sasl.framed(inner)
-            proto = Protocol(trans)
-            processor = Processor(self.service, conn, inner, trans)
+            inner = transport.Buffered(raw, self.max_message)
+            trans = inner if self.auth == "NOSASL" else transport.Framed(inner, self.max_message)
+            proto = Protocol(trans, self.max_message)
+            processor = Processor(self.service, conn, inner, trans, self.max_message)
             self.service.connection_opened(user)
             while not self._stopping.is_set():
                 if not processor.serve_status():
                     processor.process(proto, proto)
-        except TTransport.TTransportException:
-            pass  # the client went away
         except sasl.AuthenticationError as e:
-            log.info("refused a connection: %s", e)
-        except Exception:  # noqa: BLE001 (one bad connection must not stop the server)
-            log.exception("connection failed")
+            log.info("refused the connection from %s: %s", peer, e)
+        except MalformedRequest as e:
+            log.info("closed the connection from %s: a malformed request (%s)", peer, e)
+        except Exception as e:  # noqa: BLE001 (one bad connection must not stop the server)
+            self._ended(peer, e)
         finally:
             try:
                 self.service.connection_closed()
@@ -228,6 +270,42 @@ class Server:
                     conn.close()
                 except OSError:
                     pass
+
+    def _ended(self, peer: str, e: Exception) -> None:
+        """Say why a connection ended, in one line: debug when the client hung up, info
+        when the server ended it (silent too long, over a limit); a traceback only for a
+        fault of the server's own."""
+        from thrift.transport.TTransport import TTransportException as TTE
+
+        inner = getattr(e, "inner", None)
+        if isinstance(e, TimeoutError) or (isinstance(e, TTE) and e.type == TTE.TIMED_OUT):
+            log.info("closed the connection from %s: silent for %g s "
+                     "(--idle-connection-timeout)", peer, self.idle_timeout)
+        elif isinstance(e, (OSError, EOFError)) or isinstance(inner, OSError) or (
+                isinstance(e, TTE) and e.type in (TTE.END_OF_FILE, TTE.NOT_OPEN)):
+            log.debug("the client at %s went away", peer)
+        elif isinstance(e, TTE):
+            log.info("closed the connection from %s: %s", peer, e)
+        else:
+            log.exception("the connection from %s failed", peer)
+
+
+def _peer(address) -> str:
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+
+
+def _check_limits(max_message_mb: float, max_connections: int, idle: float) -> None:
+    """The limits, or a clear error for a value that would disable the server."""
+    # a frame's length is a signed 32-bit number, and thrift caps its frames at 1 GiB
+    if not 0 < max_message_mb <= 1023:
+        raise DfsqlError(f"--max-message-mb {max_message_mb:g}: out of range",
+                         hint="more than 0, at most 1023 (MiB; the default is 64)")
+    if max_connections < 1:
+        raise DfsqlError(f"--max-connections {max_connections}: at least one",
+                         hint=f"the default is {MAX_CONNECTIONS}")
+    if idle < 0:
+        raise DfsqlError(f"--idle-connection-timeout {idle:g}: negative",
+                         hint="seconds, 0 for none (the default is 3600)")
 
 
 def serve(host: str = "127.0.0.1", port: int = 10000, auth: str = "NONE",

@@ -5,15 +5,14 @@ Negotiation (Thrift's TSaslTransport): every message is a status byte, a 4-byte
 big-endian length and a payload. The client sends START with the mechanism name, then
 OK with PLAIN's response ``authzid NUL user NUL password``; the server answers COMPLETE,
 or BAD / ERROR with a message. Without a security layer the connection then carries
-Thrift messages in 4-byte length frames: exactly Thrift's framed transport.
+Thrift messages in 4-byte length frames: Thrift's framed transport
+(:class:`dfsql.server.transport.Framed`, which checks each frame's size first).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-
-from thrift.transport import TTransport
 
 START, OK, BAD, ERROR, COMPLETE = 1, 2, 3, 4, 5
 #: a negotiation message larger than this is not PLAIN's (a client speaking something else)
@@ -44,8 +43,9 @@ def negotiate(trans, check: Callable[[str, str], bool]) -> str:
     if status != START:
         raise AuthenticationError(f"expected SASL START, got status {status}")
     if mechanism.decode("ascii", "replace").upper() != "PLAIN":
-        _send(trans, BAD, b"Unsupported mechanism type " + mechanism)
-        raise AuthenticationError(f"unsupported SASL mechanism {mechanism!r}")
+        # a client's bytes go into the log line cut short (one line, not 64 kB of it)
+        _send(trans, BAD, b"Unsupported mechanism type " + mechanism[:64])
+        raise AuthenticationError(f"unsupported SASL mechanism {mechanism[:64]!r}")
     status, response = _read_message(trans)
     if status not in (OK, COMPLETE):
         raise AuthenticationError(f"expected SASL OK, got status {status}")
@@ -56,11 +56,6 @@ def negotiate(trans, check: Callable[[str, str], bool]) -> str:
     user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
     if not check(user, password):
         _send(trans, BAD, b"Error validating the login")
-        raise AuthenticationError(f"bad credentials for user {user!r}")
+        raise AuthenticationError(f"bad credentials for user {user[:64]!r}")
     _send(trans, COMPLETE)
     return user
-
-
-def framed(trans) -> TTransport.TFramedTransport:
-    """The negotiated connection (no security layer): Thrift messages in length frames."""
-    return TTransport.TFramedTransport(trans)

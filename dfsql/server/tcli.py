@@ -10,18 +10,23 @@ the codec the top-level pair as a list too, so that whole result sets are encode
 
 from __future__ import annotations
 
+import logging
 import struct
-from io import BytesIO
 
 from TCLIService import TCLIService, ttypes  # type: ignore[import-untyped]
 from thrift.protocol import TBinaryProtocol
-from thrift.Thrift import TType
+from thrift.protocol.TProtocol import TProtocolException
+from thrift.Thrift import TApplicationException, TMessageType, TType
 from thrift.transport import TTransport
 
-__all__ = ["TCLIService", "ttypes", "Protocol", "Processor"]
+log = logging.getLogger("dfsql.server")
+
+__all__ = ["TCLIService", "ttypes", "MalformedRequest", "Protocol", "Processor"]
 
 _HEAD, _I32, _U32 = struct.Struct("!iI"), struct.Struct("!i"), struct.Struct("!I")
 VERSION_MASK = TBinaryProtocol.TBinaryProtocol.VERSION_MASK
+#: the largest message (frame, string) a client may announce unless told otherwise
+DEFAULT_MAX_MESSAGE = 64 * 2**20
 
 
 def _type_args(ttype, args, fixed):
@@ -79,17 +84,55 @@ def encode(struct_value) -> bytes:
     return buf.getvalue()
 
 
-class Protocol(_Base):  # type: ignore[misc,valid-type]
-    """The binary protocol, encoding and decoding whole structs in C where it can."""
+class MalformedRequest(Exception):
+    """A request that does not decode: the connection's byte stream cannot be trusted
+    past it, so the connection ends (one log line; other connections go on)."""
 
-    def __init__(self, trans) -> None:
-        super().__init__(trans)
+
+class Protocol(_Base):  # type: ignore[misc,valid-type]
+    """The binary protocol, encoding and decoding whole structs in C where it can.
+
+    Every string the client announces is held to ``max_message`` bytes, and every list
+    to ``max_message // 8`` elements: the C codec reserves a pointer per announced
+    element before reading any (8 bytes), and an element takes at least a byte on the
+    wire, so no valid message under the limit is refused. (The codec asks the transport
+    for a binary value's bytes before checking its length: :mod:`dfsql.server.transport`
+    refuses that read.)"""
+
+    def __init__(self, trans, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+        super().__init__(trans, string_length_limit=max_message,
+                         container_length_limit=max(1, max_message // 8))
         dec = getattr(self, "_fast_decode", None)
         enc = getattr(self, "_fast_encode", None)
         if dec is not None:
             self._fast_decode = lambda obj, prot, spec: dec(obj, prot, list(spec))
         if enc is not None:
             self._fast_encode = lambda obj, spec: enc(obj, list(spec))
+
+
+def _unset_field(value) -> str | None:
+    """What a decoded request lacks of what the IDL requires (HiveServer2's Java code
+    refuses such a request when it reads it), looking into nested structs; else None."""
+    try:
+        value.validate()
+    except TProtocolException as e:
+        return e.message
+    for field in value.thrift_spec or ():
+        if field is None:
+            continue
+        inner, ttype, args = getattr(value, field[2]), field[1], field[3]
+        if inner is None:
+            continue
+        if ttype == TType.STRUCT:
+            items = [inner]
+        elif ttype in (TType.LIST, TType.SET) and args[0] == TType.STRUCT:
+            items = list(inner)
+        else:
+            continue
+        for item in items:
+            if (problem := _unset_field(item)) is not None:
+                return problem
+    return None
 
 
 def _reply_head(name: bytes) -> bytes:
@@ -100,15 +143,22 @@ def _reply_head(name: bytes) -> bytes:
 class Processor(TCLIService.Processor):  # type: ignore[misc]
     """TCLIService's Processor without GetLog (not in HiveServer2's service: clients
     probe it and fall back on Thrift's unknown-method error), skipping an unknown call's
-    arguments as bytes (Thrift's own skip decodes them as text and fails on a handle)."""
+    arguments as bytes (Thrift's own skip decodes them as text and fails on a handle).
 
-    def __init__(self, handler, sock=None, inner=None, trans=None) -> None:
+    What the client sends is checked as it is read: a request that does not decode
+    raises :class:`MalformedRequest` (the connection ends); one that decodes but lacks a
+    required field gets Thrift's protocol error, as from HiveServer2, and the connection
+    goes on (the message was read whole)."""
+
+    def __init__(self, handler, sock=None, inner=None, trans=None,
+                 max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         super().__init__(handler)
         self._processMap.pop("GetLog", None)
         self._sock = sock  # the connection's socket: a status reply goes straight out
-        self._inner = inner  # the buffered transport on the socket
+        self._inner = inner  # the buffered transport on the socket (transport.Buffered)
         self._framed = trans is not None and trans is not inner
         self._outer = trans
+        self.max_message = max_message
         self._status_reqs: dict[bytes, object] = {}  # a status request's bytes -> request
         self._check_buffers = True  # process() ran since: bytes may wait in the buffers
 
@@ -121,11 +171,10 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         if sock is None or self._inner is None:
             return False
         if self._check_buffers:
-            rbuf = self._inner._TBufferedTransport__rbuf
-            if rbuf.tell() != len(rbuf.getbuffer()):
+            if self._inner.pending():
                 return False
             if self._framed:
-                obuf = self._outer._TFramedTransport__rbuf
+                obuf = self._outer.cstringio_buf
                 if obuf.tell() != len(obuf.getbuffer()):
                     return False
             self._check_buffers = False
@@ -139,7 +188,7 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
                 not self._framed or _U32.unpack(data[:4])[0] == len(msg)):
             req = self._status_reqs.get(msg[30:])
         if req is None:
-            self._inner._TBufferedTransport__rbuf = BytesIO(data)
+            self._inner.push_back(data)
             self._check_buffers = True
             return False
         # the sequence id's four bytes go back as they came
@@ -148,42 +197,80 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         return True
 
     def process(self, iprot, oprot):
-        from thrift.Thrift import TApplicationException, TMessageType
-
         # the message head (strict binary protocol) in two reads, not thrift's four
         trans = iprot.trans
         head = trans.readAll(8)
         version, size = _HEAD.unpack(head)
         if version & VERSION_MASK != TBinaryProtocol.TBinaryProtocol.VERSION_1:
-            raise TTransport.TTransportException(
-                TTransport.TTransportException.INVALID_CLIENT_TYPE, "not a strict Thrift message")
+            raise MalformedRequest("not a strict Thrift binary message")
+        if size > self.max_message:
+            raise MalformedRequest(f"a method name of {size} bytes announced")
         rest = trans.readAll(size + 4)
         name = rest[:size].decode("utf-8", "replace")
         seqid = _I32.unpack(rest[size:])[0]
         if name == "GetOperationStatus":
             return self._operation_status(seqid, iprot, oprot)
+        if name not in self._processMap:
+            return self._unknown(name, seqid, iprot, oprot)
+        args = self._read_args(name, seqid, iprot, oprot)
+        if args is None:
+            return True
         if name == "FetchResults" and hasattr(self._handler, "fetch_reply"):
-            args = TCLIService.FetchResults_args()
-            args.read(iprot)
-            iprot.readMessageEnd()
             self._reply(self._FETCH_HEAD, seqid, self._handler.fetch_reply(args.req), oprot)
             return True
-        if name in self._processMap:
-            self._processMap[name](self, seqid, iprot, oprot)
-            return True
+        result = getattr(TCLIService, name + "_result")()
+        try:
+            result.success = getattr(self._handler, name)(args.req)
+            kind = TMessageType.REPLY
+        except Exception:  # noqa: BLE001 (a fault of the handler's, not the client's)
+            log.exception("%s failed", name)
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, "Internal error")
+            kind = TMessageType.EXCEPTION
+        oprot.writeMessageBegin(name, kind, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+        return True
+
+    def _read_args(self, name: str, seqid: int, iprot, oprot):
+        """A call's arguments, decoded and checked; None when a required field is missing
+        (the protocol error has been sent)."""
+        args = getattr(TCLIService, name + "_args")()
+        try:
+            args.read(iprot)
+        except TTransport.TTransportException:
+            raise  # the client went away, or announced more than the limit
+        except Exception as e:  # noqa: BLE001 (anything the codec makes of bad bytes)
+            raise MalformedRequest(f"{name}: {type(e).__name__}: {e}") from None
+        iprot.readMessageEnd()
+        problem = "the request is missing" if args.req is None else _unset_field(args.req)
+        if problem is None:
+            return args
+        self._error(name, seqid, TApplicationException.PROTOCOL_ERROR, f"{name}: {problem}",
+                    oprot)
+        return None
+
+    def _unknown(self, name: str, seqid: int, iprot, oprot) -> None:
         iprot.readString = iprot.readBinary  # this skip only
         try:
             iprot.skip(TType.STRUCT)
+        except TTransport.TTransportException:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise MalformedRequest(f"{name}: {type(e).__name__}: {e}") from None
         finally:
             del iprot.readString
         iprot.readMessageEnd()
-        x = TApplicationException(TApplicationException.UNKNOWN_METHOD,
-                                  f"Unknown function {name}")
+        self._error(name, seqid, TApplicationException.UNKNOWN_METHOD,
+                    f"Unknown function {name}", oprot)
+        return None
+
+    @staticmethod
+    def _error(name: str, seqid: int, kind: int, message: str, oprot) -> None:
         oprot.writeMessageBegin(name, TMessageType.EXCEPTION, seqid)
-        x.write(oprot)
+        TApplicationException(kind, message).write(oprot)
         oprot.writeMessageEnd()
         oprot.trans.flush()
-        return None
 
     _STATUS_HEAD = _reply_head(b"GetOperationStatus")
     _FETCH_HEAD = _reply_head(b"FetchResults")
@@ -194,25 +281,19 @@ class Processor(TCLIService.Processor):  # type: ignore[misc]
         whole request sits in the transport's buffer) map to the decoded request, and the
         reply's encoded body is kept per operation state (``status_reply``), so a repeated
         call is a look-up and one send."""
-        trans = iprot.trans
-        rbuf = getattr(trans, "_TBufferedTransport__rbuf", None) or getattr(
-            trans, "_TFramedTransport__rbuf", None)
-        req = raw = None
-        if rbuf is not None:
-            whole = rbuf.getvalue()
-            raw = whole[rbuf.tell():]
-            req = self._status_reqs.get(raw)
-            if req is not None:
-                rbuf.seek(len(whole))
-        if req is None:
-            args = TCLIService.GetOperationStatus_args()
-            args.read(iprot)
-            iprot.readMessageEnd()
+        rbuf = iprot.trans.cstringio_buf
+        whole = rbuf.getvalue()
+        raw = whole[rbuf.tell():]
+        req = self._status_reqs.get(raw)
+        if req is not None:
+            rbuf.seek(len(whole))
+        else:
+            args = self._read_args("GetOperationStatus", seqid, iprot, oprot)
+            if args is None:
+                return True
             req = args.req
-            same = getattr(trans, "_TBufferedTransport__rbuf", None) or getattr(
-                trans, "_TFramedTransport__rbuf", None)
-            if raw and same is rbuf and rbuf.tell() == len(whole):  # exactly this request
-                if len(self._status_reqs) > 256:
+            if raw and iprot.trans.cstringio_buf is rbuf and rbuf.tell() == len(whole):
+                if len(self._status_reqs) > 256:  # exactly this request: kept
                     self._status_reqs.clear()
                 self._status_reqs[raw] = req
         self._reply(self._STATUS_HEAD, seqid, self._handler.status_reply(req), oprot)
