@@ -107,6 +107,8 @@ SLOW_MODULES = (
     "spark/test_replay_aggregates.py",
     "spark/test_stream_soak.py",
     "test_catalog.py",
+    "server/test_continuous_restart.py",
+    "server/test_endpoint_guard.py",
     "spark/test_stream_inputs.py",
     "test_cli.py",
     "spark/test_flights.py",
