@@ -140,18 +140,19 @@ def test_rows_and_marks_cut_independently_equal_the_replay(spark, tmp_path, seed
                          ids=[f["name"] for f in WITH_MARKS])
 def test_paper_figures_with_a_stream_of_marks(spark, paper_tables, tmp_path, fig, marks_ahead):
     """Figures 12-14 with ``paper_watermarks`` streamed beside the rows: one input a file
-    per micro-batch, the other in two files, so it runs ahead (the marks in every other
-    figure, the rows in the rest). The stream is the replay, and the replay is the
-    figure."""
+    of one or two rows per micro-batch, the other in two files, so it runs ahead (the
+    marks in every other figure, the rows in the rest). The stream is the replay, and
+    the replay is the figure."""
     frame = _with_sentinel(_paper_events())
     marks = spark.table("paper_watermarks").toPandas()
     for col in marks.columns:
         marks[col] = pd.to_datetime(marks[col]).dt.tz_localize("UTC")
     marks = pd.concat([marks, marks.iloc[-1:].assign(
         processing_time=frame["arrival_time"].iloc[-1])], ignore_index=True)
-    every = list(range(1, len(frame) - 1)), list(range(1, len(marks) - 1))
+    # the one input two rows a file (the marks: one), the other in two files
+    small = list(range(2, len(frame) - 1, 2)), list(range(1, len(marks) - 1))
     halves = [(len(frame) - 1) // 2], [(len(marks) - 1) // 2]
-    cuts, mcuts = (halves[0], every[1]) if not marks_ahead else (every[0], halves[1])
+    cuts, mcuts = (halves[0], small[1]) if not marks_ahead else (small[0], halves[1])
     query = fig["query"].replace("FROM scores", "FROM {t}").replace(
         "FROM paper_watermarks", "FROM {m}")
     got, want = _run(spark, tmp_path, frame, marks, query, cuts, mcuts)
