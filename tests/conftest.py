@@ -22,9 +22,13 @@ from dfsql.session import session, stop_session
 # Every JVM that pyspark starts in this run (the run's session, and the shells, jobs and
 # clients the tests start, which inherit the environment) compiles with C1 only: the
 # tests' JVMs are short and small, and C2's compiler threads cost this 2-core machine
-# more CPU than they win back (a shell's `-e` query: 10.9-13.5 s instead of 15.9-16.2 s).
+# more CPU than they win back (a shell's `-e` query: 10.9-13.5 s instead of 15.9-16.2 s),
+# with one compiler thread and the serial collector (their heaps are small; the
+# collector's parallel and concurrent threads compete for the same two cores:
+# tests/spark/test_stream_engine_clock.py alone 69 s instead of 73 s)
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
-                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+                      "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 "
+                      "-XX:+UseSerialGC' pyspark-shell")
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
 # keeps its tables in a warehouse of its own (dfsql.spark.catalog), not in the checkout's

@@ -65,22 +65,25 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
     # a table made here is in the next process; a DROP TABLE there deletes it here too;
     # the first table, dropped and made again after a restart (no LOCATION_ALREADY_EXISTS);
     # IF NOT EXISTS keeps a table another process made
+    # a DROP TABLE here: gone for the next process, files and all (its last statement,
+    # which fails)
     dfsql.sql("CREATE TABLE cat_here AS SELECT 'made here' AS s", spark)
+    dfsql.sql("CREATE TABLE cat_gone AS SELECT 1 AS a", spark)
+    dfsql.sql("DROP TABLE cat_gone", spark)
+    assert not (wh / "cat_gone").exists()
     out = _dfsql(wh, "SELECT * FROM cat_here", "SELECT * FROM cat_db.c ORDER BY a",
                  "DROP TABLE cat_p", "DROP TABLE cat_t", "CREATE TABLE cat_t AS SELECT 2 AS a",
                  "CREATE TABLE IF NOT EXISTS cat_again AS SELECT 5 AS a",
-                 "INSERT INTO cat_again VALUES (3)", "SELECT SUM(a) AS s FROM cat_again")
+                 "INSERT INTO cat_again VALUES (3)", "SELECT SUM(a) AS s FROM cat_again",
+                 "SELECT * FROM cat_gone", ok=False)
     assert _cells(out) == [["s"], ["made here"], ["a", "b"], ["1", "one"], ["2", "two"],
                            ["s"], ["4"]]
+    assert "TABLE_OR_VIEW_NOT_FOUND" in out
     assert not (wh / "cat_p").exists()
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(2,)]
     with pytest.raises(DfsqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
         dfsql.sql("SELECT * FROM cat_p", spark)
-    # a DROP TABLE here: gone for the next process, files and all
     dfsql.sql("DROP TABLE cat_here", spark)
-    assert not (wh / "cat_here").exists()
-    out = _dfsql(wh, "SELECT * FROM cat_here", ok=False)
-    assert "TABLE_OR_VIEW_NOT_FOUND" in out
     dfsql.sql("DROP DATABASE cat_db CASCADE", spark)
     dfsql.sql("DROP TABLE cat_t", spark)
     dfsql.sql("DROP TABLE cat_again", spark)
