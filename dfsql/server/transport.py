@@ -29,12 +29,12 @@ def _over(size: int, limit: int, what: str) -> _TTE:
                 f"{what} of {size} bytes announced; the limit is {limit} (--max-message-mb)")
 
 
-class Buffered(TTransport.TTransportBase, TTransport.CReadableTransport):
-    """A read buffer (and a write buffer) on the socket's transport, as Thrift's
-    TBufferedTransport, refusing any one read over ``max_message`` bytes."""
+class _OnTransport(TTransport.TTransportBase, TTransport.CReadableTransport):
+    """A transport over another one (the socket's): opening and closing pass through;
+    reads come from a buffer, writes go to one."""
 
-    def __init__(self, trans, max_message: int, size: int = 4096) -> None:
-        self._trans, self.max_message, self._size = trans, max_message, size
+    def __init__(self, trans) -> None:
+        self._trans = trans
         self._rbuf, self._wbuf = BytesIO(b""), BytesIO()
 
     def isOpen(self) -> bool:  # noqa: N802 (Thrift's names)
@@ -45,6 +45,15 @@ class Buffered(TTransport.TTransportBase, TTransport.CReadableTransport):
 
     def close(self) -> None:
         self._trans.close()
+
+
+class Buffered(_OnTransport):
+    """A read buffer (and a write buffer) on the socket's transport, as Thrift's
+    TBufferedTransport, refusing any one read over ``max_message`` bytes."""
+
+    def __init__(self, trans, max_message: int, size: int = 4096) -> None:
+        super().__init__(trans)
+        self.max_message, self._size = max_message, size
 
     def read(self, sz: int) -> bytes:
         got = self._rbuf.read(sz)
@@ -88,23 +97,14 @@ class Buffered(TTransport.TTransportBase, TTransport.CReadableTransport):
         return self._rbuf
 
 
-class Framed(TTransport.TTransportBase, TTransport.CReadableTransport):
+class Framed(_OnTransport):
     """Thrift's framed transport (SASL's data phase), refusing a frame over
     ``max_frame`` bytes at its 4-byte header: a client announcing 2 GB is disconnected
     with nothing set aside."""
 
     def __init__(self, trans, max_frame: int) -> None:
-        self._trans, self.max_frame = trans, max_frame
-        self._rbuf, self._wbuf = BytesIO(b""), BytesIO()
-
-    def isOpen(self) -> bool:  # noqa: N802 (Thrift's names)
-        return self._trans.isOpen()
-
-    def open(self) -> None:
-        self._trans.open()
-
-    def close(self) -> None:
-        self._trans.close()
+        super().__init__(trans)
+        self.max_frame = max_frame
 
     def read(self, sz: int) -> bytes:
         got = self._rbuf.read(sz)
