@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source, Token, scan
-from dfsql.server.paths import _inside, _literal
+from dfsql.server.paths import inside, literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,10 +89,10 @@ _NONE = Token("none", "", -1, -1, -1)
 def _executed(tokens: list[Token], i: int) -> str:
     """The text of the string literal at token ``i``: the scanner reads ``'it''s'`` as
     two strings that touch, which Spark reads as one with a quote inside."""
-    parts = [_literal(tokens[i].text)]
+    parts = [literal(tokens[i].text)]
     while _at(tokens, i + 1).kind == "string" and tokens[i + 1].start == tokens[i].end:
         i += 1
-        parts.append(_literal(tokens[i].text))
+        parts.append(literal(tokens[i].text))
     return "'".join(parts)
 
 
@@ -121,7 +121,7 @@ def _call(tokens: list[Token], i: int) -> tuple[int, str] | None:
                         "server does not run it"
     if name == "identifier" and _at(tokens, i + 2).kind == "string" and \
             _at(tokens, i + 3).text == ")" and _at(tokens, i + 4).text == "(":
-        named = _literal(tokens[i + 2].text).split(".")[-1].strip("`").lower()
+        named = literal(tokens[i + 2].text).split(".")[-1].strip("`").lower()
         if named in JVM_FUNCTIONS:
             return t.start, f"IDENTIFIER('{named}')(...) calls Java methods in the " \
                             "server's JVM: this server does not run it"
@@ -151,8 +151,8 @@ def _statement_start(text: str, tokens: list[Token], s: int,
         end = next((t.start for t in tokens[s + 2:] if t.text == ";"), len(text))
         for m in _SPARK_RESOURCE.finditer(text, second.end, end):
             raw = m.group(0)
-            path = _literal(raw) if raw[0] in "'\"" else raw
-            if roots is not None and not _inside(path, roots):
+            path = literal(raw) if raw[0] in "'\"" else raw
+            if roots is not None and not inside(path, roots):
                 where = ", ".join(roots) if roots else "none configured"
                 return m.start(), f"ADD {second.upper} loads code or files into the " \
                                   f"server's JVM only from under its data roots ({where}): " \

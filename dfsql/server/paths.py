@@ -31,7 +31,7 @@ class PathNotAllowedError(DfsqlError):
     sqlstate = "42501"
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
     return text[1:-1].replace("\\'", "'").replace('\\"', '"')
 
 
@@ -47,14 +47,14 @@ def paths_of(text: str) -> list[tuple[str, int]]:
             out.append((t.text[1:-1].replace("``", "`"), t.start))
         elif t.kind == "string" and prev is not None and prev.kind == "word" and \
                 prev.upper in PATH_WORDS:
-            out.append((_literal(t.text), t.start))
+            out.append((literal(t.text), t.start))
         elif t.kind == "string" and prev is not None and prev.text == "=" and before is not None \
                 and before.kind in ("word", "string") and before.text.strip("'\"").lower() == "path":
-            out.append((_literal(t.text), t.start))
+            out.append((literal(t.text), t.start))
     return out
 
 
-def _inside(path: str, roots: Sequence[str]) -> bool:
+def inside(path: str, roots: Sequence[str]) -> bool:
     if "://" in path and not path.startswith("file://"):
         return False
     local = path[len("file://"):] if path.startswith("file://") else path
@@ -71,7 +71,7 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
 def check_paths(text: str, roots: Sequence[str]) -> None:
     """Raise :class:`PathNotAllowedError` at the first path outside ``roots``."""
     for path, offset in paths_of(text):
-        if not _inside(path, roots):
+        if not inside(path, roots):
             where = ", ".join(roots) if roots else "none configured"
             raise Source(text).error(
                 PathNotAllowedError, f"this server reads and writes files only under its "
