@@ -6,6 +6,7 @@ lists them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,15 +23,66 @@ JDBC_TYPES = {
 }
 
 
-def like_pattern(pattern: str | None) -> re.Pattern[str]:
-    """A JDBC search pattern (``%`` any run, ``_`` one character; NULL or ``*`` all) as
-    a case-insensitive regular expression."""
-    if pattern is None or pattern in ("", "*", "%"):
-        return re.compile(".*", re.S)
-    out = []
-    for ch in pattern:
-        out.append(".*" if ch in "%*" else "." if ch == "_" else re.escape(ch))
-    return re.compile("".join(out), re.I | re.S)
+def _jdbc_to_hive(pattern: str, wildcard: str = "*") -> str:
+    """Hive's ``MetadataOperation.convertPattern``, regex for regex (Java's replaceAll and
+    re.sub both replace left to right without overlap): an unescaped ``%`` becomes
+    ``wildcard`` (``*`` in its datanucleus form, ``.*`` in its regex form), an unescaped
+    ``_`` becomes ``.``, and ``\\%``/``\\_`` become literal ``%``/``_``. Its quirks come along (``a%%`` keeps the second ``%``)."""
+    out = re.sub(r"([^\\])%", lambda m: m.group(1) + wildcard, pattern)
+    out = re.sub(r"\\%", "%", out)
+    out = re.sub(r"^%", wildcard, out)
+    out = re.sub(r"([^\\])_", r"\1.", out)
+    out = re.sub(r"\\_", "_", out)
+    return re.sub(r"^_", ".", out)
+
+
+#: what Java's String.trim() removes: every character up to and including the space
+_JAVA_TRIM = "".join(chr(i) for i in range(33))
+
+
+def _spark_filter(pattern: str) -> Callable[[str], bool]:
+    """Spark's ``StringUtils.filterPattern`` (SessionCatalog.listDatabases/listTables/
+    listFunctions): trimmed, split on ``|``; each part with ``*`` as ``.*`` is a
+    case-insensitive (ASCII, as Java's ``(?i)``) regex over the whole name; a part that is
+    no valid regex matches nothing."""
+    parts = []
+    for sub in pattern.strip(_JAVA_TRIM).split("|"):
+        try:
+            parts.append(re.compile(sub.replace("*", ".*"), re.I | re.A))
+        except re.error:
+            continue
+    return lambda name: any(rx.fullmatch(name) for rx in parts)
+
+
+def name_matcher(pattern: str | None, kind: str) -> Callable[[str], bool]:
+    """Whether a name matches a metadata call's pattern, as Spark's own Thrift server
+    decides, so a client sees the same names from dfsql as from Spark (impyla sends
+    ``.*``, JDBC tools ``%``). ``kind`` is which argument the pattern is:
+
+    * ``schema`` (SparkGetSchemasOperation et al.): NULL or empty is all; otherwise
+      Hive's JDBC conversion, then Spark's filterPattern (``*``, ``|``, regex, any case).
+    * ``table``: the same conversion and filter.
+    * ``column`` (SparkGetColumnsOperation): Hive's conversion in its regex form
+      (``%`` is ``.*``), then a case-sensitive Java regex over the whole name.
+    * ``function`` (SparkGetFunctionsOperation): the pattern goes to filterPattern as
+      sent, so ``%`` and ``_`` are no wildcards there.
+
+    Where Spark would match nothing for an empty table, column or function pattern, or
+    fail on NULL, dfsql matches every name: JDBC says an empty/NULL pattern drops the
+    criterion, and no client asks for "nothing" that way."""
+    if pattern is None or pattern == "":
+        return lambda name: True
+    if kind in ("schema", "table"):
+        return _spark_filter(_jdbc_to_hive(pattern))
+    if kind == "function":
+        return _spark_filter(pattern)
+    if kind == "column":
+        try:
+            rx = re.compile(_jdbc_to_hive(pattern, ".*"))
+        except re.error:
+            return lambda name: False
+        return lambda name: rx.fullmatch(name) is not None
+    raise ValueError(f"unknown pattern kind {kind!r}")
 
 
 def _result(columns: list[tuple[str, str]], rows: list[tuple]) -> tuple[StructType, pa.Table]:
@@ -78,29 +130,30 @@ def catalogs(spark: SparkSession):
 
 
 def schemas(spark: SparkSession, pattern: str | None):
-    rx = like_pattern(pattern)
-    rows = [(db.name, "") for db in spark.catalog.listDatabases() if rx.fullmatch(db.name)]
+    match = name_matcher(pattern, "schema")
+    rows = [(db.name, "") for db in spark.catalog.listDatabases() if match(db.name)]
     return _result([("TABLE_SCHEM", "string"), ("TABLE_CATALOG", "string")], rows)
 
 
 def _tables(spark: SparkSession, schema_pattern: str | None, table_pattern: str | None):
     """(schema, name, is_view, table) of every matching table and temp view."""
-    srx, trx = like_pattern(schema_pattern), like_pattern(table_pattern)
+    srx, trx = name_matcher(schema_pattern, "schema"), name_matcher(table_pattern, "table")
     out = []
     seen_temp = set()
     for db in spark.catalog.listDatabases():
-        if not srx.fullmatch(db.name):
+        if not srx(db.name):
             continue
         for t in spark.catalog.listTables(db.name):
             if t.isTemporary:
                 continue
-            if trx.fullmatch(t.name):
+            if trx(t.name):
                 out.append((db.name, t.name, t.tableType == "VIEW", t))
-    if schema_pattern in (None, "", "%", "*"):
-        for t in spark.catalog.listTables():
-            if t.isTemporary and t.name not in seen_temp and trx.fullmatch(t.name):
-                seen_temp.add(t.name)
-                out.append(("", t.name, True, t))
+    # Spark's GetTables/GetColumns list the session's temp views whatever the schema
+    # pattern (they belong to no schema), so impyla's ``.*`` or a JDBC ``%`` see them too
+    for t in spark.catalog.listTables():
+        if t.isTemporary and t.name not in seen_temp and trx(t.name):
+            seen_temp.add(t.name)
+            out.append(("", t.name, True, t))
     return out
 
 
@@ -124,12 +177,12 @@ def table_types(spark: SparkSession):
 def columns(spark: SparkSession, schema_pattern, table_pattern, column_pattern):
     from pyspark.sql import types as T  # noqa: N812
 
-    crx = like_pattern(column_pattern)
+    crx = name_matcher(column_pattern, "column")
     rows = []
     for schema, name, _, _ in _tables(spark, schema_pattern, table_pattern):
         full = f"`{schema}`.`{name}`" if schema else f"`{name}`"
         for i, f in enumerate(spark.table(full).schema.fields):
-            if not crx.fullmatch(f.name):
+            if not crx(f.name):
                 continue
             dt = f.dataType
             tname = _type_name(dt)
@@ -158,10 +211,10 @@ def columns(spark: SparkSession, schema_pattern, table_pattern, column_pattern):
 
 
 def functions(spark: SparkSession, schema_pattern, function_pattern):
-    frx = like_pattern(function_pattern)
+    frx = name_matcher(function_pattern, "function")
     rows = [("", f.namespace[0] if f.namespace else "", f.name, f.description or "", 0,
              f.className or f.name)
-            for f in spark.catalog.listFunctions() if frx.fullmatch(f.name)]
+            for f in spark.catalog.listFunctions() if frx(f.name)]
     return _result([("FUNCTION_CAT", "string"), ("FUNCTION_SCHEM", "string"),
                     ("FUNCTION_NAME", "string"), ("REMARKS", "string"),
                     ("FUNCTION_TYPE", "int"), ("SPECIFIC_NAME", "string")], rows)

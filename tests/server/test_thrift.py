@@ -306,7 +306,7 @@ def test_metadata_calls(endpoint):
     assert "BIGINT" in {r[0] for r in rows_of(client.GetTypeInfo(
         tt.TGetTypeInfoReq(sessionHandle=session)))}
     funcs = rows_of(client.GetFunctions(tt.TGetFunctionsReq(sessionHandle=session,
-                                                            functionName="session_win%")))
+                                                            functionName="session_win*")))
     assert [r[2] for r in funcs] == ["session_window"]
     assert rows_of(client.GetPrimaryKeys(tt.TGetPrimaryKeysReq(sessionHandle=session))) == []
     conn.close()

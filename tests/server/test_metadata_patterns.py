@@ -1,0 +1,127 @@
+"""Metadata patterns match the names Spark's own Thrift server matches.
+
+The table of cases is derived by hand from Spark's sources (apache/spark, Spark 4):
+  * SparkGetSchemasOperation / SparkGetTablesOperation / SparkGetColumnsOperation call Hive's
+    ``MetadataOperation.convertSchemaPattern`` (NULL or empty: all) and
+    ``convertIdentifierPattern`` (sql/hive-thriftserver/src/main/java/org/apache/hive/service/
+    cli/operation/MetadataOperation.java): ``([^\\])%`` -> ``$1*``, ``\\%`` -> ``%``,
+    ``^%`` -> ``*``, then the same for ``_`` -> ``.``; the column pattern uses ``.*`` for
+    ``%`` and is compiled as a case-sensitive Java regex (``matches()``: the whole name).
+  * schemas and tables then go through ``StringUtils.filterPattern``
+    (sql/catalyst/.../util/StringUtils.scala): trim, split on ``|``, ``*`` -> ``.*``,
+    ``(?i)`` regex over the whole name, an invalid part matches nothing.
+  * SparkGetFunctionsOperation passes the function pattern to filterPattern unconverted.
+
+One server for the module then checks that impyla (which sends ``.*``) and PyHive see the
+real names.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dfsql.server.metadata import name_matcher
+
+# (pattern, kind, names that match, names that do not)
+CASES = [
+    # NULL and empty: every name (convertSchemaPattern; JDBC for the others)
+    (None, "schema", ["default", "x"], []),
+    ("", "schema", ["default"], []),
+    ("", "column", ["value"], []),
+    (None, "function", ["sum"], []),
+    # JDBC wildcards become Hive's, then Spark's filterPattern
+    ("%", "schema", ["default", "a_b"], []),
+    ("def%", "schema", ["default", "DEFAULT", "def"], ["xdefault", "de"]),
+    ("de_ault", "schema", ["default", "deXault"], ["deault", "deffault"]),
+    ("a\\_b", "table", ["a_b", "A_B"], ["axb"]),           # escaped _ is literal
+    ("a\\%", "table", ["a%"], ["ab", "a"]),                # escaped % is literal
+    ("a%%", "table", ["a%", "abc%"], ["abc"]),             # Hive's quirk: the 2nd % stays
+    ("%_", "table", ["x", "scores"], [""]),                # '*.' -> '.*.'
+    # impyla's '.*' and Hive's '*' and '|' (filterPattern)
+    (".*", "schema", ["default", "sales"], []),
+    (".*", "table", ["scores"], []),
+    ("*", "table", ["scores", "a"], []),
+    ("sco*", "table", ["scores", "SCORES"], ["xscores"]),
+    ("sales|default", "schema", ["sales", "default"], ["other"]),
+    ("  default ", "schema", ["default"], ["sales"]),      # trimmed
+    ("[dD]efault", "schema", ["default"], ["efault"]),     # the rest is regex
+    ("def(", "schema", [], ["default", "def("]),           # invalid regex: nothing
+    # columns: regex form ('%' -> '.*'), case-sensitive, '|' is regex alternation
+    ("%", "column", ["value", "key"], []),
+    (".*", "column", ["value"], []),
+    ("val%", "column", ["value", "val"], ["VALUE", "xvalue"]),
+    ("event_time", "column", ["event_time", "eventXtime"], ["Event_time"]),
+    ("event\\_time", "column", ["event_time"], ["eventXtime"]),
+    ("key|value", "column", ["key", "value"], ["keys"]),
+    ("*", "column", [], ["value"]),                        # invalid Java regex
+    # functions: no JDBC conversion, so % and _ are not wildcards
+    ("session_win*", "function", ["session_window"], ["window"]),
+    ("session_win%", "function", [], ["session_window"]),
+    ("%", "function", ["%"], ["sum"]),
+    ("SESSION_.*", "function", ["session_window"], []),
+    ("count|sum", "function", ["count", "sum"], ["avg"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "kind", "hits", "misses"), CASES)
+def test_pattern_matches_as_spark(pattern, kind, hits, misses):
+    match = name_matcher(pattern, kind)
+    assert [n for n in hits if not match(n)] == []
+    assert [n for n in misses if match(n)] == []
+
+
+@pytest.fixture(scope="module")
+def endpoint(spark):
+    from dfsql.server import Server
+
+    spark.sql("CREATE DATABASE IF NOT EXISTS pat_sales")
+    spark.sql("CREATE TABLE IF NOT EXISTS pat_sales.pat_orders (order_id BIGINT, "
+              "amount DOUBLE) USING parquet")
+    server = Server(spark, port=0, auth="NOSASL").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        spark.sql("DROP DATABASE IF EXISTS pat_sales CASCADE")
+
+
+def test_impyla_and_pyhive_see_the_names(endpoint):
+    from impala.dbapi import connect
+    from pyhive import hive
+
+    started = time.monotonic()
+    conn = connect(host="127.0.0.1", port=endpoint.port, auth_mechanism="NOSASL")
+    cur = conn.cursor()
+    cur.get_databases()  # schemaName '.*'
+    assert {"default", "pat_sales"} <= {r[0] for r in cur.fetchall()}
+    cur.get_tables(database_name="pat_sales")  # tableName '.*'
+    assert [(r[1], r[2]) for r in cur.fetchall()] == [("pat_sales", "pat_orders")]
+    # schemaName and columnName '.*'
+    assert cur.get_table_schema("pat_orders", database_name="pat_sales") == [
+        ("order_id", "BIGINT"), ("amount", "DOUBLE")]
+    conn.close()
+
+    hconn = hive.connect(host="127.0.0.1", port=endpoint.port, auth="NOSASL")
+    hcur = hconn.cursor()
+    hcur.execute("SHOW DATABASES")  # a statement works alongside the metadata calls
+    client, session = hconn.client, hconn.sessionHandle
+    from TCLIService import ttypes as tt
+
+    def rows_of(resp):
+        assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
+        c = hconn.cursor()
+        c._operationHandle = resp.operationHandle
+        c._state = c._STATE_RUNNING
+        return c.fetchall()
+
+    tables = rows_of(client.GetTables(tt.TGetTablesReq(
+        sessionHandle=session, schemaName="pat\\_sal%", tableName="PAT_%")))
+    assert [(r[1], r[2], r[3]) for r in tables] == [("pat_sales", "pat_orders", "TABLE")]
+    cols = rows_of(client.GetColumns(tt.TGetColumnsReq(
+        sessionHandle=session, schemaName="pat_sales", tableName="pat_orders",
+        columnName="amo%")))
+    assert [r[3] for r in cols] == ["amount"]
+    hconn.close()
+    assert time.monotonic() - started < 10
