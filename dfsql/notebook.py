@@ -43,7 +43,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: the colours of the HTML table (rich's names in the shell: yellow, green, magenta, red)
 HTML_COLOURS = {"EARLY": "#b8860b", "ON_TIME": "#2e8b2e", "LATE": "#8e44ad"}
 RETRACTION_COLOUR = "#c0392b"
-USAGE = ("%dfsql [--plot] [STATEMENT]  |  %%dfsql [--plot] (statements in the cell)\n"
+USAGE = ("%dfsql [--plot] [STATEMENT], or %%dfsql [--plot] over the cell's statements; "
          "--plot alone draws the last windowed result")
 
 _last: Result | None = None  # the last result a magic returned, for ``%dfsql --plot``

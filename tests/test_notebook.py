@@ -40,6 +40,13 @@ def fig14() -> dict:
     return next(f for f in figures if f["name"] == "fig14_sessions_retracting")
 
 
+@pytest.fixture(scope="module")
+def fig14_cell(ip):
+    """``%%dfsql`` of Figure 14's retracting query, run once for the module."""
+    text = (PAPER_DATA / "fig14_sessions_retracting.sql").read_text()
+    return ip.run_cell("%%dfsql\n" + text)
+
+
 def _rows(frame: pd.DataFrame, keys: list[str]) -> list[dict]:
     """The frame's rows as figures.json writes them (times as text, Python values)."""
     out = []
@@ -56,9 +63,9 @@ def test_importing_dfsql_does_not_import_ipython() -> None:
     assert out == "False"
 
 
-def test_cell_magic_returns_figure_14_as_pandas_and_marks_retractions(ip, fig14) -> None:
-    text = (PAPER_DATA / "fig14_sessions_retracting.sql").read_text()
-    got = ip.run_cell("%%dfsql\n" + text)
+def test_cell_magic_returns_figure_14_as_pandas_and_marks_retractions(fig14_cell,
+                                                                      fig14) -> None:
+    got = fig14_cell
     assert got.success, got.error_in_exec
     frame = got.result
     assert isinstance(frame, pd.DataFrame)
@@ -77,7 +84,8 @@ def test_cell_magic_returns_figure_14_as_pandas_and_marks_retractions(ip, fig14)
     assert marks == ["-" if r["is_retraction"] else "+" for r in expected]
 
 
-def test_plot_draws_the_last_windowed_result_as_png(ip) -> None:
+def test_plot_draws_the_last_windowed_result_as_png(ip, fig14_cell) -> None:
+    assert fig14_cell.success
     got = ip.run_cell("%dfsql --plot")
     assert got.success, got.error_in_exec
     assert got.result.data[:8] == PNG_SIGNATURE
