@@ -18,14 +18,23 @@ from dfsql.session import session  # pyspark is imported only when session() is 
 
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
+    from dfsql.notebook import plot
     from dfsql.spark.parquet import read_parquet
     from dfsql.spark.sinks import TableSink
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
-           "DfsqlError", "read_parquet"]
+           "DfsqlError", "read_parquet", "plot"]
 __version__ = "0.1.0"
 
 _FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext dfsql``: the ``%dfsql`` and ``%%dfsql`` magics (:mod:`dfsql.notebook`,
+    imported only here, so ``import dfsql`` never needs IPython)."""
+    from dfsql.notebook import load
+
+    load(ipython)
 
 
 def __getattr__(name: str) -> object:
@@ -45,8 +54,13 @@ def __getattr__(name: str) -> object:
 
         globals()[name] = read_parquet
         return read_parquet
+    if name == "plot":  # the pane picture inline, in a notebook
+        from dfsql.notebook import plot
+
+        globals()[name] = plot
+        return plot
     raise AttributeError(f"module 'dfsql' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet"})
+    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet", "plot"})

@@ -23,7 +23,6 @@ import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
-from dfsql.model.clauses import Accumulation
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
@@ -395,14 +394,12 @@ class Shell:
         if not path.lower().endswith(".png"):
             raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
                              "e.g. \\plot panes.png")
-        from dfsql.spark.planner import block_plans
+        from dfsql.spark.planner import top_plan
 
-        plans = block_plans(self.last.df)
-        top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
             self.last.columns, self.last.rows, path, self.last.text,
-            plan=top[0] if top else None), "\\plot")
+            plan=top_plan(self.last.df)), "\\plot")
         self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
                        f"{len(summary.retractions)} retractions"
                        + (f", {summary.elements} input elements" if summary.elements else "")
@@ -511,16 +508,7 @@ def _default_target() -> str:
 
 
 def _retracting(df) -> bool:
-    """Whether ``df`` is the result of a windowed query that EMITs retractions (its rows
-    then get +/- marks); a plain query over a table with an is_retraction column is not."""
-    from dfsql.spark.planner import planned_of
+    """Whether ``df``'s rows get +/- marks (:func:`dfsql.spark.planner.is_changelog`)."""
+    from dfsql.spark.planner import is_changelog
 
-    planned = planned_of(df)
-    if planned is None or not planned.blocks:
-        return False
-    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
-    top = plan.stmt.top
-    return top is not None and plan.block.index == top.index and \
-        plan.clauses.accumulation is Accumulation.ACCUMULATING_AND_RETRACTING
-
-
+    return is_changelog(df)

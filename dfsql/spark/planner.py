@@ -190,6 +190,27 @@ def block_plans(df: DataFrame) -> list[BlockPlan]:
     return [b.plan for b in planned.blocks] if planned is not None else []
 
 
+def top_plan(df: DataFrame) -> BlockPlan | None:
+    """The plan of the statement's own (outermost) windowed block behind ``df``, or None:
+    what ``\\plot`` draws the input elements and the watermark of."""
+    plans = block_plans(df)
+    top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
+    return top[0] if top else None
+
+
+def is_changelog(df: DataFrame) -> bool:
+    """Whether ``df`` is the result of a windowed query that EMITs retractions: the shell
+    and the notebook mark its rows +/-; a plain query over a table with an is_retraction
+    column is not one."""
+    planned = planned_of(df)
+    if planned is None or not planned.blocks:
+        return False
+    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
+    top = plan.stmt.top
+    return top is not None and plan.block.index == top.index and \
+        plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+
+
 def dropped_late(df: DataFrame) -> int:
     """Elements dropped as too late by the windowed query that produced ``df``."""
     planned = planned_of(df)
