@@ -328,7 +328,7 @@ def timeline_for(
 
 
 def inputs_frontier(latest: Sequence[int], idle_timeout: int | None = None,
-             first: int = NEG_INF) -> int:
+                    first: int = NEG_INF) -> int:
     """Several inputs on one clock (LANGUAGE.md §4): the instant before which every
     input is complete. Each input (the rows, a stream of marks or of writers' notes) is
     complete before its own latest processing time ``latest[i]`` (NEG_INF: nothing yet),

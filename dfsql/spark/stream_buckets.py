@@ -106,7 +106,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                              StructField("delays", BinaryType()),
                              # with marks: each input's latest arrival, and the first
                              # instant any input reached (see model.watermarks.inputs_frontier)
-                             StructField("inputs", BinaryType())])
+                             StructField("rows_latest", LongType()),
+                             StructField("marks_latest", LongType()),
+                             StructField("first_arrival", LongType())])
         self.handle = handle
         self.state = handle.getValueState("bucket", schema)
 
@@ -221,9 +223,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             latest[int(tag)] = max(latest[int(tag)], int(at))
         first = self._inputs[2] if self._inputs[2] != NEG else max(latest)
         self._inputs = (latest[0], latest[1], first)
-        wm = self.clauses.watermark
-        idle = wm.idle_timeout.micros if getattr(wm, "idle_timeout", None) else None
-        return inputs_frontier(latest, idle, first)
+        idle = self.clauses.watermark.idle_timeout  # marks: WATERMARK FROM a stream
+        return inputs_frontier(latest, idle.micros if idle is not None else None, first)
 
     def _stats(self, arrived: int, retained: int, before: int):
         """The call's figures for the query's progress (see :data:`STATS`), as one row
@@ -249,9 +250,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         self._inputs = (NEG, NEG, NEG)
         if not self.state.exists():
             return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
-        elements, points, frontier, notes, pending, timer, delays, inputs = self.state.get()
-        if inputs:
-            self._inputs = tuple(int(x) for x in from_ipc(inputs).column(0).to_numpy())
+        elements, points, frontier, notes, pending, timer, delays, *inputs = self.state.get()
+        self._inputs = tuple(NEG if x is None else int(x) for x in inputs)
         elems = from_ipc(elements).to_pandas() if elements else None
         t = v = np.empty(0, np.int64)
         if points:
@@ -279,11 +279,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if self._delays is not None:
             delays = to_ipc(pa.table(dict(zip("tdn", (pa.array(x, pa.int64())
                                                    for x in self._delays), strict=True))))
-        inputs = None
-        if self.marks != MARKS_NONE:
-            inputs = to_ipc(pa.table({"t": pa.array(self._inputs, pa.int64())}))
         self.state.update((e, p, int(frontier), notes, int(pending), int(timer), delays,
-                           inputs))
+                           *self._inputs))
 
     # ------------------------------------------------------------------ PERCENTILE
     def _extend_percentile(self, t_old, v_old, at, delays, counts, frontier: int,

@@ -20,11 +20,15 @@ import pandas as pd
 import pytest
 
 import dfsql
-from tests.spark.test_streaming import _paper_events, _workload, _write_parts
+from tests.spark.test_streaming import (
+    _paper_events,
+    _with_sentinel,
+    _workload,
+    _write_parts,
+)
 
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
-HOUR = pd.Timedelta(hours=1)
 WITH_MARKS = [f for f in FIGURES if "WATERMARK FROM paper_watermarks" in f["query"]]
 
 QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
@@ -32,14 +36,6 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
          "PROCESSING TIME arrival_time ALLOWED LATENESS 30 SECONDS "
          "TRIGGER EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
          "EMIT ACCUMULATING AND RETRACTING")
-
-
-def _with_sentinel(frame: pd.DataFrame, after: pd.Timedelta = HOUR) -> pd.DataFrame:
-    """``frame`` and one more row ``after`` its last arrival with a NULL event time (it
-    belongs to no window and moves no watermark): the stream's last frontier."""
-    sentinel = frame.iloc[-1:].assign(arrival_time=frame["arrival_time"].max() + after,
-                                      event_time=pd.NaT)
-    return pd.concat([frame, sentinel], ignore_index=True)
 
 
 def _marks(frame: pd.DataFrame, rng, by: bool) -> pd.DataFrame:

@@ -32,6 +32,7 @@ FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
 STREAMED = [f for f in FIGURES if "PROCESSING TIME" in f["query"]
             and ("WATERMARK FROM" not in f["query"] or f["name"].startswith("fig13"))]
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+HOUR = pd.Timedelta(hours=1)
 
 
 def _paper_events() -> pd.DataFrame:
@@ -55,11 +56,11 @@ def _write_parts(frame: pd.DataFrame, cuts: list[int], path: Path) -> None:
         os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
-def _with_sentinel(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` and one more row an hour after its last arrival, with a NULL event time
-    (it belongs to no window and moves no watermark): the stream's last frontier."""
+def _with_sentinel(frame: pd.DataFrame, after: pd.Timedelta = HOUR) -> pd.DataFrame:
+    """``frame`` and one more row ``after`` its last arrival (an hour), with a NULL event
+    time (it belongs to no window and moves no watermark): the stream's last frontier."""
     sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["arrival_time"] = frame["arrival_time"].max() + after
     sentinel["event_time"] = pd.NaT
     return pd.concat([frame, sentinel], ignore_index=True)
 
