@@ -33,7 +33,7 @@ from dfsql.api import dropped_warnings, sql
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
 from dfsql.session import session
-from dfsql.shell.display import TIMING_STYLE, print_error
+from dfsql.shell.display import TIMING_STYLE, cell, print_error
 from dfsql.shell.plot import plot_result
 from dfsql.shell.script import split
 from dfsql.spark.errors import spark_errors
@@ -108,11 +108,11 @@ def result_html(frame: pd.DataFrame, changelog: bool) -> str:
 
 
 def _cell(v: Any) -> str:
-    if v is None or (not isinstance(v, list | dict) and pd.isna(v)):
+    """A value as the shell prints it (:func:`dfsql.shell.display.cell`); pandas' own
+    missing values (NaN, NaT, NA) are NULL too."""
+    if v is not None and not isinstance(v, list | dict) and pd.isna(v):
         return "NULL"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
+    return cell(v)
 
 
 def run(text: str, spark=None) -> Result | None:
