@@ -23,6 +23,7 @@ import time
 import pytest
 
 from dfsql.server.metadata import name_matcher
+from tests.server.test_thrift import operation_rows
 
 # (pattern, kind, names that match, names that do not)
 CASES = [
@@ -110,11 +111,7 @@ def test_impyla_and_pyhive_see_the_names(endpoint):
     from TCLIService import ttypes as tt
 
     def rows_of(resp):
-        assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
-        c = hconn.cursor()
-        c._operationHandle = resp.operationHandle
-        c._state = c._STATE_RUNNING
-        return c.fetchall()
+        return operation_rows(hconn, resp)
 
     tables = rows_of(client.GetTables(tt.TGetTablesReq(
         sessionHandle=session, schemaName="pat\\_sal%", tableName="PAT_%")))

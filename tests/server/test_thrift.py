@@ -280,6 +280,18 @@ def test_unknown_method_leaves_the_connection_open(endpoint):
     conn.close()
 
 
+def operation_rows(conn, resp) -> list[tuple]:
+    """The rows of a metadata call's operation (``resp``), fetched through PyHive's
+    cursor on ``conn``; the call must have succeeded."""
+    from dfsql.server.tcli import ttypes as tt
+
+    assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
+    cur = conn.cursor()
+    cur._operationHandle = resp.operationHandle
+    cur._state = cur._STATE_RUNNING
+    return cur.fetchall()
+
+
 def test_metadata_calls(endpoint):
     from dfsql.server.tcli import ttypes as tt
 
@@ -287,11 +299,7 @@ def test_metadata_calls(endpoint):
     client, session = conn.client, conn.sessionHandle
 
     def rows_of(resp):
-        assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
-        cur = conn.cursor()
-        cur._operationHandle = resp.operationHandle
-        cur._state = cur._STATE_RUNNING
-        return cur.fetchall()
+        return operation_rows(conn, resp)
 
     tables = rows_of(client.GetTables(tt.TGetTablesReq(sessionHandle=session,
                                                        tableName="%")))
