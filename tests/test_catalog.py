@@ -142,3 +142,39 @@ def test_the_endpoint_and_the_shell_share_tables(spark):
     finally:
         server.stop()
     assert not (wh / "cat_served").exists() and not (wh / "cat_shell").exists()
+
+
+def test_sessions_of_one_process_sync_one_at_a_time(tmp_path, monkeypatch):
+    """The endpoint's sessions are threads sharing the process's catalog. Two tables both
+    sessions had seen are gone from the warehouse (dropped by a third); both sessions sync
+    at once, and forgetting a table takes a while (a JVM call, here a 0.3 s sleep). Unlocked,
+    both list the two as dropped and one forgets a table the other already did: the KeyError
+    dbt got as ``PosixPath('…/paper_watermarks')`` when its two threads dropped two seeds."""
+    import threading
+    import time
+
+    from dfsql.spark.catalog import Catalog, _Seen
+
+    def slow_exists(self, db: str, table: str) -> bool:
+        time.sleep(0.3)
+        return False  # gone from Spark's catalog too: nothing else to undo
+
+    monkeypatch.setattr(Catalog, "_exists", slow_exists)
+    cat = Catalog(spark=None, warehouse=tmp_path)  # type: ignore[arg-type]  # no Spark call
+    for name in ("scores", "paper_watermarks"):
+        cat.seen[tmp_path / "analytics.db" / name] = _Seen(f"`analytics`.`{name}`", 1, 1)
+    start, errors = threading.Barrier(2), []
+
+    def session() -> None:
+        start.wait()
+        try:
+            cat.sync()
+        except Exception as e:  # noqa: BLE001 - what the endpoint would have sent
+            errors.append(e)
+
+    threads = [threading.Thread(target=session) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == [] and cat.seen == {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +66,9 @@ class Catalog:
     warehouse: Path
     seen: dict[Path, _Seen] = field(default_factory=dict)
     databases: set[str] = field(default_factory=set)
+    #: the endpoint's sessions are threads of one process sharing this object: one sync at
+    #: a time, or two of them forget the same dropped table (a KeyError) or register it twice
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # ------------------------------------------------------------------ the warehouse
     def _table_dirs(self) -> dict[Path, tuple[str, str]]:
@@ -115,6 +119,10 @@ class Catalog:
     def sync(self, statement: str | None = None) -> None:
         """Bring the session's catalog and the warehouse's definitions in line (see the
         module doc); after a DDL ``statement``, write this process's tables' definitions."""
+        with self.lock:
+            self._sync(statement)
+
+    def _sync(self, statement: str | None) -> None:
         dirs = self._table_dirs()
         dbs = {db for db, _ in self._database_dirs()}
         for db in dbs - self.databases:
