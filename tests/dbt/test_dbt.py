@@ -56,7 +56,8 @@ def endpoint(spark):
     server = Server(spark, port=0, auth="NONE").start()
     yield server
     server.stop()
-    spark.sql("DROP DATABASE IF EXISTS analytics CASCADE")
+    # through dfsql, so that the warehouse forgets the persistent view's definition too
+    dfsql.sql("DROP DATABASE IF EXISTS analytics CASCADE", spark)
 
 
 def _dbt(args: list[str], profiles: Path, tmp: Path) -> subprocess.CompletedProcess:
