@@ -83,11 +83,12 @@ class Server:
             raise DfsqlError(f"unknown --transport-mode {transport_mode!r}",
                              hint="one of " + ", ".join(TRANSPORT_MODES))
         _check_limits(max_message_mb, max_connections, idle_connection_timeout)
-        path = None
-        if transport_mode == "http":  # checked before anything starts
-            from dfsql.server.http_transport import http_path as checked_path
+        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
+        # file, and need not load the Thrift stack, numpy and the scanner the service needs
+        from dfsql.server import http_transport, service
 
-            path = checked_path(http_path)
+        # checked before anything starts
+        path = http_transport.http_path(http_path) if transport_mode == "http" else None
         #: the largest message, frame, string a client may announce (bytes)
         self.max_message = int(max_message_mb * 2**20)
         self.max_connections = max_connections
@@ -104,24 +105,17 @@ class Server:
             self.check = lambda user, password: True
         if spark is None:
             spark = dfsql.session()
-        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
-        # file, and need not load the Thrift stack, numpy and the scanner the service needs
-        from dfsql.server.service import Service
-
         self.spark = spark
         self.host, self.port, self.auth = host, port, auth
         self.transport_mode = transport_mode
-        self.service = Service(
+        self.service = service.Service(
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             None if jar_roots is None else list(jar_roots), statement_timeout,
             idle_session_timeout, idle_operation_timeout)
         #: what the HTTP transport's connections share (None over the binary transport)
-        self.http = None
-        if path is not None:
-            from dfsql.server.http_transport import Endpoint
-
-            self.http = Endpoint(self.service, auth, self.check, path, self.max_message)
+        self.http = None if path is None else http_transport.Endpoint(
+            self.service, auth, self.check, path, self.max_message)
         #: where the continuous queries are kept across restarts (``--state-dir``)
         self.state = None
         if state_dir is not None:

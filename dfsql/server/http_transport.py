@@ -43,7 +43,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
+from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+from thrift.Thrift import TApplicationException, TMessageType
+from thrift.transport.TTransport import TMemoryBuffer, TTransportException
+
 from dfsql.errors import DfsqlError
+from dfsql.server.tcli import MalformedRequest, Processor, Protocol
+from dfsql.server.transport import CHUNK, gather
 
 if TYPE_CHECKING:
     import socket
@@ -93,10 +99,6 @@ def basic_credentials(header: str | None) -> tuple[str, str] | None:
 def thrift_error(call: bytes, message: str) -> bytes | None:
     """A Thrift exception replying to ``call`` (its method name and sequence id), saying
     ``message``; None when ``call`` does not start as a strict binary message."""
-    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
-    from thrift.Thrift import TApplicationException, TMessageType
-    from thrift.transport.TTransport import TMemoryBuffer
-
     if len(call) < 8:
         return None
     version, size = struct.unpack("!iI", call[:8])
@@ -172,8 +174,6 @@ class _Handler(BaseHTTPRequestHandler):
     error_message_format = "%(code)d %(message)s: %(explain)s\n"
 
     def __init__(self, conn, peer: str, endpoint: Endpoint) -> None:
-        from dfsql.server.tcli import Processor
-
         self.endpoint = endpoint
         self.processor = Processor(endpoint.service, max_message=endpoint.max_message)
         super().__init__(conn, peer, None)  # type: ignore[arg-type]  (no socketserver)
@@ -189,18 +189,21 @@ class _Handler(BaseHTTPRequestHandler):
         if size is None:
             return
         body = self._read(size)
+        if body is None:
+            return
         user, why = ep.user(self.headers.get("Authorization"))
         if user is None:
             log.info("refused a request from %s: %s", self.client_address, why)
-            self._extra["WWW-Authenticate"] = REALM
+            challenge = {"WWW-Authenticate": REALM}
             refusal = None
             if self.headers.get("Content-Type", "").startswith("application/x-thrift"):
                 refusal = thrift_error(body, f"Authentication Error: {why}")
             if refusal is None:
-                self._text(401, f"Authentication Error: {why}",
+                self._text(401, f"Authentication Error: {why}", challenge,
                            reason="Error validating the login")
             else:
-                self._send(401, refusal, "application/x-thrift", "Error validating the login")
+                self._send(401, refusal, "application/x-thrift", challenge,
+                           reason="Error validating the login")
             return
         reply = self._call(body, user)
         if reply is not None:
@@ -209,14 +212,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         """A browser's or a probe's look: what this is, as 405 (no body to discard)."""
         self._text(405, f"HiveServer2's HTTP transport takes Thrift calls as POST to "
-                        f"{self.endpoint.path}", headers={"Allow": "POST"})
+                        f"{self.endpoint.path}", {"Allow": "POST"})
 
     def _call(self, body: bytes, user: str) -> bytes | None:
         """The Thrift reply to one call; None when the body is no call (400 sent)."""
-        from thrift.transport.TTransport import TMemoryBuffer, TTransportException
-
-        from dfsql.server.tcli import MalformedRequest, Protocol
-
         out = TMemoryBuffer()
         self.endpoint.service.request_opened(user)
         try:
@@ -252,18 +251,14 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return size
 
-    def _read(self, size: int) -> bytes:
+    def _read(self, size: int) -> bytes | None:
         """``size`` bytes of body, a chunk at a time (an announcement costs nothing
-        before its bytes arrive)."""
-        from thrift.transport.TTransport import TTransportException
-
-        from dfsql.server.transport import CHUNK, gather
-
+        before its bytes arrive); None when the client went away first."""
         try:
             return gather(lambda n: self.rfile.read1(min(n, CHUNK)), b"", size)
         except TTransportException:
             self.close_connection = True
-            return b""
+            return None
 
     def _discard_body(self) -> None:
         """Read a refused request's body (within the limit), so that the reply reaches the
@@ -275,29 +270,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # ---------------------------------------------------------------- replies
-    def _text(self, code: int, text: str, reason: str | None = None,
-              headers: dict[str, str] | None = None) -> None:
-        for k, v in (headers or {}).items():
-            self._extra[k] = v
-        self._send(code, (text + "\n").encode(), "text/plain; charset=utf-8", reason)
+    def _text(self, code: int, text: str, headers: dict[str, str] | None = None,
+              reason: str | None = None) -> None:
+        self._send(code, (text + "\n").encode(), "text/plain; charset=utf-8", headers, reason)
 
-    def _send(self, code: int, body: bytes, kind: str, reason: str | None = None) -> None:
+    def _send(self, code: int, body: bytes, kind: str, headers: dict[str, str] | None = None,
+              reason: str | None = None) -> None:
         self.send_response(code, reason)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
-        for k, v in self._extra.items():
+        for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self._extra.clear()
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
-
-    _extra: dict[str, str]
-
-    def setup(self) -> None:
-        super().setup()
-        self._extra = {}
 
     def version_string(self) -> str:
         return "dfsql"
