@@ -113,6 +113,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
                          hint="add --allow-remote to mean it (and use --auth PLAIN)")
+    if args.http_path is not None and args.transport_mode != "http":
+        raise DfsqlError("--http-path is the path of the HTTP transport",
+                         hint="add --transport-mode http")
     streams = parse_streams(args.stream)
     spark = dfsql.session()
 
@@ -136,9 +139,6 @@ def serve(args: argparse.Namespace) -> int:
     # the limits given (the parser's defaults are None: the Server's own hold)
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout")
               if (v := getattr(args, k)) is not None}
-    if args.http_path is not None and args.transport_mode != "http":
-        raise DfsqlError("--http-path is the path of the HTTP transport",
-                         hint="add --transport-mode http")
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
                     allow_jvm_functions=args.allow_jvm_functions, jar_roots=args.data_root,

@@ -272,9 +272,10 @@ def test_requests_that_are_no_call_get_clean_http_errors(endpoint):
     conn.close()
 
 
-def test_serve_checks_the_http_options(capsys):
-    """``dfsql serve``'s HTTP options reach the server and are checked before it starts:
-    a path that is not a URL path, and --http-path without the HTTP transport."""
+def test_serve_checks_the_http_options(spark, capsys):
+    """``dfsql serve``'s HTTP options reach the server and are checked before it starts
+    (on the run's Spark, which ``dfsql serve`` takes as the active session): a path that
+    is not a URL path, and --http-path without the HTTP transport."""
     from dfsql.cli import main
 
     assert main(["serve", "--port", "0", "--transport-mode", "http", "--http-path",
@@ -289,10 +290,10 @@ def test_serve_checks_the_http_options(capsys):
 def test_the_connection_limits_hold_over_http(spark):
     """--max-connections and --idle-connection-timeout count HTTP connections as they
     count binary ones (the same accept loop): with one allowed, a second is closed on
-    arrival while the first is open; the first, silent for 0.5 s, is closed; then a
+    arrival while the first is open; the first, silent for 1 s, is closed; then a
     request is answered."""
     server = Server(spark, port=0, auth="NONE", transport_mode="http", max_connections=1,
-                    idle_connection_timeout=0.5).start()
+                    idle_connection_timeout=1).start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as first:
             first.sendall(b"GET /cliservice HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -300,7 +301,7 @@ def test_the_connection_limits_hold_over_http(spark):
             assert _raw(server.port, b"GET / HTTP/1.1\r\n\r\n") == b""  # over the limit
             while first.recv(65536):  # the rest of the reply, then the server's close
                 pass
-        assert _raw(server.port, b"GET /cliservice HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
-            b"HTTP/1.1 405")
+        assert _raw(server.port, b"GET /cliservice HTTP/1.1\r\nHost: x\r\n"
+                    b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 405")
     finally:
         server.stop()
