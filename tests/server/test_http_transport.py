@@ -108,6 +108,9 @@ def test_beeline_over_http_windowed_query_metadata_patterns_and_a_wrong_password
     script.write_text("\n".join([*BEELINE_SCRIPT, wrong]) + "\n")
     env = dict(os.environ)
     env.pop("SPARK_HOME", None)
+    # C1 only and the serial collector, as tests/conftest.py gives pyspark's JVMs: beeline's
+    # two short JVMs (the launcher's and its own) start in 2 s instead of 4-6 on 2 cores
+    env["JAVA_TOOL_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
     done = subprocess.run([_beeline(), "-u", endpoint.url(), "-n", "ada", "-p", PASSWORD,
                            "--outputformat=csv2", "-f", str(script)],
                           capture_output=True, text=True, env=env, timeout=180)
