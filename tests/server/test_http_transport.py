@@ -308,3 +308,26 @@ def test_the_connection_limits_hold_over_http(spark):
                     b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 405")
     finally:
         server.stop()
+
+
+def test_none_lets_anyone_in_the_header_naming_the_user(spark):
+    """Under NONE any credentials pass and the header names the session's user; without
+    a header, OpenSession's username does (what HiveServer2's NOSASL HTTP mode does)."""
+    from pyhive import hive
+    from thrift.transport.THttpClient import THttpClient
+
+    server = Server(spark, port=0, auth="NONE", transport_mode="http").start()
+    try:
+        conn = hive.connect(host="127.0.0.1", port=server.port, scheme="http",
+                            username="someone", password="anything", auth="BASIC")
+        cur = conn.cursor()
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+        assert [s.user for s in server.service.sessions.values()] == ["someone"]
+        conn.close()
+        bare = hive.connect(thrift_transport=THttpClient(
+            f"http://127.0.0.1:{server.port}/cliservice"), username="mallory")
+        assert [s.user for s in server.service.sessions.values()] == ["mallory"]
+        bare.close()
+    finally:
+        server.stop()
