@@ -113,6 +113,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
                          hint="add --allow-remote to mean it (and use --auth PLAIN)")
+    if args.http_path is not None and args.transport_mode != "http":
+        raise DfsqlError("--http-path is the path of the HTTP transport",
+                         hint="add --transport-mode http")
     streams = parse_streams(args.stream)
     spark = dfsql.session()
 
@@ -142,12 +145,13 @@ def serve(args: argparse.Namespace) -> int:
                     statement_timeout=args.statement_timeout,
                     idle_session_timeout=args.idle_session_timeout,
                     idle_operation_timeout=args.idle_operation_timeout,
-                    state_dir=args.state_dir, streams=streams, **limits).start()
+                    state_dir=args.state_dir, streams=streams,
+                    transport_mode=args.transport_mode,
+                    http_path=args.http_path or "cliservice", **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
-    print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
-          f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
-          + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
+    print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
+          f"{server.transport_mode}); beeline -u '{server.url()}'", flush=True)
     server.serve_forever()
     return EXIT_SPARK_DIED if server.failure else 0
 
@@ -253,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
                        type=str.upper)
     p_srv.add_argument("--password-file", help="users for --auth PLAIN (dfsql passwd)")
+    p_srv.add_argument("--transport-mode", default="binary", choices=["binary", "http"],
+                       type=str.lower, help="binary (Thrift over TCP, SASL) or http (Thrift "
+                       "calls POSTed to --http-path, Basic auth); default binary")
+    p_srv.add_argument("--http-path", metavar="PATH",
+                       help="where the HTTP transport serves (default cliservice: "
+                            "beeline's ;transportMode=http;httpPath=cliservice)")
     p_srv.add_argument("--allow-remote", action="store_true",
                        help="accept a --host other than loopback")
     p_srv.add_argument("--paper-tables", action="store_true", default=argparse.SUPPRESS,
@@ -283,10 +293,10 @@ def main(argv: list[str] | None = None) -> int:
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
     p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
-                       help="the largest SASL frame, Thrift string or method name a client "
-                            "may announce (and an eighth as many list elements); a larger "
-                            "announcement closes its connection before anything is read "
-                            "(default 64)")
+                       help="the largest SASL frame, HTTP body, Thrift string or method name "
+                            "a client may announce (and an eighth as many list elements); a "
+                            "larger announcement closes its connection before anything is "
+                            "read (default 64)")
     p_srv.add_argument("--max-connections", type=int, metavar="N",
                        help="connections served at once; more are closed on arrival, with a "
                             "log line (default 100)")
