@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql import docs_help  # re and importlib.resources only: light at start-up
 from dfsql.errors import DfsqlError
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 
@@ -215,8 +216,6 @@ def _run_scripts(sh: Shell, args: argparse.Namespace) -> int:
 def help_topic(args: argparse.Namespace) -> int:
     """``dfsql help WINDOW``: that section of the shipped reference; no topic lists the
     topics; an unknown one lists them on stderr and exits 1 (a script can tell)."""
-    from dfsql import docs_help
-
     topic = " ".join(args.topic)
     if not topic:
         print("dfsql help TOPIC prints that section of the language reference. Topics:\n  "

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dfsql
+from dfsql import docs_help
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
@@ -217,8 +218,6 @@ class Shell:
         """``\\help`` lists the commands and the reference's topics; ``\\help WINDOW``
         prints that section of the shipped reference (:mod:`dfsql.docs_help`)."""
         from rich.table import Table
-
-        from dfsql import docs_help
 
         if rest:
             text = docs_help.section(rest)
