@@ -145,15 +145,27 @@ def _normal(text: str, unordered: bool) -> list:
 
 @pytest.fixture(scope="module")
 def shell(spark):
-    """The shell's own code on the run's session: what it prints is what a page shows."""
+    """The shell's own code on the run's session: what it prints is what a page shows.
+    What the pages make (tables, views, a cached table, registered views) is dropped
+    afterwards, so the modules after this one on the session see its catalog as before."""
     from dfsql.shell.repl import Shell
 
     register_paper_tables(spark)
+    before = {t.name for t in spark.catalog.listTables()}
     sh = Shell(paper_tables=False, history="/dev/null")
     sh._spark = spark
     sh._started.set()
     sh.timing, sh.pager = False, False
-    return sh
+    yield sh
+    for t in spark.catalog.listTables():
+        if t.name in before:
+            continue
+        spark.sql(f"UNCACHE TABLE IF EXISTS `{t.name}`")
+        if t.isTemporary:
+            spark.catalog.dropTempView(t.name)
+        else:
+            kind = "VIEW" if t.tableType == "VIEW" else "TABLE"
+            spark.sql(f"DROP {kind} IF EXISTS `{t.name}`")
 
 
 def _run(sh, example: Example) -> str:
