@@ -50,13 +50,16 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     from dfsql.spark.planner import remember  # Spark's modules load with the first query
 
     s = _spark(spark)
+    sync_catalog(s)  # views other processes made, before they are read
     expanded = views.expand(text, s)  # windowed views read: their queries in their place
     try:
         if expanded.spans:
             stmt = parse_statement(expanded.text)
         if stmt.kind == "create_view" and not stmt.view_temporary and \
                 (stmt.windowed or expanded.spans):
-            return views.create_with(stmt, expanded, s, lambda body: sql(body, s))
+            made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
+            sync_catalog(s, text)  # its definition, for other processes
+            return made
         planned = _plan(stmt, expanded.text, s)
     except DfsqlError as err:
         raise expanded.remap(err) from None
