@@ -4,8 +4,8 @@
 cluster, ``--remote sc://…`` for Spark Connect); ``dfsql -e "query"`` and ``dfsql -f
 file.sql`` run statements without a prompt and exit non-zero on the first error (so does
 a script piped in). Subcommands: ``demo`` (the README demo), ``run FILE``, ``explain
-FILE``, ``serve`` (the HiveServer2-compatible endpoint) and ``passwd FILE USER`` (its
-password file).
+FILE``, ``serve`` (the HiveServer2-compatible endpoint), ``passwd FILE USER`` (its
+password file) and ``help TOPIC`` (a section of the language reference).
 
 Errors in a query print as ``line L, col C: message`` with a hint and exit 1 — no stack
 trace for a user's mistake.
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql import docs_help  # re and importlib.resources only: light at start-up
 from dfsql.errors import DfsqlError
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 
@@ -216,6 +217,22 @@ def _run_scripts(sh: Shell, args: argparse.Namespace) -> int:
     return sh.interactive()
 
 
+def help_topic(args: argparse.Namespace) -> int:
+    """``dfsql help WINDOW``: that section of the shipped reference; no topic lists the
+    topics; an unknown one lists them on stderr and exits 1 (a script can tell)."""
+    topic = " ".join(args.topic)
+    if not topic:
+        print("dfsql help TOPIC prints that section of the language reference. Topics:\n  "
+              + "\n  ".join(docs_help.topics()))
+        return 0
+    text = docs_help.section(topic)
+    if text is None:
+        print(docs_help.unknown_topic(topic), file=sys.stderr)
+        return 1
+    print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dfsql", description="dfsql: streaming SQL with the Dataflow model on Spark. "
@@ -304,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="close a connection that sends nothing (or takes no reply) for "
                             "this long, one stuck in its SASL handshake too (default 3600; 0: "
                             "never)")
+    p_help = sub.add_parser("help", help="print a section of the language reference "
+                                         "(dfsql help TRIGGER); no topic: the topics")
+    p_help.add_argument("topic", nargs="*")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")
@@ -319,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("DFSQL_SPARK_REMOTE", None)
         os.environ["DFSQL_SPARK_MASTER"] = args.master
     handler = {None: shell, "demo": demo, "run": run, "explain": explain, "serve": serve,
-               "passwd": passwd}[args.command]
+               "passwd": passwd, "help": help_topic}[args.command]
     try:
         return handler(args)
     except DfsqlError as e:

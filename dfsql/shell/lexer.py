@@ -44,7 +44,8 @@ COMMANDS: dict[str, str] = {
     "\\timing": "show or hide each statement's elapsed time",
     "\\maxrows": "\\maxrows N: fetch and show at most N rows of a result",
     "\\pager": "\\pager on|off: page results taller than the screen",
-    "\\help": "this list",
+    "\\help": "this list; \\help TOPIC: that section of the language reference "
+              "(\\help WINDOW, \\help TRIGGER, ...)",
     "\\q": "leave the shell (or Ctrl-D)",
 }
 

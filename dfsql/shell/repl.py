@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dfsql
+from dfsql import docs_help
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
@@ -213,9 +214,23 @@ class Shell:
                              "\\help lists the commands")
         handler(rest, rest_at)
 
-    def _help(self, _rest: str, _at: int) -> None:
+    def _help(self, rest: str, at: int) -> None:
+        """``\\help`` lists the commands and the reference's topics; ``\\help WINDOW``
+        prints that section of the shipped reference (:mod:`dfsql.docs_help`)."""
         from rich.table import Table
 
+        if rest:
+            text = docs_help.section(rest)
+            if text is None:
+                raise ShellError(docs_help.unknown_topic(rest), 1, at + 1,
+                                 "\\help alone lists the commands and the topics")
+            if self.out.is_terminal:
+                from rich.markdown import Markdown
+
+                self.out.print(Markdown(text))
+            else:
+                self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            return
         table = Table(box=None, show_header=False, pad_edge=False)
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
@@ -225,6 +240,8 @@ class Shell:
                        "Esc Enter runs it as it is. Ctrl-C cancels a running statement "
                        "(or clears the line); Ctrl-D leaves.\n")
         self.out.print(table)
+        self.out.print("\n\\help TOPIC prints that section of the language reference. "
+                       "Topics: " + ", ".join(docs_help.topics()), markup=False)
 
     def _quit(self, _rest: str, _at: int) -> None:
         raise Quit
