@@ -125,6 +125,10 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
         plans.append(plan)
+        if block is top and stmt.kind == "explain_watermark":
+            from dfsql.spark.watermark_trials import explain_watermark
+
+            return Planned(explain_watermark(plan, stmt.tries))
         df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
         blocks.append(planned)
         if block is top:
