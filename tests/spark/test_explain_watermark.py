@@ -106,16 +106,22 @@ def test_panes_retractions_and_latency_under_the_papers_marks(fig14) -> None:
             r["on_time_latency_p99_s"]) == (120.0, 210.0, 210.0)
 
 
-def test_on_time_latency_under_perfect(fig14) -> None:
-    """PERFECT is 12:01:20 from 12:04:30 (the 9 not arrived) until 12:07:20, then 12:06:30.
-    At 12:07:20 the 9 merges the sessions into [12:00:30, 12:05:00) — a window created
-    while the watermark (12:01:20) was before its end, so not late — and the watermark
-    moves to 12:06:30, past its end: ON_TIME at 12:07:20, 140 s after 12:05:00. The last
-    session [12:06:30, 12:08:50) never sees the watermark pass before the input ends: the
-    replay ends at 12:09:00 (the last arrival 12:08:40 carried to its EVERY 1 MINUTE
-    period's end), where the watermark becomes +inf: ON_TIME at 12:09, 10 s after its end.
-    Two latencies, 10 and 140: p50 = 10 (the 1st of 2), p90 = p99 = 140."""
+def test_panes_and_on_time_latency_under_perfect(fig14) -> None:
+    """PERFECT is 12:01:20 from 12:04:30 (the 9 not arrived) until 12:07:20, then 12:06:30,
+    12:07:10 (12:07:40), 12:07:50 (12:08:20). Panes: at 12:05 EARLY 5 (session
+    [12:00:30, 12:01:30) ends after 12:01:20) and EARLY 7; at 12:06 EARLY 10
+    ([12:03:20, 12:05:00)); the 8 (12:06:20) merges [12:02:10, 12:05:00): EARLY 25 at 12:07,
+    retracting 7 and 10. At 12:07:20 the 9 merges [12:00:30, 12:05:00) — created while
+    the watermark (12:01:20) was before its end, so not late — and the watermark moves to
+    12:06:30, past its end: ON_TIME 39, retracting 5 and 25, 140 s after 12:05:00. At
+    12:08 EARLY 3; the 8 and the 1 grow it to [12:06:30, 12:08:50). The replay ends at
+    12:09:00 (the last arrival 12:08:40 carried to its EVERY 1 MINUTE period's end): the
+    period fires EARLY 12 (watermark 12:07:50), retracting 3, then the watermark becomes
+    +inf and the on-time pane fires, ON_TIME 12, retracting the EARLY 12, 10 s after
+    12:08:50. 8 panes, 6 retractions; latencies 10 and 140: p50 = 10 (the 1st of 2),
+    p90 = p99 = 140."""
     r = fig14["PERFECT"]
+    assert (r["panes"], r["retractions"]) == (8, 6)
     assert (r["on_time_latency_p50_s"], r["on_time_latency_p90_s"],
             r["on_time_latency_p99_s"]) == (10.0, 140.0, 140.0)
 
