@@ -18,6 +18,7 @@ one read and one shuffle of the input, not one query per watermark.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -87,12 +88,26 @@ def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> Dat
 
 
 def _own_label(plan: BlockPlan) -> str:
-    """The query's own watermark, said where it comes from."""
+    """The query's own watermark as written (or registered), said where it comes from."""
     cl = plan.clauses
     registered = registered_defaults(plan.stmt.blocks[plan.block.index], plan.registry)
     if "watermark" in registered.registered:
-        return f"{cl.watermark} (registered with {registered.registered['watermark'][0]})"
-    return f"{cl.watermark} (the query's{'' if cl.watermark_given else ' default'})"
+        table, text = registered.registered["watermark"]
+        return f"{' '.join(text.split())} (registered with {table})"
+    wm = cl.watermark
+    if not cl.watermark_given:
+        return "DELAY 0 SECONDS (the query's default)"
+    if isinstance(wm, c.WatermarkDelay) and wm.from_relation:
+        return f"{wm} (the query's, from its relation's WATERMARK … DELAY OF)"
+    # the clause's text, from after the word WATERMARK to the next clause or the region's end
+    text = plan.src.text[wm.pos.offset:plan.block.region[1]]
+    body = _NEXT_CLAUSE.split(text[len("WATERMARK"):], maxsplit=1)[0]
+    said = " ".join(body.split()) if "--" not in body and "/*" not in body else str(wm)
+    return f"{said} (the query's)"
+
+
+#: what ends a WATERMARK clause's text: the next clause
+_NEXT_CLAUSE = re.compile(r"(?i)\b(?:PROCESSING|ALLOWED|TRIGGER|EMIT)\b")
 
 
 def _timelines(plan: BlockPlan, inp: DataFrame,
