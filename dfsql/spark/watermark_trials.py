@@ -66,8 +66,9 @@ def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> Dat
             "add PROCESSING TIME <arrival column> after the WATERMARK clause (without it a "
             "table arrives all at once and no watermark makes a row late)")
     if plan.is_streaming():
-        perfect = next((t for t in tries if isinstance(t.watermark, c.WatermarkPerfect)), None)
-        where = perfect.watermark.pos.offset if perfect else plan.block.span[0]
+        perfect = next((wm for wm in [cl.watermark, *(t.watermark for t in tries)]
+                        if isinstance(wm, c.WatermarkPerfect)), None)
+        where = perfect.pos.offset if perfect else plan.block.span[0]
         raise plan.src.error(
             SourceError, "WATERMARK PERFECT looks ahead in a bounded table, and this query "
             "reads a stream" if perfect else "EXPLAIN WATERMARK replays a bounded table, "
