@@ -23,6 +23,7 @@ from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
+from dfsql.spark import views
 from dfsql.spark.catalog import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.sinks import STORE_CONF, start_stream
@@ -48,7 +49,20 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
         return run_continuous(stmt, text, _spark(spark), start)
     from dfsql.spark.planner import remember  # Spark's modules load with the first query
 
-    planned = _plan(stmt, text, spark)
+    s = _spark(spark)
+    sync_catalog(s)  # views other processes made, before they are read
+    expanded = views.expand(text, s)  # windowed views read: their queries in their place
+    try:
+        if expanded.spans:
+            stmt = parse_statement(expanded.text)
+        if stmt.kind == "create_view" and not stmt.view_temporary and \
+                (stmt.windowed or expanded.spans):
+            made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
+            sync_catalog(s, text)  # its definition, for other processes
+            return made
+        planned = _plan(stmt, expanded.text, s)
+    except DfsqlError as err:
+        raise expanded.remap(err) from None
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
         # the user starts this streaming DataFrame, on the session's settings: put the
@@ -66,13 +80,19 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     s = _spark(spark)
     sync_catalog(s)  # the tables other processes made, filled or dropped since
     if not stmt.windowed:
+        shown = views.show_create(text, s) if stmt.kind == "other" else None
+        if shown is not None:
+            return Planned(shown)
         with spark_errors(stmt.source, text=text):
             df = s.sql(text)
         sync_catalog(s, text)  # a table this statement made: its definition, for later runs
         return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt),)], "plan string"))
-    return execute(stmt, s, _REGISTRY)
+    planned = execute(stmt, s, _REGISTRY)
+    if stmt.kind == "write":
+        sync_catalog(s, text)  # the table the statement made or filled, for later runs
+    return planned
 
 
 def start(text: str, sink: object = "memory", checkpoint: str | None = None,

@@ -16,7 +16,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
-from dfsql.spark.catalog import DEFINITION
+from dfsql.spark.catalog import DEFINITION, VIEWS
 
 
 def _dfsql(warehouse: Path | str, *statements: str, ok: bool = True) -> str:
@@ -48,8 +48,15 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
            "INSERT INTO cat_db.c VALUES (1, 'one'), (2, 'two')",
            "CREATE TABLE cat_p USING parquet PARTITIONED BY (k) "
            "AS SELECT id AS v, id % 2 AS k FROM range(4)",
-           "CREATE TABLE cat_again AS SELECT 1 AS a")
+           "CREATE TABLE cat_again AS SELECT 1 AS a",
+           "CREATE VIEW cat_wv AS SELECT b, COUNT(*) AS n FROM cat_t GROUP BY b WINDOW GLOBAL")
     assert (wh / "cat_t" / DEFINITION).is_file()
+    # a persistent windowed view made there is read here as its query (one GLOBAL pane of
+    # a batch input: ON_TIME, the last, no emit time); dropped here, its definition goes
+    assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_wv", spark).collect()] == [
+        ("x", 1, None, None, 0, "ON_TIME", True, None, False)]
+    dfsql.sql("DROP VIEW cat_wv", spark)
+    assert not (wh / VIEWS / "default.cat_wv.sql").exists()
     # this process (its session started before they existed) sees them at its next statement
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(1, "x")]
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_db.c ORDER BY a", spark).collect()] \

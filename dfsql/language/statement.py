@@ -54,8 +54,10 @@ class Statement:
     """A parsed statement: its text, its kind, and its windowed blocks (innermost first)."""
 
     text: str
-    kind: str  # query | explain | explain_watermark | create_view | other
-    body_start: int  # offset where the query proper starts (after EXPLAIN / CREATE VIEW … AS)
+    kind: str  # query | explain | explain_watermark | create_view | write | other
+    #: offset where the query proper starts (after EXPLAIN, CREATE VIEW … AS, or a write's
+    #: head: CREATE [OR REPLACE] TABLE … AS, INSERT INTO/OVERWRITE …, CACHE TABLE … AS)
+    body_start: int
     blocks: tuple[WindowedBlock, ...] = ()
     view_name: str | None = None
     view_temporary: bool = False
@@ -64,8 +66,10 @@ class Statement:
     view_replace: bool = False
     view_if_not_exists: bool = False
     view_global: bool = False
-    #: where the view's name starts in ``text`` (-1 when not a CREATE VIEW)
+    #: where the view's name (as written, qualified or not) starts and ends in ``text``
+    #: (-1 when not a CREATE VIEW)
     view_name_offset: int = -1
+    view_name_end: int = -1
     #: EXPLAIN WATERMARK: the watermarks after TRY, and where TRY starts (the query ends)
     tries: tuple[TriedWatermark, ...] = ()
     tries_start: int = -1
@@ -104,7 +108,8 @@ class _ViewHead:
         return {"view_name": self.name, "view_temporary": self.temporary,
                 "view_replace": self.replace, "view_if_not_exists": self.if_not_exists,
                 "view_global": self.is_global,
-                "view_name_offset": self.parts[0].start if self.parts else -1}
+                "view_name_offset": self.parts[0].start if self.parts else -1,
+                "view_name_end": self.parts[-1].end if self.parts else -1}
 
 
 def _view_head(first: list[Token], end: int) -> _ViewHead:
@@ -143,8 +148,8 @@ def _view_head(first: list[Token], end: int) -> _ViewHead:
 
 
 def _check_windowed_view(view: _ViewHead, src: Source) -> None:
-    """A windowed result is a DataFrame that dfsql computes in this Spark session: only a
-    temp view (one-part name, no column list) can name it."""
+    """A windowed view names its query's own columns (no column list); a temp view's name
+    has one part. (A persistent one is kept in the catalog: :mod:`dfsql.spark.views`.)"""
     text = src.text
     after_view = view.view_word.end if view.view_word is not None else 0
     if not view.parts:
@@ -155,13 +160,7 @@ def _check_windowed_view(view: _ViewHead, src: Source) -> None:
                         view.parts[-1].end, f"e.g. CREATE TEMP VIEW {view.parts[-1].text} AS "
                         "SELECT …")
     name = view.parts[-1].text
-    if not view.temporary and view.view_word is not None:
-        head = "CREATE OR REPLACE" if view.replace else "CREATE"
-        raise src.error(NotSupportedError, "a windowed query can only be a TEMP view: its result "
-                        "is computed by dfsql in this Spark session, which a persistent view "
-                        "cannot store", view.view_word.start,
-                        f"write {head} TEMP VIEW {name} AS …")
-    if len(view.parts) > 1:
+    if len(view.parts) > 1 and view.temporary:
         written = text[view.parts[0].start:view.parts[-1].end]
         kw = text[view.view_word.start:view.view_word.end] if view.view_word else "VIEW"
         temp = next((w for w in ("TEMPORARY", "TEMP") if w in text[:view.parts[0].start].upper()),
@@ -304,10 +303,37 @@ def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
         kind = "create_view"
         view = _view_head(first, end)
         body_start = view.body_start
+    elif first and (write_at := _write_body(first, tokens)) is not None:
+        kind, body_start = "write", write_at
     elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
             first[0].text != "(":
         kind = "other"
     return kind, body_start, view
+
+
+def _write_body(first: list[Token], tokens: list[Token]) -> int | None:
+    """Where the query of a statement that writes a query's rows starts (an offset), or
+    None: ``CREATE [OR REPLACE] TABLE … AS q``,
+    ``REPLACE TABLE … AS q``, ``INSERT INTO|OVERWRITE [TABLE] t … q``, ``CACHE [LAZY]
+    TABLE t [OPTIONS (…)] [AS] q`` (LANGUAGE.md §8a: a windowed query stands there with
+    the meaning it has alone)."""
+    words = [t.upper if t.kind == "word" else t.text for t in first[:6]]
+    if words[:1] == ["CREATE"] and "TABLE" in words or words[:2] == ["REPLACE", "TABLE"]:
+        return next((first[k + 1].start for k in range(1, len(first) - 1)
+                     if first[k].is_word("AS") and _starts_query(first[k + 1], tokens)), None)
+    if words[:2] in (["INSERT", "INTO"], ["INSERT", "OVERWRITE"]) or \
+            words[:2] == ["CACHE", "TABLE"] or words[:3] == ["CACHE", "LAZY", "TABLE"]:
+        start = words.index("TABLE") + 2 if words[0] == "CACHE" else 3
+        return next((t.start for t in first[start:] if _starts_query(t, tokens)), None)
+    return None
+
+
+def _starts_query(t: Token, tokens: list[Token]) -> bool:
+    """``t`` starts a query: SELECT, WITH, FROM, VALUES, TABLE, or ``(`` before SELECT/WITH."""
+    if t.text == "(":
+        nxt = next((u for u in tokens if u.start >= t.end), None)
+        return nxt is not None and nxt.is_word("SELECT", "WITH")
+    return t.is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE")
 
 
 def _regions(tokens: list[Token], src: Source) -> list[tuple[int, int, int]]:

@@ -18,7 +18,11 @@ warehouse itself, where any number of processes can read it:
   filled or dropped is registered, re-registered, refreshed or forgotten.
 
 A directory without the file (written by Spark outside dfsql) is registered when it holds
-Parquet or ORC files, whose schema is in the data. Sessions dfsql did not create are
+Parquet or ORC files, whose schema is in the data. Persistent views (plain ones, and the
+windowed views of :mod:`dfsql.spark.views`) have no directory: each one's ``SHOW CREATE
+TABLE`` is kept in ``.dfsql-views/<db>.<view>.sql`` in the warehouse, written after the
+statement that made, altered or dropped it, and made again (or dropped) by every other
+process at its next statement. Sessions dfsql did not create are
 never touched; over Spark Connect the server owns the catalog.
 """
 
@@ -29,12 +33,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: the table's definition, inside its directory (hidden from Spark's file listing)
 DEFINITION = ".dfsql-table.sql"
+#: the persistent views' definitions, in the warehouse
+VIEWS = ".dfsql-views"
 #: statements after which table definitions are written again
 _DDL = re.compile(r"^\s*(CREATE|REPLACE|ALTER|DROP|TRUNCATE|MSCK|RENAME)\b", re.IGNORECASE)
 #: data files whose schema Spark reads from the files themselves
@@ -65,6 +72,8 @@ class Catalog:
     warehouse: Path
     seen: dict[Path, _Seen] = field(default_factory=dict)
     databases: set[str] = field(default_factory=set)
+    #: each view definition file as last read or written: its mtime
+    views_seen: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ the warehouse
     def _table_dirs(self) -> dict[Path, tuple[str, str]]:
@@ -140,6 +149,49 @@ class Catalog:
             elif _mtime(path) != seen.dir_mtime:  # new files (INSERT here or elsewhere)
                 self.spark.sql(f"REFRESH TABLE {seen.name}")
             self.seen[path] = _Seen(f"{_q(db)}.{_q(table)}", _mtime(path), _mtime(defn))
+        if ddl:
+            self._write_views()
+        else:
+            self._read_views()
+
+    # ------------------------------------------------------------------ views
+    def _read_views(self) -> None:
+        """Make (again) the views another process defined or changed; drop those it
+        dropped. A view over a table not registered yet is tried again next time."""
+        from pyspark.errors import PySparkException
+
+        folder = self.warehouse / VIEWS
+        files = {p.name: p for p in folder.glob("*.sql")} if folder.is_dir() else {}
+        for fname, path in files.items():
+            mtime = _mtime(path)
+            if self.views_seen.get(fname) == mtime:
+                continue
+            try:
+                text = path.read_text()
+                self.spark.sql(re.sub(r"^\s*CREATE\s+VIEW\b", "CREATE OR REPLACE VIEW", text,
+                                      count=1, flags=re.IGNORECASE))
+            except (OSError, PySparkException):
+                continue
+            self.views_seen[fname] = mtime
+        for fname in [f for f in self.views_seen if f not in files]:
+            del self.views_seen[fname]
+            self.spark.sql(f"DROP VIEW IF EXISTS {_view_name(fname)}")
+
+    def _write_views(self) -> None:
+        """After DDL here: every persistent view's definition written (when changed), and
+        the file of a view seen before and gone now removed."""
+        folder = self.warehouse / VIEWS
+        here: set[str] = set()
+        for db in {"default", *self.databases}:
+            for t in self.spark.catalog.listTables(db):
+                if t.tableType == "VIEW" and not t.isTemporary:
+                    fname = _view_file(db, t.name)
+                    here.add(fname)
+                    text = self.spark.sql(f"SHOW CREATE TABLE {_q(db)}.{_q(t.name)}").collect()[0][0]
+                    self.views_seen[fname] = _write_if_changed(folder, fname, text)
+        for fname in [f for f in self.views_seen if f not in here]:
+            del self.views_seen[fname]
+            (folder / fname).unlink(missing_ok=True)
 
     def _define(self, path: Path, db: str, table: str) -> None:
         """Write the table's definition next to its files."""
@@ -192,6 +244,30 @@ class Catalog:
 
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _view_file(db: str, view: str) -> str:
+    return quote(db, safe="").replace(".", "%2E") + "." + quote(view, safe="").replace(".", "%2E") + ".sql"
+
+
+def _view_name(fname: str) -> str:
+    db, view = fname[:-len(".sql")].split(".", 1)
+    return f"{_q(unquote(db))}.{_q(unquote(view))}"
+
+
+def _write_if_changed(folder: Path, fname: str, text: str) -> int:
+    """Write ``text`` to ``folder/fname`` unless it is there already (other processes
+    need not read it again); atomic. Returns the file's mtime."""
+    path = folder / fname
+    try:
+        if path.read_text() == text:
+            return _mtime(path)
+    except OSError:
+        folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{fname}.{os.getpid()}"
+    tmp.write_text(text)
+    tmp.replace(path)
+    return _mtime(path)
 
 
 def _mtime(path: Path) -> int:

@@ -27,6 +27,8 @@ from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan_types import StreamPlan
 from dfsql.spark.watermark_trials import explain_watermark
+from dfsql.spark.writes import finish as finish_write
+from dfsql.spark.writes import write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,7 +102,6 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     planned: Planned | None = None
     try:
         planned = _execute(stmt, spark, registry, plans, inner_views)
-        return planned
     finally:
         # on classic Spark every DataFrame above was analysed when created, so the views
         # are not needed. Spark Connect sends a plan that names them, and analyses a
@@ -110,6 +111,9 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
                 and any(b.stream is not None for b in planned.blocks)):
             for name in [*inner_views, *(v for p in plans for v in p.registered)]:
                 spark.catalog.dropTempView(name)
+    if stmt.kind == "write":
+        finish_write(stmt, spark)
+    return planned
 
 
 def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
@@ -132,7 +136,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
             return Planned(explain_watermark(plan, stmt.tries))
         df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
         blocks.append(planned)
-        if block is top:
+        if block is top and stmt.kind != "write":
             result = df
         else:
             if block.index in cancel and \
@@ -161,6 +165,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         with spark_errors(stmt.source, lambda k: k + stmt.body_start):
             _create_view(stmt, spark.sql(body))
         return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
+    if stmt.kind == "write":  # the rows written are the windowed result's, changelog and all
+        return Planned(write(stmt, final, spark), tuple(blocks))
     with spark_errors(stmt.source):
         return Planned(spark.sql(final), tuple(blocks))
 

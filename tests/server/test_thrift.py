@@ -335,6 +335,36 @@ def test_metadata_calls(endpoint):
     conn.close()
 
 
+def test_a_persistent_windowed_view_is_shared_by_every_session(endpoint):
+    """One client makes the view, another (its own session, temp views of its own) reads
+    Figure 14's changelog from it; GetTables lists it as a VIEW and GetColumns shows
+    dfsql's columns (LANGUAGE.md §8a)."""
+    from dfsql.server.tcli import ttypes as tt
+
+    maker, reader = _connect(endpoint), _connect(endpoint)
+    try:
+        cur = maker.cursor()
+        cur.execute(f"CREATE OR REPLACE VIEW fig14_view AS {FIG14['query']}")
+        cur = reader.cursor()
+        cur.execute("SELECT * FROM fig14_view ORDER BY emit_time, is_retraction DESC, total")
+        got = cur.fetchall()
+        expected = sorted(_fig14_rows(), key=lambda r: (r[7], not r[8], r[1]))
+        assert [tuple(r) for r in got] == expected
+        client, session = reader.client, reader.sessionHandle
+        tables = operation_rows(reader, client.GetTables(tt.TGetTablesReq(
+            sessionHandle=session, tableName="fig14%")))
+        assert [(r[2], r[3]) for r in tables] == [("fig14_view", "VIEW")]
+        cols = operation_rows(reader, client.GetColumns(tt.TGetColumnsReq(
+            sessionHandle=session, tableName="fig14_view")))
+        assert [(r[3], r[5]) for r in cols] == list(zip(COLUMNS, [
+            "STRING", "BIGINT", "TIMESTAMP", "TIMESTAMP", "BIGINT", "STRING", "BOOLEAN",
+            "TIMESTAMP", "BOOLEAN"], strict=True))
+    finally:
+        maker.cursor().execute("DROP VIEW IF EXISTS fig14_view")
+        maker.close()
+        reader.close()
+
+
 # --------------------------------------------------------------------------- auth
 
 

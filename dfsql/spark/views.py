@@ -1,0 +1,238 @@
+"""Persistent windowed views: kept in Spark's catalog, read by dfsql as their query.
+
+``CREATE VIEW v AS <windowed query>`` (no TEMP, LANGUAGE.md §8a) stores in the catalog a
+view with the result's columns and types, whose own body raises an error naming dfsql,
+and the windowed query's text in the view's properties. So ``DESCRIBE``, ``SHOW TABLES``
+and the endpoint's metadata calls show dfsql's columns, plain Spark reading it gets a
+clear error and never wrong rows, and every dfsql session reads it as the windowed query,
+re-planned on each read (it sees the current input): before a statement is parsed, each
+table it reads (after FROM or JOIN) that is such a view is replaced by its query as a
+subquery (:func:`expand`), so the statement's windowed blocks include the view's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dfsql.errors import AnalysisError, DfsqlError
+from dfsql.language.scan import Token, scan_text
+from dfsql.spark.errors import spark_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from dfsql.language.statement import Statement
+
+#: the view's query is kept in properties ``dfsql.query.0`` … (a metastore caps one
+#: property's length), their number in ``dfsql.query.parts``
+PARTS = "dfsql.query.parts"
+_CHUNK = 2000
+#: words after a table name that are not its alias
+_NOT_ALIAS = {
+    "WHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "OFFSET", "JOIN", "LEFT", "RIGHT", "FULL",
+    "INNER", "CROSS", "OUTER", "NATURAL", "SEMI", "ANTI", "ON", "USING", "UNION", "INTERSECT",
+    "EXCEPT", "MINUS", "WINDOW", "WATERMARK", "LATERAL", "PIVOT", "UNPIVOT", "TABLESAMPLE",
+    "CLUSTER", "DISTRIBUTE", "SORT", "SELECT", "INSERT", "PROCESSING", "TRIGGER", "EMIT",
+    "ALLOWED", "FOR", "VERSION", "TIMESTAMP",
+}
+_MAX_DEPTH = 16
+
+
+def definition(spark: SparkSession, name: str) -> str | None:
+    """The windowed query of the persistent view ``name`` (as written in SQL), or None
+    when ``name`` is not one (a table, a temp view, a plain view, nothing)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        table = spark.catalog.getTable(name)
+    except (AnalysisException, ValueError):
+        return None
+    if table.isTemporary or table.tableType != "VIEW":
+        return None
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    parts = props.get(PARTS)
+    if parts is None or not parts.isdigit():
+        return None
+    return "".join(props.get(f"dfsql.query.{i}", "") for i in range(int(parts)))
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def create(stmt: Statement, spark: SparkSession, body: str, schema: StructType) -> DataFrame:
+    """``CREATE [OR REPLACE] VIEW [IF NOT EXISTS] v AS body`` for a windowed ``body``: the
+    catalog's view has ``schema``'s columns and a body that raises an error naming dfsql;
+    ``body`` (as the user wrote it) is kept in its properties."""
+    name = stmt.text[stmt.view_name_offset:stmt.view_name_end]
+    chunks = [body[i:i + _CHUNK] for i in range(0, len(body), _CHUNK)] or [""]
+    props = [f"'{PARTS}' = '{len(chunks)}'"] + [
+        f"'dfsql.query.{i}' = {_literal(c)}" for i, c in enumerate(chunks)]
+    columns = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name.replace('`', '``')}`"
+                        for f in schema.fields)
+    refusal = _literal(f"{name} is a dfsql view (a windowed query that dfsql computes): read "
+                       "it through dfsql (dfsql.sql, dfsql serve or the dfsql shell)")
+    head = "CREATE OR REPLACE VIEW" if stmt.view_replace else "CREATE VIEW"
+    exists = " IF NOT EXISTS" if stmt.view_if_not_exists else ""
+    ddl = (f"{head}{exists} {name} TBLPROPERTIES ({', '.join(props)}) AS SELECT {columns} "
+           f"FROM range(1) WHERE raise_error({refusal}) IS NULL")
+    with spark_errors(stmt.source, lambda k: stmt.view_name_offset):
+        return spark.sql(ddl)
+
+
+_SHOW_CREATE = re.compile(r"^\s*SHOW\s+CREATE\s+TABLE\s+((?:`[^`]*`|[\w$]+)(?:\s*\.\s*(?:`[^`]*`|"
+                          r"[\w$]+))*)\s*(?:AS\s+SERDE\s*)?;?\s*$", re.IGNORECASE)
+
+
+def show_create(text: str, spark: SparkSession) -> DataFrame | None:
+    """``SHOW CREATE TABLE v`` of a windowed view: the statement that makes it, with its
+    clauses (Spark would show the body that refuses plain reads)."""
+    m = _SHOW_CREATE.match(text)
+    if m is None:
+        return None
+    body = definition(spark, m.group(1))
+    if body is None:
+        return None
+    return spark.createDataFrame([(f"CREATE VIEW {m.group(1)} AS\n{body}",)], "createtab_stmt string")
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """A statement with its windowed views replaced by their queries: the new text, and
+    where each replacement stands in the old and new texts (to put errors back)."""
+
+    text: str
+    original: str
+    #: (start, end in the original, start, end in the new text, view name), in order
+    spans: tuple[tuple[int, int, int, int, str], ...] = ()
+    #: every windowed view read, directly or through another (lower case, unquoted)
+    reached: frozenset[str] = frozenset()
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        return tuple(s[4] for s in self.spans)
+
+    def _offset(self, new: int) -> tuple[int, str | None]:
+        shift = 0
+        for o0, o1, n0, n1, name in self.spans:
+            if new < n0:
+                break
+            if new < n1:
+                return o0, name
+            shift = o1 - n1
+        return new + shift, None
+
+    def remap(self, err: DfsqlError) -> DfsqlError:
+        """``err`` (positioned in the new text) positioned in the statement as written;
+        a mistake inside a view's query points at the view's name."""
+        if not self.spans or err.line is None:
+            return err
+        starts = [0] + [i + 1 for i, ch in enumerate(self.text) if ch == "\n"]
+        new = starts[min(err.line, len(starts)) - 1] + (err.column or 1) - 1
+        old, view = self._offset(new)
+        o_starts = [0] + [i + 1 for i, ch in enumerate(self.original) if ch == "\n"]
+        line = bisect.bisect_right(o_starts, old)
+        message = f"in the view {view}: {err.message}" if view else err.message
+        out = type(err).__new__(type(err))
+        DfsqlError.__init__(out, message, line, old - o_starts[line - 1] + 1, err.hint)
+        return out
+
+
+def _name_at(tokens: list[Token], i: int) -> int:
+    """The index after a (possibly qualified) name starting at ``tokens[i]``, or ``i``."""
+    k = i
+    while k < len(tokens) and tokens[k].kind in ("word", "quoted"):
+        k += 1
+        if k + 1 < len(tokens) and tokens[k].text == "." and tokens[k].start == tokens[k - 1].end:
+            k += 1
+            continue
+        break
+    return k
+
+
+def _cte_names(tokens: list[Token]) -> set[str]:
+    """Names the statement's WITH clauses define (they shadow the catalog's)."""
+    return {t.text.strip("`").lower() for i, t in enumerate(tokens[:-2])
+            if t.kind in ("word", "quoted") and tokens[i + 1].is_word("AS")
+            and tokens[i + 2].text == "(" and i > 0
+            and (tokens[i - 1].is_word("WITH", "RECURSIVE") or tokens[i - 1].text == ",")}
+
+
+def _table_refs(text: str) -> list[tuple[int, int, bool]]:
+    """The table names the statement reads: (start, end, followed by an alias)."""
+    tokens = scan_text(text).tokens
+    ctes = _cte_names(tokens)
+    refs: list[tuple[int, int, bool, int]] = []  # … and the token index after the alias
+    for i, t in enumerate(tokens):
+        if not (t.is_word("FROM", "JOIN") or (t.text == "," and refs and refs[-1][3] == i)):
+            continue
+        if i > 0 and tokens[i - 1].is_word("WATERMARK", "DELETE"):
+            continue
+        j = i + 1
+        k = _name_at(tokens, j)
+        if k == j or (k < len(tokens) and tokens[k].text in ("(", ".")) or \
+                tokens[j].is_word("SELECT", "VALUES", "LATERAL", "TABLE", "WITH") or \
+                (k == j + 1 and tokens[j].text.strip("`").lower() in ctes):
+            continue
+        after = tokens[k] if k < len(tokens) else None
+        aliased = after is not None and (after.is_word("AS") or (
+            after.kind in ("word", "quoted") and after.upper not in _NOT_ALIAS))
+        end = _name_at(tokens, k + 1) if aliased and after.is_word("AS") else (
+            k + 1 if aliased else k)
+        refs.append((tokens[j].start, tokens[k - 1].end, aliased, end))
+    return [(r[0], r[1], r[2]) for r in refs]
+
+
+def expand(text: str, spark: SparkSession, depth: int = 0,
+           seen: tuple[str, ...] = ()) -> Expanded:
+    """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
+    (nested views too); a view that reads itself is an error."""
+    out, spans, at, pos, reached = [], [], 0, 0, set()
+    for start, end, aliased in _table_refs(text):
+        name = text[start:end]
+        body = definition(spark, name)
+        if body is None:
+            continue
+        key = name.replace("`", "").lower()
+        if key in seen or depth >= _MAX_DEPTH:
+            raise AnalysisError(f"the view {name} reads itself", None, None,
+                                "a view's query cannot read the view it defines")
+        inner_expanded = expand(body, spark, depth + 1, (*seen, key))
+        inner = inner_expanded.text
+        reached |= {key, *inner_expanded.reached}
+        alias = "" if aliased else f" AS {name.split('.')[-1].strip()}"
+        piece = f"(\n{inner}\n){alias}"
+        out.append(text[at:start])
+        pos += start - at
+        spans.append((start, end, pos, pos + len(piece), name))
+        out.append(piece)
+        pos += len(piece)
+        at = end
+    if not spans:
+        return Expanded(text, text)
+    out.append(text[at:])
+    return Expanded("".join(out), text, tuple(spans), frozenset(reached))
+
+
+def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,
+                plan_body: Callable[[str], DataFrame]) -> DataFrame:
+    """Make the persistent view ``stmt`` defines: its columns from the planned body."""
+    body = expanded.original[stmt.body_start:].rstrip().rstrip(";").rstrip()
+    name = stmt.text[stmt.view_name_offset:stmt.view_name_end]
+    if stmt.view_name.lower() in {r.split(".")[-1] for r in expanded.reached}:
+        p = stmt.source.pos(stmt.view_name_offset)
+        raise AnalysisError(f"the view {name} would read itself", p.line, p.column,
+                            "a view's query cannot read the view it defines, directly or "
+                            "through another view")
+    # the view's head comes before anything expanded: body_start is the same in both texts
+    schema = plan_body(expanded.text[stmt.body_start:].rstrip().rstrip(";")).schema
+    return create(stmt, spark, body, schema)
