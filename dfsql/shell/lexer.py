@@ -29,7 +29,7 @@ from dfsql.language.parse import ALL_KEYWORDS
 DFSQL_WORDS = sorted(ALL_KEYWORDS | {
     "MILLISECOND", "MILLISECONDS", "MS", "SECOND", "SECONDS", "SEC", "MINUTE", "MINUTES",
     "MIN", "HOUR", "HOURS", "DAY", "DAYS", "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW",
-    "CHECKPOINT", "DIRECTORY", "EXPLAIN"})
+    "CHECKPOINT", "DIRECTORY", "EXPLAIN", "TRY"})
 
 #: the shell's commands and a line of help each
 COMMANDS: dict[str, str] = {
@@ -40,7 +40,7 @@ COMMANDS: dict[str, str] = {
     "\\watch": "\\watch QUERY: the live panes of a windowed query over a stream, "
                "retractions applied, until Ctrl-C",
     "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "
-              "figures",
+              "figures (after EXPLAIN WATERMARK: late fraction against latency)",
     "\\timing": "show or hide each statement's elapsed time",
     "\\maxrows": "\\maxrows N: fetch and show at most N rows of a result",
     "\\pager": "\\pager on|off: page results taller than the screen",

@@ -25,6 +25,7 @@ from typing import Any
 from dfsql.errors import DfsqlError
 from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
 from dfsql.model.windows import NEG_INF, POS_INF
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
 MAX_ELEMENTS = 2000
@@ -81,9 +82,12 @@ class _Layout:
 
 
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
-                title: str = "", plan=None) -> PlotSummary:
+                title: str = "", plan=None) -> PlotSummary | TradeoffSummary:
     """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
-    ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark."""
+    ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark.
+    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`)."""
+    if is_tradeoff(columns):
+        return plot_tradeoff(columns, rows, path, title)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -30,6 +30,7 @@ from dfsql.shell.jobs import Cancelled, Job
 from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
 from dfsql.shell.plot import plot_result
 from dfsql.shell.script import Piece, is_complete, split
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.parquet import read_parquet
@@ -40,7 +41,7 @@ DEFAULT_PLOT = "dfsql-plot.png"
 
 @dataclass
 class LastResult:
-    """The last windowed result shown, for ``\\plot``."""
+    """The last windowed (or EXPLAIN WATERMARK) result shown, for ``\\plot``."""
 
     text: str
     df: Any
@@ -180,7 +181,7 @@ class Shell:
                              "\\watch it to see its panes live, or start it with CREATE "
                              "STREAMING QUERY name AS ...")
         columns = list(df.columns)
-        if "emit_time" in columns and "window_start" in columns:
+        if "emit_time" in columns and "window_start" in columns or is_tradeoff(columns):
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
@@ -417,6 +418,10 @@ class Shell:
         summary = self._job(spark, lambda: plot_result(
             self.last.columns, self.last.rows, path, self.last.text,
             plan=top_plan(self.last.df)), "\\plot")
+        if isinstance(summary, TradeoffSummary):
+            self.out.print(f"wrote {path}: {len(summary.points)} watermarks, the late "
+                           "fraction against the ON_TIME latency of each")
+            return
         self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
                        f"{len(summary.retractions)} retractions"
                        + (f", {summary.elements} input elements" if summary.elements else "")

@@ -7,6 +7,8 @@ outer query (windowed or not) reads them like any table. Planning returns a
 the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
 Planned in a map weakly keyed by the result DataFrame, for :func:`dropped_late` and the
 shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
+The windowed query of ``EXPLAIN WATERMARK`` gives no panes: its block is replayed under
+each watermark by :mod:`dfsql.spark.watermark_trials` instead.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dfsql.session import spark_context
 from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan_types import StreamPlan
+from dfsql.spark.watermark_trials import explain_watermark
 from dfsql.spark.writes import finish as finish_write
 from dfsql.spark.writes import write
 
@@ -129,6 +132,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
         plans.append(plan)
+        if block is top and stmt.kind == "explain_watermark":
+            return Planned(explain_watermark(plan, stmt.tries))
         df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
         blocks.append(planned)
         if block is top and stmt.kind != "write":

@@ -6,7 +6,7 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
    executors, down to the instants where the watermark changes
    (:mod:`dfsql.spark.timelines`), and shipped to the tasks as a broadcast;
 2. the input is repartitioned by the group keys (and, for FIXED and SLIDING windows,
-   which never merge, by window too: see ``_by_window``) and sorted by them and
+   which never merge, by window too: see ``by_window``) and sorted by them and
    processing time;
    ``mapInArrow`` runs the model's driver over whole Arrow batches holding many keys —
    no Python call per key, no Python object per row — and emits one union-typed stream:
@@ -107,7 +107,7 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     merges = _two_level(plan, inp) if kernels is None else None
-    inp, per_window, driver_clauses = _by_window(inp, clauses)
+    inp, per_window, driver_clauses = by_window(inp, clauses)
     group = [*keys, *per_window]
     driver_partitions = shuffle_partitions(plan.spark) if group else 1
     dropped_by_partition = _dropped_accumulator(plan.spark)
@@ -166,7 +166,7 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
 WINDOW_START = "__window_start"
 
 
-def _by_window(inp: DataFrame, clauses: c.Clauses):
+def by_window(inp: DataFrame, clauses: c.Clauses):
     """Non-merging windows are independent of each other, so the driver may run each
     (key, window) in any task: no GROUP BY key or one hot key still spreads over every
     core, and a key's rows reach the driver a window at a time instead of all at once.
@@ -337,69 +337,27 @@ class _PartitionDriver:
         self.timeline = timeline
         self.keys = keys
         #: what the driver runs one state machine per: the keys, and for non-merging
-        #: windows the window (see _by_window)
+        #: windows the window (see by_window)
         self.group = keys if group is None else group
         self.payload = payload
         self.out_names = out_names
 
     def __call__(self, batches):
-        import pyarrow as pa
-
-        pending: pa.Table | None = None
-        next_id = 0
-        n_dropped = 0
         from pyspark import TaskContext
 
+        next_id = 0
+        n_dropped = 0
         ctx = TaskContext.get()  # None outside a Spark task
         part = ctx.partitionId() if ctx is not None else 0
         base = part << _PARTITION_SHIFT
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            if pending is not None:
-                table = pa.concat_tables([pending, table])
-            if table.num_rows < _MIN_ROWS_PER_RUN:
-                pending = table  # the driver's per-call cost is amortised over many keys
-                continue
-            key_ids, n_keys = self._key_ids(table)
-            # Keep the last key back: more of its rows may come in the next batch.
-            last_start = int(np.searchsorted(key_ids, key_ids[-1], side="left"))
-            if last_start == 0:
-                pending = table
-                continue
-            done, pending = table.slice(0, last_start), table.slice(last_start)
-            out, used, dropped = self._run(done, key_ids[:last_start], base + next_id)
+        for table, key_ids in key_runs(batches, self.group):
+            out, used, dropped = self._run(table, key_ids, base + next_id)
             next_id += used
-            n_dropped += dropped
-            if out is not None:
-                yield from out.to_batches()
-        if pending is not None and pending.num_rows:
-            key_ids, _ = self._key_ids(pending)
-            out, used, dropped = self._run(pending, key_ids, base + next_id)
             n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
         if self.dropped is not None:
             self.dropped.add({part: n_dropped})
-
-    def _key_ids(self, table):
-        """Dense ids 0..K-1 for runs of equal groups (keys, and window where it applies;
-        null-safe)."""
-        import pyarrow.compute as pc
-
-        n = table.num_rows
-        if not self.group or n == 0:
-            return np.zeros(n, dtype=np.int64), 1 if n else 0
-        changed = np.zeros(n, dtype=bool)
-        for k in self.group:
-            col = table.column(k).combine_chunks()
-            a, b = col.slice(1), col.slice(0, n - 1)
-            eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
-            both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
-            changed[1:] |= ~(eq | both_null)
-        ids = np.cumsum(changed)
-        return ids.astype(np.int64), int(ids[-1]) + 1
 
     def _run(self, table, key_ids, id_base):
         import pyarrow as pa
@@ -486,6 +444,52 @@ class _PartitionDriver:
         schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
             table.schema)
         return _union(parts, self.out_names, schema), n_panes, n_dropped
+
+
+def key_runs(batches, group: list[str], min_rows: int = _MIN_ROWS_PER_RUN):
+    """The rows of a partition sorted by ``group`` (then processing time), as runs of
+    whole groups: (Arrow table, dense group ids) of at least ``min_rows`` rows where
+    the partition has them (the driver's per-call cost is amortised over many keys).
+    Batches may cut a group in two: its rows are held back until it is complete."""
+    import pyarrow as pa
+
+    pending: pa.Table | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if pending is not None:
+            table = pa.concat_tables([pending, table])
+        if table.num_rows < min_rows:
+            pending = table
+            continue
+        ids = group_ids(table, group)
+        # Keep the last group back: more of its rows may come in the next batch.
+        last_start = int(np.searchsorted(ids, ids[-1], side="left"))
+        if last_start == 0:
+            pending = table
+            continue
+        yield table.slice(0, last_start), ids[:last_start]
+        pending = table.slice(last_start)
+    if pending is not None and pending.num_rows:
+        yield pending, group_ids(pending, group)
+
+
+def group_ids(table, group: list[str]) -> np.ndarray:
+    """Dense ids 0..K-1 for runs of equal ``group`` values (null-safe)."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if not group or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    changed = np.zeros(n, dtype=bool)
+    for k in group:
+        col = table.column(k).combine_chunks()
+        a, b = col.slice(1), col.slice(0, n - 1)
+        eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+        changed[1:] |= ~(eq | both_null)
+    return np.cumsum(changed).astype(np.int64)
 
 
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
