@@ -65,7 +65,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     quiet_spark_loggers()
     s = _spark(spark)
     sync_catalog(s)  # the tables other processes made, filled or dropped since
-    if not stmt.windowed:
+    if not stmt.windowed and stmt.kind != "explain_firings":
         with spark_errors(stmt.source, text=text):
             df = s.sql(text)
         sync_catalog(s, text)  # a table this statement made: its definition, for later runs

@@ -65,6 +65,8 @@ class Statement:
     view_global: bool = False
     #: where the view's name starts in ``text`` (-1 when not a CREATE VIEW)
     view_name_offset: int = -1
+    #: EXPLAIN FIRINGS … WHERE p: (offset of p, p's text); the WHERE is blanked in ``text``
+    firings_where: tuple[int, str] | None = None
 
     @property
     def windowed(self) -> bool:
@@ -255,6 +257,12 @@ def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
     scanned = scanned or scan_text(text)
     src, tokens, cleaned = scanned.source, scanned.tokens, scanned.cleaned
     kind, body_start, view = _kind(tokens, len(text))
+    firings_where = None
+    if kind == "explain_firings":
+        text, firings_where = _firings_where(tokens, text)
+        if firings_where is not None:  # the query without the WHERE on its events
+            return replace(parse_statement(text), kind=kind, body_start=body_start,
+                           firings_where=firings_where)
     regions = _regions(tokens, src)
     if not regions:
         return Statement(text, kind, body_start, (), source=src, **view.fields())
@@ -275,7 +283,10 @@ def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
     """The statement's kind, where its query body starts, and its CREATE VIEW head."""
     kind, body_start, view = "query", 0, _ViewHead()
     first = [t for t in tokens if t.depth == 0]
-    if first and first[0].is_word("EXPLAIN"):
+    if len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("FIRINGS"):
+        kind = "explain_firings"  # LANGUAGE.md §8b
+        body_start = first[2].start if len(first) > 2 else end
+    elif first and first[0].is_word("EXPLAIN"):
         kind = "explain"
         k = 1
         while k < len(first) and first[k].is_word("EXTENDED", "FORMATTED", "CODEGEN", "COST",
@@ -290,6 +301,22 @@ def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
             first[0].text != "(":
         kind = "other"
     return kind, body_start, view
+
+
+def _firings_where(tokens: list[Token], text: str) -> tuple[str, tuple[int, str] | None]:
+    """``EXPLAIN FIRINGS <query> WHERE p``: the last WHERE outside parentheses after the
+    query's WINDOW filters the events, not the query. Returns the text with it blanked
+    (offsets kept) and (offset of p, p)."""
+    first = [t for t in tokens if t.depth == 0]
+    window = next((k for k, t in enumerate(first) if t.is_word("WINDOW")), None)
+    where = [t for t in first[window + 1:] if t.is_word("WHERE")] if window is not None else []
+    if not where:
+        return text, None
+    w = where[-1]
+    end = len(text.rstrip().rstrip(";").rstrip())
+    p = text[w.end:end]
+    return text[:w.start] + blank(text[w.start:end]) + text[end:], \
+        (w.end + len(p) - len(p.lstrip()), p.strip())
 
 
 def _regions(tokens: list[Token], src: Source) -> list[tuple[int, int, int]]:

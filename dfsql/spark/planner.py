@@ -23,6 +23,7 @@ from dfsql.model import clauses as c
 from dfsql.session import spark_context
 from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.firings import firings_result, refuse
 from dfsql.spark.plan_types import StreamPlan
 
 if TYPE_CHECKING:
@@ -92,6 +93,10 @@ def _create_view(stmt: Statement, result: DataFrame) -> None:
 
 def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     """Plan a statement with windowed blocks; see the module docstring."""
+    if stmt.kind == "explain_firings" and stmt.top is None:
+        raise refuse(stmt, "EXPLAIN FIRINGS explains a windowed query (one with WINDOW)",
+                     "EXPLAIN FIRINGS SELECT ... GROUP BY ... WINDOW ... PROCESSING TIME "
+                     "<arrival column> ...")
     plans: list[BlockPlan] = []
     inner_views: list[str] = []
     planned: Planned | None = None
@@ -125,7 +130,10 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
         plans.append(plan)
-        df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
+        if block is top and stmt.kind == "explain_firings":
+            df, planned = firings_result(plan, stmt)
+        else:
+            df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
         blocks.append(planned)
         if block is top:
             result = df
