@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from dfsql.errors import NotSupportedError
+from dfsql.language.names import FIRINGS_COLUMNS
 from dfsql.model.panes import DROP_REASONS
 from dfsql.spark.block_plan import PlannedBlock
 from dfsql.spark.errors import spark_errors
@@ -29,9 +30,7 @@ if TYPE_CHECKING:
     from dfsql.language.statement import Statement
     from dfsql.spark.block_plan import BlockPlan
 
-#: the columns of an EXPLAIN FIRINGS result after the group keys
-COLUMNS = ("window_start", "window_end", "at", "event", "watermark", "pane_index",
-           "pane_timing", "detail")
+COLUMNS = FIRINGS_COLUMNS
 _FIRINGS = re.compile(r"\bEXPLAIN\s+FIRINGS\b", re.IGNORECASE)
 
 

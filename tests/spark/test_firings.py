@@ -134,3 +134,22 @@ def test_refused_at_firings(spark, paper_tables, query, message) -> None:
         dfsql.sql(query, spark)
     assert (info.value.line, info.value.column) == (1, 9)
     assert info.value.hint
+
+
+def test_plot_draws_one_key_with_merges_and_leaves(fig14_df, fig14, tmp_path) -> None:
+    """``\\plot`` / ``dfsql.plot`` of EXPLAIN FIRINGS: Figure 14's panes (7 FIRE and 5
+    RETRACT events: +5 +7 +10, -7 -10 +25, -5 -25 +39, +3, -3 +12) with the leaf that
+    fired each and the merges annotated."""
+    from dfsql.shell.plot import plot_result
+
+    path = tmp_path / "firings.png"
+    summary = plot_result(fig14_df.columns, [tuple(r.values()) for r in fig14], str(path),
+                          "EXPLAIN FIRINGS fig14")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p[3] for p in summary.panes] == ["5", "7", "10", "25", "39", "3", "12"]
+    assert len(summary.retractions) == 5
+    texts = [t.get_text() for ax in summary.figure.axes for t in ax.texts]
+    assert "EVERY 1 MINUTE + WATERMARK" in texts  # the on-time 5, 25 and 12
+    assert "EVERY 1 MINUTE" in texts  # the early 7, 10 and 3
+    assert "WATERMARK" in texts  # the late 39
+    assert "MERGE → [12:02:10,12:05:00)" in texts and "MERGE → [12:00:30,12:05:00)" in texts
