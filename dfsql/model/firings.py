@@ -123,18 +123,25 @@ def leaf_text(trigger: c.Trigger, path: tuple[int, ...]) -> str:
     return text
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _local(us: int, tz: dt.tzinfo) -> dt.datetime:
+    return (_EPOCH + dt.timedelta(microseconds=int(us))).astimezone(tz)
+
+
 def time_text(us: int, tz: dt.tzinfo, ref: int | None = None) -> str:
     """An instant as the time of day in ``tz`` (with the date when it is not ``ref``'s)."""
     if us >= POS_INF:
         return "+inf"
     if us <= NEG_INF:
         return "-inf"
-    t = dt.datetime.fromtimestamp(us / 1e6, dt.UTC).astimezone(tz)
-    s = t.strftime("%H:%M:%S") + (f".{t.microsecond:06d}".rstrip("0") if us % 1_000_000 else "")
-    if ref is not None and NEG_INF < ref < POS_INF:
-        r = dt.datetime.fromtimestamp(ref / 1e6, dt.UTC).astimezone(tz)
-        if r.date() == t.date():
-            return s
+    t = _local(us, tz)
+    s = f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    if t.microsecond:
+        s += f".{t.microsecond:06d}".rstrip("0")
+    if ref is not None and NEG_INF < ref < POS_INF and _local(ref, tz).date() == t.date():
+        return s
     return f"{t.date().isoformat()} {s}"
 
 
@@ -225,8 +232,8 @@ class Recorder:
         states = [t.rewind() for t in triggers] if rewound else triggers
         names = [self._w(s, e, p) for s, e in merged] + \
             [f"element {self._w(*element, p)}"]
-        source = [n for n, t in zip(names, states, strict=True)
-                  if _progress(t) == _progress(result)]
+        goal = _progress(result)
+        source = [n for n, t in zip(names, states, strict=True) if _progress(t) == goal]
         how = ("rewind (some but not all past their end), then further" if rewound
                else "further")
         origin = (f"; trigger state: {how}, as {source[0]}" if source
@@ -288,17 +295,21 @@ class Recorder:
         self.rows.append((key, w.start, w.end, end_time, WAITING, f, d))
 
 
-def _progress(t: tr.Node) -> tuple:
-    """How far a trigger has come: which of its nodes are done (its element counts and
-    first arrivals aside, which a merge adds up)."""
-    subs: tuple = ()
-    if isinstance(t, tr.Composite):
-        subs = t.subs
-    elif isinstance(t, tr.Repeat):
-        subs = (t.sub,)
-    elif isinstance(t, tr.OrFinally):
-        subs = (t.main, t.final)
-    return (t.is_done(), *(_progress(s) for s in subs))
+def _progress(t: tr.Node) -> tuple[bool, ...]:
+    """How far a trigger has come: which of its leaves are done (their element counts
+    and first arrivals aside, which a merge adds up); that decides every node's isDone."""
+    out, stack = [], [t]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, tr.Composite):
+            stack.extend(reversed(n.subs))
+        elif isinstance(n, tr.Repeat):
+            stack.append(n.sub)
+        elif isinstance(n, tr.OrFinally):
+            stack += [n.final, n.main]
+        else:
+            out.append(isinstance(n, tr.Done))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- the rows
@@ -351,8 +362,9 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
                            dtype=object)
     rp = r.retracted_pane_id
     ret_detail = np.array(
-        [f"retracted by pane {p.pane_index[b]} of {rec._w(p.window_start[b], p.window_end[b], t)}"
-         for b, t in zip(r.replacing_pane_id.tolist(), r.emit_time.tolist(), strict=True)],
+        [f"retracted by pane {i} of {rec._w(ws, we, t)}" for i, ws, we, t in zip(
+            p.pane_index[r.replacing_pane_id].tolist(), p.window_start[r.replacing_pane_id].tolist(),
+            p.window_end[r.replacing_pane_id].tolist(), r.emit_time.tolist(), strict=True)],
         dtype=object)
 
     rows = rec.rows
