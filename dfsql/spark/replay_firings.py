@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dfsql.language.names import EVENT_TIME
 from dfsql.model import clauses as c
 from dfsql.model import firings as fr
 from dfsql.model.group_also_by_window import flatten, group_also_by_window
 from dfsql.model.panes import TIMING_NAMES
+from dfsql.model.windows import NULL_EVENT_TIME
 from dfsql.spark.timelines import holding_writer
+from dfsql.spark.timelines import us as _us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -71,7 +74,9 @@ def recorded(record, clauses: c.Clauses, timeline, end_floor: int, table, keys: 
     rec = fr.Recorder(clauses, fr.zone(tz), final_wm, holder)
     res = group_also_by_window(key_ids, et, pt, clauses, timeline, end_floor=end_floor,
                                recorder=rec)
-    ev = fr.events(res, rec, key_ids, et, pt, timeline)
+    # the element's own event time (the driver reads a SLIDING window's start instead)
+    real = _us(table.column(EVENT_TIME), null=NULL_EVENT_TIME)
+    ev = fr.events(res, rec, key_ids, real, pt, timeline)
     n = len(ev.at)
     if not n:
         return flatten(res), None

@@ -153,3 +153,21 @@ def test_plot_draws_one_key_with_merges_and_leaves(fig14_df, fig14, tmp_path) ->
     assert "EVERY 1 MINUTE" in texts  # the early 7, 10 and 3
     assert "WATERMARK" in texts  # the late 39
     assert "MERGE → [12:02:10,12:05:00)" in texts and "MERGE → [12:00:30,12:05:00)" in texts
+
+
+def test_shell_explain_firings_then_plot(spark, paper_tables, capsys, tmp_path) -> None:
+    """``\\explain firings QUERY WHERE ...`` in the shell prints the events (here Figure
+    14's merges and firings) and keeps them as the last result, which ``\\plot`` draws:
+    its 7 panes and 5 retractions."""
+    from tests.shell.test_script_and_display import _shell_on
+
+    shell = _shell_on(spark)
+    shell.command("\\explain firings " + " ".join(FIG14.split())
+                  + " WHERE event IN ('MERGE', 'FIRE', 'RETRACT');")
+    out = capsys.readouterr().out
+    assert out.count("| MERGE") == 6 and out.count("| FIRE") == 7
+    assert shell.last is not None and shell.last.columns[-1] == "detail"
+    path = tmp_path / "merges.png"
+    shell.command(f"\\plot {path}")
+    assert path.exists()
+    assert "7 panes, 5 retractions" in capsys.readouterr().out
