@@ -216,6 +216,7 @@ def is_changelog(df: DataFrame) -> bool:
     plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
     top = plan.stmt.top
     return top is not None and plan.block.index == top.index and \
+        plan.stmt.kind != "explain_firings" and \
         plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
 
 
