@@ -171,3 +171,27 @@ def test_shell_explain_firings_then_plot(spark, paper_tables, capsys, tmp_path) 
     shell.command(f"\\plot {path}")
     assert path.exists()
     assert "7 panes, 5 retractions" in capsys.readouterr().out
+
+
+def test_endpoint_returns_the_events(spark, paper_tables) -> None:
+    """Through the Thrift endpoint (PyHive, the statement as a client sends it): the same
+    result set, here Figure 14's two bridging merges."""
+    from pyhive import hive
+
+    from dfsql.server import Server
+    from dfsql.session import register_paper_tables
+
+    server = Server(spark, port=0, auth="NONE", session_setup=register_paper_tables).start()
+    try:
+        conn = hive.connect(host="127.0.0.1", port=server.port, auth="NONE",
+                            username="analyst")
+        cur = conn.cursor()
+        cur.execute("EXPLAIN FIRINGS " + FIG14
+                    + " WHERE event = 'MERGE' AND detail LIKE '% + % + %'")
+        rows = cur.fetchall()
+        assert [d[0] for d in cur.description] == ["key", *COLUMNS]
+        assert [(r[3], r[1]) for r in rows] == [(_t("12:06:20"), _t("12:02:10")),
+                                                (_t("12:07:20"), _t("12:00:30"))]
+        conn.close()
+    finally:
+        server.stop()
