@@ -24,7 +24,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
-from dfsql.model.panes import DROP_NONE, DROP_REASONS, TIMING_NAMES
+from dfsql.model.panes import DROP_NONE
 from dfsql.model.result import GabwResult
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
@@ -320,7 +320,8 @@ class Events:
     """One row per event (numpy arrays). Windows, times and watermarks use the model's
     sentinels (NEG_INF / POS_INF / NULL_EVENT_TIME); pane_index and timing are -1 where
     they do not apply. Element rows carry no ``detail`` (None): ``event_time`` and
-    ``reason`` (panes.DROP_*) say it, and the caller prints them (Spark does, in SQL).
+    ``reason`` (panes.DROP_*) say it, and the caller prints them (the replay, in Spark SQL:
+    dfsql.spark.firings).
     ``pane`` is the pane's id for FIRE and the retracted pane's for RETRACT; ``seq``
     orders the events of one key at one instant and window start."""
 
@@ -401,17 +402,3 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
         setattr(ev, f, getattr(ev, f)[o])
     ev.seq = np.arange(len(o), dtype=I64)
     return ev
-
-
-def element_detail(code: int, event_time: int, reason: int, watermark: int,
-                   tz: dt.tzinfo, at: int) -> str:
-    """An element row's detail, as Spark prints it in SQL (for callers without Spark)."""
-    if code == DROPPED:
-        return f"{DROP_REASONS[reason]}; watermark {time_text(watermark, tz, at)}"
-    head = "event time " + ("NULL" if event_time == NULL_EVENT_TIME
-                            else time_text(event_time, tz, at))
-    return head + ("; late" if code == LATE_ELEMENT else "")
-
-
-def timing_name(t: int) -> str | None:
-    return None if t < 0 else TIMING_NAMES[t]
