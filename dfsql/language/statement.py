@@ -73,6 +73,8 @@ class Statement:
     #: EXPLAIN WATERMARK: the watermarks after TRY, and where TRY starts (the query ends)
     tries: tuple[TriedWatermark, ...] = ()
     tries_start: int = -1
+    #: EXPLAIN FIRINGS … WHERE p: (offset of p, p's text); the WHERE is blanked in ``text``
+    firings_where: tuple[int, str] | None = None
 
     @property
     def windowed(self) -> bool:
@@ -263,6 +265,12 @@ def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
     if kind == "explain_watermark":  # the TRY list is cut off: the query remains
         tokens, cleaned, start, tries = split_tries(src, tokens, cleaned)
         tried = {"tries": tries, "tries_start": start}
+    firings_where = None
+    if kind == "explain_firings":
+        text, firings_where = _firings_where(tokens, text)
+        if firings_where is not None:  # the query without the WHERE on its events
+            return replace(parse_statement(text), kind=kind, body_start=body_start,
+                           firings_where=firings_where)
     regions = _regions(tokens, src)
     if not regions:
         if kind == "explain_watermark":
@@ -291,6 +299,9 @@ def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
     first = [t for t in tokens if t.depth == 0]
     if len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("WATERMARK"):
         kind = "explain_watermark"
+        body_start = first[2].start if len(first) > 2 else end
+    elif len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("FIRINGS"):
+        kind = "explain_firings"  # LANGUAGE.md §8b
         body_start = first[2].start if len(first) > 2 else end
     elif first and first[0].is_word("EXPLAIN"):
         kind = "explain"
@@ -334,6 +345,22 @@ def _starts_query(t: Token, tokens: list[Token]) -> bool:
         nxt = next((u for u in tokens if u.start >= t.end), None)
         return nxt is not None and nxt.is_word("SELECT", "WITH")
     return t.is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE")
+
+
+def _firings_where(tokens: list[Token], text: str) -> tuple[str, tuple[int, str] | None]:
+    """``EXPLAIN FIRINGS <query> WHERE p``: the last WHERE outside parentheses after the
+    query's WINDOW filters the events, not the query. Returns the text with it blanked
+    (offsets kept) and (offset of p, p)."""
+    first = [t for t in tokens if t.depth == 0]
+    window = next((k for k, t in enumerate(first) if t.is_word("WINDOW")), None)
+    where = [t for t in first[window + 1:] if t.is_word("WHERE")] if window is not None else []
+    if not where:
+        return text, None
+    w = where[-1]
+    end = len(text.rstrip().rstrip(";").rstrip())
+    p = text[w.end:end]
+    return text[:w.start] + blank(text[w.start:end]) + text[end:], \
+        (w.end + len(p) - len(p.lstrip()), p.strip())
 
 
 def _regions(tokens: list[Token], src: Source) -> list[tuple[int, int, int]]:

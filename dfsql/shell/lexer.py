@@ -36,7 +36,8 @@ COMMANDS: dict[str, str] = {
     "\\d": "list tables and views; \\d NAME shows one's columns",
     "\\load": "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] "
               "[WATERMARK ...]: register a CSV, JSON or Parquet file (or a directory)",
-    "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages)",
+    "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages); "
+                "\\explain firings QUERY: every window's events (then \\plot draws them)",
     "\\watch": "\\watch QUERY: the live panes of a windowed query over a stream, "
                "retractions applied, until Ctrl-C",
     "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "

@@ -28,7 +28,7 @@ from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
 from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
-from dfsql.shell.plot import plot_result
+from dfsql.shell.plot import is_firings, plot_result
 from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.watch import watch
@@ -181,7 +181,8 @@ class Shell:
                              "\\watch it to see its panes live, or start it with CREATE "
                              "STREAMING QUERY name AS ...")
         columns = list(df.columns)
-        if "emit_time" in columns and "window_start" in columns or is_tradeoff(columns):
+        if ("emit_time" in columns or is_firings(columns)) and "window_start" in columns or \
+                is_tradeoff(columns):
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
@@ -390,6 +391,11 @@ class Shell:
         text = rest.rstrip(";").rstrip()
         if not text:
             raise ShellError("\\explain needs a query", 1, at + 1, "\\explain SELECT ...")
+        if text.split(None, 1)[0].lower() == "firings":
+            # EXPLAIN FIRINGS as a statement, its words where the user typed them (so an
+            # error's column is the line's); its result is the last one, for \plot
+            self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text)
+            return
         try:
             plan = dfsql.explain(text)
         except DfsqlError as e:

@@ -40,13 +40,14 @@ from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
 from dfsql.spark.replay_aggregates import kernels_for
+from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, event_types, for_firings, recorded
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan_types import FiringsRequest, ReplayPlan
 
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
@@ -58,9 +59,10 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: ReplayPlan) -> Replayed:
+def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Replayed:
     """The panes table of a replayed block (keys, aggregates, pane columns), and what the
-    driver computed beside it."""
+    driver computed beside it; with ``firings`` (EXPLAIN FIRINGS), the events the driver
+    recorded as it made those panes, in the same run."""
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.input_df()
@@ -73,6 +75,9 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,
                              NEG_INF if last_arrival is None else last_arrival, timeline)
+    record = None
+    if firings is not None:
+        inp, record = for_firings(plan, inp, timeline, end_floor, firings)
     emit_range = None
     if first_arrival is not None:
         emit_range = (first_arrival, max(end_floor, last_arrival))
@@ -103,6 +108,8 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
                    "watermark TIMESTAMP"]
+    if record is not None:
+        fields += EVENT_FIELDS
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
@@ -114,13 +121,14 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked, kernels=kernels,
-                              group=group, dropped=dropped_by_partition)
+                              group=group, dropped=dropped_by_partition, record=record)
     ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
-    if clauses.late_rows_into:
-        emitted = emitted.persist()  # read twice: the panes and the late rows' view
+    if clauses.late_rows_into or record is not None:
+        # read twice: the panes, and the late rows' view or the events (one run of both)
+        emitted = emitted.persist()
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
@@ -160,7 +168,9 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
             F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
-    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions)
+    events = None if record is None else emitted.where(F.col("__kind") == KIND_EVENT)
+    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions,
+                    events)
 
 
 WINDOW_START = "__window_start"
@@ -318,7 +328,10 @@ class _PartitionDriver:
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
                  negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None, ranked: bool = False, kernels=None) -> None:
+                 dropped=None, ranked: bool = False, kernels=None, record=None) -> None:
+        #: EXPLAIN FIRINGS: (time zone, watermark at the end of input, what holds it), or
+        #: None: the state machine records nothing (the query's own path, unchanged)
+        self.record = record
         #: accumulator of {partition: elements dropped}, so that dropped_late reads what
         #: the query's run counted (a re-run of a partition overwrites its own entry)
         self.dropped = dropped
@@ -368,8 +381,13 @@ class _PartitionDriver:
         if isinstance(self.clauses.window, AssignedWindows):  # the window, not the time
             et = np.where(et == NULL_EVENT_TIME, et, _us(table.column(WINDOW_START), null=0))
         pt = _us(table.column(PROCESSING_TIME))
-        r = drive(key_ids, et, pt, self.clauses, self.timeline.get(), end_floor=self.end_floor,
-                  ordered=False)
+        events = None
+        if self.record is None:
+            r = drive(key_ids, et, pt, self.clauses, self.timeline.get(),
+                      end_floor=self.end_floor, ordered=False)
+        else:
+            r, events = recorded(self.record, self.clauses, self.timeline.get(), self.end_floor,
+                                 table, self.keys, key_ids, et, pt)
         n_panes = len(r.pane_key)
         cols: dict[str, pa.Array] = {}
         parts = []
@@ -439,6 +457,8 @@ class _PartitionDriver:
                 cols[kk] = taken.column(kk)
             parts.append(cols)
         n_dropped = len(r.dropped_row)
+        if events is not None and len(events):
+            parts.append(events)
         if not parts:
             return None, n_panes, n_dropped
         schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
@@ -518,7 +538,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),
                   "emit_time": pa.timestamp("us", tz="UTC"), "reason": pa.string(),
-                  "watermark": pa.timestamp("us", tz="UTC")})
+                  "watermark": pa.timestamp("us", tz="UTC"), **event_types()})
     tables = []
     for cols in parts:
         n = len(next(iter(cols.values())))
