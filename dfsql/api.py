@@ -79,7 +79,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     quiet_spark_loggers()
     s = _spark(spark)
     sync_catalog(s)  # the tables other processes made, filled or dropped since
-    if not stmt.windowed:
+    if not stmt.windowed and stmt.kind != "explain_firings":
         shown = views.show_create(text, s) if stmt.kind == "other" else None
         if shown is not None:
             return Planned(shown)

@@ -4,8 +4,8 @@
 cluster, ``--remote sc://…`` for Spark Connect); ``dfsql -e "query"`` and ``dfsql -f
 file.sql`` run statements without a prompt and exit non-zero on the first error (so does
 a script piped in). Subcommands: ``demo`` (the README demo), ``run FILE``, ``explain
-FILE``, ``serve`` (the HiveServer2-compatible endpoint) and ``passwd FILE USER`` (its
-password file).
+FILE``, ``serve`` (the HiveServer2-compatible endpoint), ``passwd FILE USER`` (its
+password file) and ``help TOPIC`` (a section of the language reference).
 
 Errors in a query print as ``line L, col C: message`` with a hint and exit 1 — no stack
 trace for a user's mistake.
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql import docs_help  # re and importlib.resources only: light at start-up
 from dfsql.errors import DfsqlError
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 
@@ -113,6 +114,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
                          hint="add --allow-remote to mean it (and use --auth PLAIN)")
+    if args.http_path is not None and args.transport_mode != "http":
+        raise DfsqlError("--http-path is the path of the HTTP transport",
+                         hint="add --transport-mode http")
     streams = parse_streams(args.stream)
     spark = dfsql.session()
 
@@ -142,12 +146,13 @@ def serve(args: argparse.Namespace) -> int:
                     statement_timeout=args.statement_timeout,
                     idle_session_timeout=args.idle_session_timeout,
                     idle_operation_timeout=args.idle_operation_timeout,
-                    state_dir=args.state_dir, streams=streams, **limits).start()
+                    state_dir=args.state_dir, streams=streams,
+                    transport_mode=args.transport_mode,
+                    http_path=args.http_path or "cliservice", **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
-    print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}); "
-          f"beeline -u jdbc:hive2://{server.host}:{server.port}/default"
-          + (";auth=noSasl" if server.auth == "NOSASL" else ""), flush=True)
+    print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
+          f"{server.transport_mode}); beeline -u '{server.url()}'", flush=True)
     server.serve_forever()
     return EXIT_SPARK_DIED if server.failure else 0
 
@@ -212,6 +217,22 @@ def _run_scripts(sh: Shell, args: argparse.Namespace) -> int:
     return sh.interactive()
 
 
+def help_topic(args: argparse.Namespace) -> int:
+    """``dfsql help WINDOW``: that section of the shipped reference; no topic lists the
+    topics; an unknown one lists them on stderr and exits 1 (a script can tell)."""
+    topic = " ".join(args.topic)
+    if not topic:
+        print("dfsql help TOPIC prints that section of the language reference. Topics:\n  "
+              + "\n  ".join(docs_help.topics()))
+        return 0
+    text = docs_help.section(topic)
+    if text is None:
+        print(docs_help.unknown_topic(topic), file=sys.stderr)
+        return 1
+    print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dfsql", description="dfsql: streaming SQL with the Dataflow model on Spark. "
@@ -253,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
                        type=str.upper)
     p_srv.add_argument("--password-file", help="users for --auth PLAIN (dfsql passwd)")
+    p_srv.add_argument("--transport-mode", default="binary", choices=["binary", "http"],
+                       type=str.lower, help="binary (Thrift over TCP, SASL) or http (Thrift "
+                       "calls POSTed to --http-path, Basic auth); default binary")
+    p_srv.add_argument("--http-path", metavar="PATH",
+                       help="where the HTTP transport serves (default cliservice: "
+                            "beeline's ;transportMode=http;httpPath=cliservice)")
     p_srv.add_argument("--allow-remote", action="store_true",
                        help="accept a --host other than loopback")
     p_srv.add_argument("--paper-tables", action="store_true", default=argparse.SUPPRESS,
@@ -283,10 +310,10 @@ def main(argv: list[str] | None = None) -> int:
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
     p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
-                       help="the largest SASL frame, Thrift string or method name a client "
-                            "may announce (and an eighth as many list elements); a larger "
-                            "announcement closes its connection before anything is read "
-                            "(default 64)")
+                       help="the largest SASL frame, HTTP body, Thrift string or method name "
+                            "a client may announce (and an eighth as many list elements); a "
+                            "larger announcement closes its connection before anything is "
+                            "read (default 64)")
     p_srv.add_argument("--max-connections", type=int, metavar="N",
                        help="connections served at once; more are closed on arrival, with a "
                             "log line (default 100)")
@@ -294,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="close a connection that sends nothing (or takes no reply) for "
                             "this long, one stuck in its SASL handshake too (default 3600; 0: "
                             "never)")
+    p_help = sub.add_parser("help", help="print a section of the language reference "
+                                         "(dfsql help TRIGGER); no topic: the topics")
+    p_help.add_argument("topic", nargs="*")
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")
@@ -309,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("DFSQL_SPARK_REMOTE", None)
         os.environ["DFSQL_SPARK_MASTER"] = args.master
     handler = {None: shell, "demo": demo, "run": run, "explain": explain, "serve": serve,
-               "passwd": passwd}[args.command]
+               "passwd": passwd, "help": help_topic}[args.command]
     try:
         return handler(args)
     except DfsqlError as e:

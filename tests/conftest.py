@@ -119,6 +119,7 @@ SLOW_MODULES = (
     "spark/test_sampling_windows.py",
     "spark/test_time_types.py",
     "server/test_spark_death.py",
+    "test_docs.py",
 )
 
 

@@ -199,10 +199,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_wheel_ships_the_grammar_and_the_demo(wheel: Path) -> None:
+def test_wheel_ships_the_grammar_the_demo_and_the_docs(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         grammar = z.read("dfsql/grammar/dfsql.lark").decode()
+        reference = z.read("dfsql/docs/reference.md").decode()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = z.read(meta).decode()
     # The one grammar: the wheel's copy is the checkout's file, byte for byte.
@@ -212,6 +213,13 @@ def test_wheel_ships_the_grammar_and_the_demo(wheel: Path) -> None:
     examples = {n.rsplit("/", 1)[1] for n in names if n.startswith("dfsql/examples/paper/")}
     sqls = {p.name for p in (REPO / "examples" / "paper").glob("*.sql")}
     assert len(sqls) == 10 and sqls | {"events.csv", "watermarks.csv"} <= examples
+    # The docs: \help and `dfsql help` read the reference from the installed package.
+    docs = {n for n in names if n.startswith("dfsql/docs/")}
+    pages = {"dfsql/docs/" + p.relative_to(REPO / "docs").as_posix()
+             for p in (REPO / "docs").rglob("*.md")}
+    assert "dfsql/docs/reference.md" in pages and "dfsql/docs/guides/endpoint.md" in pages
+    assert pages <= docs, pages - docs
+    assert reference == (REPO / "docs" / "reference.md").read_text()
     # Requires-Python: the floor pyspark 4.3 sets, and no upper cap.
     (req,) = re.findall(r"(?m)^Requires-Python: (.*)$", metadata)
     clauses = [s.strip() for s in req.split(",")]
@@ -222,7 +230,8 @@ def test_wheel_ships_the_grammar_and_the_demo(wheel: Path) -> None:
 @pytest.mark.slow
 def test_installed_wheel_explains_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """`pip install` of the wheel, then dfsql.explain from a directory that is not the
-    checkout, with the checkout on no path: the grammar comes from the installed package."""
+    checkout, with the checkout on no path: the grammar (and the reference \\help prints)
+    comes from the installed package."""
     target = tmp_path / "site"
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                         "--target", str(target), str(wheel)],
@@ -247,6 +256,8 @@ text = dfsql.explain(
 print(text)
 paper = dfsql.cli.EXAMPLES / 'paper'
 assert str(paper).startswith({str(target)!r}), paper
+from dfsql import docs_help  # \\help's reference: the installed package's own copy
+print(docs_help.section('trigger').splitlines()[0])
 print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
 """
     # -S: no site-packages .pth files, so an editable install of the checkout is not seen.
@@ -261,19 +272,21 @@ print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
                              "Repeat(ElemCount(1)))") for ln in lines), r.stdout
     assert "EMIT ACCUMULATING" in lines, r.stdout
     assert lines[-1] == "10 True", r.stdout  # the demo's ten figures and its data
+    assert lines[-2] == "## TRIGGER", r.stdout
 
 
 def test_the_clients_extra_brings_what_pyhive_needs() -> None:
     """Issue #23 item 7: ``hive.connect(host, port)`` failed with ``No module named
     'thrift_sasl'`` until thrift_sasl and pure-sasl were installed by hand. The installed
-    dfsql's ``clients`` extra names them beside PyHive, the README gives the command, and
-    in this (test) environment, which installs that extra, PyHive's connection imports."""
+    dfsql's ``clients`` extra names them beside PyHive, the endpoint's guide gives the
+    command, and in this (test) environment, which installs that extra, PyHive's
+    connection imports."""
     from importlib.metadata import requires
 
     extra = {re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
              for r in requires("dfsql") or [] if 'extra == "clients"' in r}
     assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy"} <= extra
-    assert "pip install 'dfsql[clients]'" in (REPO / "README.md").read_text()
+    assert "pip install 'dfsql[clients]'" in (REPO / "docs" / "guides" / "endpoint.md").read_text()
     r = _python("from pyhive import hive; import thrift_sasl, puresasl; print('ok')",
                 cwd=REPO)
     assert r.stdout.strip() == "ok", r.stderr

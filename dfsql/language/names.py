@@ -22,3 +22,6 @@ PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_l
 SORT_COLUMNS = ("__sort_rank",)
 #: a stream's dropped element riding with its panes to the LATE ROWS INTO side sink
 LATE_ROW = "__late_row"
+#: The columns of an EXPLAIN FIRINGS result after its group keys (LANGUAGE.md §8b).
+FIRINGS_COLUMNS = ("window_start", "window_end", "at", "event", "watermark", "pane_index",
+                   "pane_timing", "detail")

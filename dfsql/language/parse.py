@@ -508,17 +508,21 @@ def _misspelt_clause_word(text: str) -> tuple[str, int, str] | None:
 
 def parse_region(src: Source, start: int, end: int) -> c.Clauses:
     """Parse ``src.text[start:end]`` (comments already blanked) into :class:`Clauses`."""
-    region = src.text[start:end]
+    return _assemble(parse_items(src, src.text[start:end], start), src, start)
+
+
+def parse_items(src: Source, region: str, base: int) -> list[tuple[str, Token, dict]]:
+    """The clauses of ``region`` as (clause name, its first token, its fields), not yet
+    checked for order or completeness; ``base``: where ``region`` starts in ``src``
+    (positions of tokens and errors are ``src``'s)."""
     try:
-        tree = _parser().parse(region)
-        items = _Builder(src, start).transform(tree)
+        return _Builder(src, base).transform(_parser().parse(region))
     except VisitError as e:  # a DfsqlError raised inside the transformer
         if isinstance(e.orig_exc, DfsqlError):
             raise e.orig_exc from None
         raise
     except UnexpectedInput as e:
-        raise _lark_error(e, src, start, region) from None
-    return _assemble(items, src, start)
+        raise _lark_error(e, src, base, region) from None
 
 
 def _assemble(items: list, src: Source, base: int) -> c.Clauses:

@@ -26,6 +26,7 @@ from dfsql.language.continuous import ContinuousStatement, parse_continuous
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros, parse_region
 from dfsql.language.rewrite import parse_select, rewrite
 from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
+from dfsql.language.tries import TriedWatermark, check_explained, split_tries
 from dfsql.model import clauses as c
 
 __all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_any",
@@ -53,7 +54,7 @@ class Statement:
     """A parsed statement: its text, its kind, and its windowed blocks (innermost first)."""
 
     text: str
-    kind: str  # query | explain | create_view | write | other
+    kind: str  # query | explain | explain_watermark | create_view | write | other
     #: offset where the query proper starts (after EXPLAIN, CREATE VIEW … AS, or a write's
     #: head: CREATE [OR REPLACE] TABLE … AS, INSERT INTO/OVERWRITE …, CACHE TABLE … AS)
     body_start: int
@@ -69,6 +70,11 @@ class Statement:
     #: (-1 when not a CREATE VIEW)
     view_name_offset: int = -1
     view_name_end: int = -1
+    #: EXPLAIN WATERMARK: the watermarks after TRY, and where TRY starts (the query ends)
+    tries: tuple[TriedWatermark, ...] = ()
+    tries_start: int = -1
+    #: EXPLAIN FIRINGS … WHERE p: (offset of p, p's text); the WHERE is blanked in ``text``
+    firings_where: tuple[int, str] | None = None
 
     @property
     def windowed(self) -> bool:
@@ -77,8 +83,9 @@ class Statement:
     @property
     def top(self) -> WindowedBlock | None:
         """The block that is the statement's own query, if the statement is windowed."""
+        end = self.tries_start if self.tries_start >= 0 else len(self.text)
         for b in self.blocks:
-            if b.span[0] <= self.body_start and b.span[1] >= len(self.text.rstrip().rstrip(";")):
+            if b.span[0] <= self.body_start and b.span[1] >= len(self.text[:end].rstrip().rstrip(";")):
                 return b
         return None
 
@@ -254,8 +261,20 @@ def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
     scanned = scanned or scan_text(text)
     src, tokens, cleaned = scanned.source, scanned.tokens, scanned.cleaned
     kind, body_start, view = _kind(tokens, len(text))
+    tried: dict = {}
+    if kind == "explain_watermark":  # the TRY list is cut off: the query remains
+        tokens, cleaned, start, tries = split_tries(src, tokens, cleaned)
+        tried = {"tries": tries, "tries_start": start}
+    firings_where = None
+    if kind == "explain_firings":
+        text, firings_where = _firings_where(tokens, text)
+        if firings_where is not None:  # the query without the WHERE on its events
+            return replace(parse_statement(text), kind=kind, body_start=body_start,
+                           firings_where=firings_where)
     regions = _regions(tokens, src)
     if not regions:
+        if kind == "explain_watermark":
+            check_explained(src, False, body_start)
         return Statement(text, kind, body_start, (), source=src, **view.fields())
     if kind == "create_view":
         _check_windowed_view(view, src)
@@ -267,14 +286,24 @@ def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
         b = replace(b, select=parse_select(b, src))
         rewrite(b, src)
         blocks.append(b)
-    return Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields())
+    stmt = Statement(text, kind, body_start, tuple(blocks), source=src, **view.fields(),
+                     **tried)
+    if kind == "explain_watermark":
+        check_explained(src, stmt.top is not None, body_start)
+    return stmt
 
 
 def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
     """The statement's kind, where its query body starts, and its CREATE VIEW head."""
     kind, body_start, view = "query", 0, _ViewHead()
     first = [t for t in tokens if t.depth == 0]
-    if first and first[0].is_word("EXPLAIN"):
+    if len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("WATERMARK"):
+        kind = "explain_watermark"
+        body_start = first[2].start if len(first) > 2 else end
+    elif len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("FIRINGS"):
+        kind = "explain_firings"  # LANGUAGE.md §8b
+        body_start = first[2].start if len(first) > 2 else end
+    elif first and first[0].is_word("EXPLAIN"):
         kind = "explain"
         k = 1
         while k < len(first) and first[k].is_word("EXTENDED", "FORMATTED", "CODEGEN", "COST",
@@ -316,6 +345,22 @@ def _starts_query(t: Token, tokens: list[Token]) -> bool:
         nxt = next((u for u in tokens if u.start >= t.end), None)
         return nxt is not None and nxt.is_word("SELECT", "WITH")
     return t.is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE")
+
+
+def _firings_where(tokens: list[Token], text: str) -> tuple[str, tuple[int, str] | None]:
+    """``EXPLAIN FIRINGS <query> WHERE p``: the last WHERE outside parentheses after the
+    query's WINDOW filters the events, not the query. Returns the text with it blanked
+    (offsets kept) and (offset of p, p)."""
+    first = [t for t in tokens if t.depth == 0]
+    window = next((k for k, t in enumerate(first) if t.is_word("WINDOW")), None)
+    where = [t for t in first[window + 1:] if t.is_word("WHERE")] if window is not None else []
+    if not where:
+        return text, None
+    w = where[-1]
+    end = len(text.rstrip().rstrip(";").rstrip())
+    p = text[w.end:end]
+    return text[:w.start] + blank(text[w.start:end]) + text[end:], \
+        (w.end + len(p) - len(p.lstrip()), p.strip())
 
 
 def _regions(tokens: list[Token], src: Source) -> list[tuple[int, int, int]]:

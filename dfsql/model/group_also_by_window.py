@@ -29,6 +29,7 @@ for non-merging windows (:mod:`dfsql.model.fastpath`) and for replayed sessions
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,6 +53,9 @@ from dfsql.model.state_machine import general
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME
 
+if TYPE_CHECKING:
+    from dfsql.model.firings import Recorder
+
 __all__ = [
     "NULL_TIME", "Cover", "GabwResult", "Instances", "Panes", "Retractions", "aggregate",
     "canonical", "drive", "end_floor_of", "flatten", "general", "group_also_by_window",
@@ -65,7 +69,8 @@ __all__ = [
 def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
                          arrival_time: np.ndarray | None, clauses: Clauses,
                          timeline: Timeline, *, fast: bool | None = None,
-                         end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
+                         end_floor: int = NEG_INF, ordered: bool = True,
+                         recorder: Recorder | None = None) -> GabwResult:
     """Run the windowing driver; ``fast=None`` picks the fast path when it applies,
     ``True`` requires it (ValueError otherwise), ``False`` forces the state machine.
 
@@ -74,7 +79,13 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
     a caller that only joins by id.
 
     ``end_floor``: an executor running keys in slices passes
-    ``end_floor_of(trigger, last arrival of the whole input)``."""
+    ``end_floor_of(trigger, last arrival of the whole input)``.
+
+    ``recorder`` (EXPLAIN FIRINGS, :mod:`dfsql.model.firings`): the state machine runs
+    (only it knows which leaf fired) and reports to it; the result is then unordered, so
+    that its pane ids are the ones the recorder saw."""
+    if recorder is not None:
+        fast, ordered = False, False
     key = np.asarray(key, I64)
     event_time = np.asarray(event_time, I64)
     if arrival_time is not None:
@@ -84,7 +95,8 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
     null = event_time == NULL_EVENT_TIME
     if null.any():
         return _without_null_times(null, key, event_time, arrival_time, clauses, timeline,
-                                   fast=fast, end_floor=end_floor, ordered=ordered)
+                                   fast=fast, end_floor=end_floor, ordered=ordered,
+                                   recorder=recorder)
     if fast is not False:
         plan = fastpath.plan_for(clauses)
         if plan is not None:
@@ -98,7 +110,7 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
         if fast:
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
     return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor,
-                   ordered=ordered)
+                   ordered=ordered, recorder=recorder)
 
 
 def _without_null_times(null: np.ndarray, key: np.ndarray, event_time: np.ndarray,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,13 +39,16 @@ from dfsql.model.result import (
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, POS_INF, sat_add
 
+if TYPE_CHECKING:
+    from dfsql.model.firings import Recorder
+
 
 class _Shared:
     """Arrays and settings every key's run reads; outputs written in place."""
 
     def __init__(self, key: np.ndarray, inst_row: np.ndarray, inst_start: np.ndarray,
                  inst_end: np.ndarray, inst_arr: np.ndarray, clauses: Clauses,
-                 timeline: Timeline) -> None:
+                 timeline: Timeline, recorder: Recorder | None = None) -> None:
         self.key = key
         self.inst_row = inst_row
         self.inst_start = inst_start
@@ -61,6 +65,10 @@ class _Shared:
         self.drop_wm = np.full(n, NEG_INF, I64)
         self.log = PaneLog(clauses.accumulation, self.first_pane)
         self.seq = itertools.count()
+        #: EXPLAIN FIRINGS (dfsql.model.firings); None: nothing is recorded
+        self.rec = recorder
+        if recorder is not None:
+            recorder.begin(n)
 
 
 class _Closed:
@@ -170,6 +178,10 @@ class _KeyRun:
                     for o in over:
                         self._remove(o)
                         touched.pop(id(o), None)
+                    if sh.rec is not None:
+                        sh.rec.merge(self.k, p, wm_prev, [(o.start, o.end) for o in over],
+                                     (s, e), (ms, me), [o.trig for o in over] + [sh.proto],
+                                     [o.end for o in over] + [e], merged)
                     w = self._new_window(ms, me, merged, wm_prev)
                     w.pending, w.history, w.retract = absorb(over, sh.accumulation)
                 self.by_start[w.start] = w
@@ -183,6 +195,8 @@ class _KeyRun:
         w.trig = w.trig.on_element(p)
         w.pending.append(i)
         touched[id(w)] = w
+        if sh.rec is not None:
+            sh.rec.joined(i, w.start, w.end)
 
     # ---- firing
     def _evaluate(self, w: WindowState, p: int, emit_time: int, wm: int) -> bool:
@@ -193,21 +207,31 @@ class _KeyRun:
         expired = wm >= w.expiry
         ontime = wm >= w.end and not w.created_late and not w.ontime_done
         fired = False
+        rec = self.sh.rec
         if (w.pending or ontime) and w.trig.ready(ctx):
+            before, new = w.trig, bool(w.pending)
             w.trig = w.trig.next(ctx)
             done = w.trig.is_done()
-            self.sh.log.emit(w, self.k, p, emit_time, wm, done or expired)
+            pid = self.sh.log.emit(w, self.k, p, emit_time, wm, done or expired)
             fired = True
+            if rec is not None:
+                rec.fire(pid, self.k, w, p, wm, before, ctx, new, done)
             if done:
                 self._remove(w)
                 if not expired:
                     self.closed.add(w.start, w.end, w.expiry)
+                if rec is not None:
+                    rec.expire(self.k, w, p, wm, closed=not expired)
                 return True
         if expired:
             if w.pending:  # the closing pane
-                self.sh.log.emit(w, self.k, p, emit_time, wm, True)
+                pid = self.sh.log.emit(w, self.k, p, emit_time, wm, True)
                 fired = True
+                if rec is not None:
+                    rec.fire(pid, self.k, w, p, wm, None, None, True, False)
             self._remove(w)
+            if rec is not None:
+                rec.expire(self.k, w, p, wm, closed=False)
             return fired
         t = w.trig.next_timer(p)
         if t is not None:
@@ -252,7 +276,11 @@ class _KeyRun:
 
     def finish(self, end_time: int, emit_time: int) -> None:
         """At the last instant the watermark becomes +inf: evaluate every live window."""
-        for w in self._live():
+        live = self._live()
+        if self.sh.rec is not None:
+            for w in live:
+                self.sh.rec.waiting(self.k, w, end_time)
+        for w in live:
             self._evaluate(w, end_time, emit_time, POS_INF)
 
 
@@ -265,13 +293,14 @@ def _key_bounds(key: np.ndarray) -> np.ndarray:
 
 def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
             clauses: Clauses, timeline: Timeline, *, end_floor: int = NEG_INF,
-            ordered: bool = True) -> GabwResult:
+            ordered: bool = True, recorder: Recorder | None = None) -> GabwResult:
     """The general trigger state machine, one key at a time (any trigger, any window).
 
     ``end_floor``: the end instant is at least this (when other keys ran elsewhere and
-    must share this run's final round)."""
+    must share this run's final round). ``recorder``: EXPLAIN FIRINGS' events are
+    reported to it as the run goes (its pane ids are the unordered result's)."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
-    sh = _Shared(ikey, row, start, end, arr, clauses, timeline)
+    sh = _Shared(ikey, row, start, end, arr, clauses, timeline, recorder)
     bounds = _key_bounds(ikey)
     runs = [_KeyRun(sh, int(ikey[lo]), int(lo), int(hi))
             for lo, hi in itertools.pairwise(bounds.tolist())]
@@ -299,4 +328,4 @@ def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | 
         Instances(row, start, end, sh.first_pane, sh.drop_reason, drop_wm),
         end_time,
     )
-    return canonical(res) if ordered else res
+    return canonical(res) if ordered and recorder is None else res

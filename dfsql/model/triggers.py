@@ -92,6 +92,12 @@ class Node:
         """The earliest processing time after ``now`` at which a live leaf turns ready."""
         return None
 
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        """The leaves ``next(ctx)`` advances, as child-index paths from this node (for
+        EXPLAIN FIRINGS; called only when recording, just before ``next``). It follows
+        ``next`` node by node, so the leaves named are those whose predicate fired it."""
+        return []
+
 
 # --------------------------------------------------------------------------- leaves
 
@@ -133,6 +139,9 @@ class Leaf(Node):
 
     def next(self, ctx: Ctx) -> Node:
         return Done(self.restart())  # type: ignore[arg-type]
+
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        return [()]
 
     def rewind(self) -> Node:
         return self
@@ -304,6 +313,9 @@ class AfterFirst(Composite):
     def next(self, ctx: Ctx) -> Node:
         return self._with([s.next_if_ready(ctx) for s in self.subs])
 
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        return [(i, *p) for i, s in enumerate(self.subs) if s.ready(ctx) for p in s.fired(ctx)]
+
     def is_done(self) -> bool:
         return any(s.is_done() for s in self.subs)
 
@@ -317,6 +329,9 @@ class AfterAll(Composite):
 
     def next(self, ctx: Ctx) -> Node:
         return self._with([s.next(ctx) for s in self.subs])
+
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        return [(i, *p) for i, s in enumerate(self.subs) for p in s.fired(ctx)]
 
     def is_done(self) -> bool:
         return all(s.is_done() for s in self.subs)
@@ -346,6 +361,10 @@ class AfterEach(Composite):
         # the elements later children saw were just emitted: they start afresh
         subs[i + 1 :] = [s.restart() for s in subs[i + 1 :]]
         return self._with(subs)
+
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        i = self.active()
+        return [] if i == len(self.subs) else [(i, *p) for p in self.subs[i].fired(ctx)]
 
     def is_done(self) -> bool:
         return all(s.is_done() for s in self.subs)
@@ -379,6 +398,9 @@ class Repeat(Node):
     def next(self, ctx: Ctx) -> Node:
         n = self.sub.next(ctx)
         return Repeat(n.restart() if n.is_done() else n)
+
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        return [(0, *p) for p in self.sub.fired(ctx)]
 
     def restart(self) -> Node:
         return Repeat(self.sub.restart())
@@ -414,6 +436,10 @@ class OrFinally(Node):
 
     def next(self, ctx: Ctx) -> Node:
         return OrFinally(self.main.next_if_ready(ctx), self.final.next_if_ready(ctx))
+
+    def fired(self, ctx: Ctx) -> list[tuple[int, ...]]:
+        return [(i, *p) for i, s in enumerate((self.main, self.final)) if s.ready(ctx)
+                for p in s.fired(ctx)]
 
     def restart(self) -> Node:
         return OrFinally(self.main.restart(), self.final.restart())

@@ -235,10 +235,6 @@ class DelayHistogram:
         return DelayHistogram(np.empty(0, I64), np.empty(0, I64))
 
 
-#: cells of one chunk's (instants x delay values) count matrix in :func:`percentile_lags`
-_CHUNK_CELLS = 1 << 22
-
-
 def percentile_lags(
     hist: DelayHistogram, at: np.ndarray, delays: np.ndarray, counts: np.ndarray,
     q: float, delay: int,
@@ -247,35 +243,59 @@ def percentile_lags(
     arrival instant (``at`` ascending; ``delays`` rounded, ``counts`` rows of each), the
     lag p - wm(p) = the nearest-rank q-th percentile of all delays so far, plus d.
 
-    Vectorised over chunks of instants: a chunk's running histograms are one count
-    matrix (instants x distinct delays), cumulated both ways; its cost is instants times
-    distinct delays, which rounding bounds. Returns (instants, lags, the histogram after)."""
+    Each instant's percentile is the k-th smallest delay of a prefix of the arrivals
+    (the histogram's, then every row arrived by then), answered for all instants at once
+    by a weighted wavelet matrix over the delays' ranks: one vectorised step per bit of
+    the rank, so the cost is (rows + instants) x log2(distinct delays), whatever the
+    number of instants. Returns (instants, lags, the histogram after)."""
     at = np.asarray(at, I64)
     d = np.asarray(delays, I64)
     cnt = np.asarray(counts, I64)
     values = np.union1d(hist.values, d)
     base = np.zeros(len(values), I64)
     base[np.searchsorted(values, hist.values)] = hist.counts
-    if not len(at):
-        return np.empty(0, I64), np.empty(0, I64), DelayHistogram(values, base)
     rank = np.searchsorted(values, d)
-    instants, inst = np.unique(at, return_inverse=True)
-    lags = np.empty(len(instants), I64)
-    step = max(1, _CHUNK_CELLS // len(values))
-    row_lo = 0
-    for lo in range(0, len(instants), step):
-        hi = min(lo + step, len(instants))
-        row_hi = int(np.searchsorted(inst, hi, side="left"))
-        m = np.zeros((hi - lo, len(values)), I64)
-        np.add.at(m, (inst[row_lo:row_hi] - lo, rank[row_lo:row_hi]), cnt[row_lo:row_hi])
-        m = np.cumsum(m, axis=0) + base
-        below = np.cumsum(m, axis=1)  # rows with a delay <= each value
-        n = below[:, -1]
-        k = np.maximum(1, np.ceil(q / 100.0 * n)).astype(I64)
-        lags[lo:hi] = values[(below < k[:, None]).sum(axis=1)] + delay
-        base = m[-1]
-        row_lo = row_hi
-    return instants, lags, DelayHistogram(values, base)
+    after = base + np.bincount(rank, weights=cnt, minlength=len(values)).astype(I64)
+    if not len(at):
+        return np.empty(0, I64), np.empty(0, I64), DelayHistogram(values, after)
+    instants = np.unique(at)
+    # the entries: every delay value weighted by the histogram's count, then the rows;
+    # an instant's prefix ends after the last row arrived by it
+    ranks = np.r_[np.arange(len(values), dtype=I64), rank]
+    weights = np.r_[base, cnt]
+    ends = len(values) + np.searchsorted(at, instants, side="right")
+    n = np.cumsum(weights)[ends - 1]
+    k = np.maximum(1, np.ceil(q / 100.0 * n)).astype(I64)  # the k-th smallest, by weight
+    return instants, values[_kth_in_prefix(ranks, weights, ends, k)] + delay, \
+        DelayHistogram(values, after)
+
+
+def _kth_in_prefix(ranks: np.ndarray, weights: np.ndarray, ends: np.ndarray,
+                   k: np.ndarray) -> np.ndarray:
+    """For each query i, the smallest rank r such that the entries among the first
+    ``ends[i]`` whose rank is <= r weigh at least ``k[i]`` (a weighted wavelet matrix:
+    per bit, from the highest, the entries are stably split by that bit, and each query
+    narrows to the half its k-th smallest weight lies in)."""
+    bits = max(1, int(ranks.max()).bit_length()) if len(ranks) else 1
+    order = np.arange(len(ranks))
+    lo = np.zeros(len(ends), I64)  # each query's range [lo, hi) in the current order
+    hi = np.asarray(ends, I64).copy()
+    k = np.asarray(k, I64).copy()
+    out = np.zeros(len(ends), I64)
+    for b in range(bits - 1, -1, -1):
+        one = ((ranks[order] >> b) & 1).astype(bool)
+        zeros_before = np.r_[0, np.cumsum(~one)]  # positions
+        zero_weight = np.r_[0, np.cumsum(np.where(one, 0, weights[order]))]
+        n_zero = zeros_before[-1]
+        wz = zero_weight[hi] - zero_weight[lo]
+        left = k <= wz
+        zl, zh = zeros_before[lo], zeros_before[hi]
+        lo = np.where(left, zl, n_zero + lo - zl)
+        hi = np.where(left, zh, n_zero + hi - zh)
+        k = np.where(left, k, k - wz)
+        out |= np.where(left, 0, 1 << b).astype(I64)
+        order = np.r_[order[~one], order[one]]
+    return out
 
 
 def percentile_timeline(

@@ -1,11 +1,12 @@
-"""``dfsql serve``: a HiveServer2-compatible Thrift endpoint (TCLIService, binary
-transport), so beeline, JDBC tools, PyHive and SQLAlchemy's ``hive://`` query dfsql
-unchanged.
+"""``dfsql serve``: a HiveServer2-compatible Thrift endpoint (TCLIService, over the binary
+transport or, ``--transport-mode http``, over HTTP: :mod:`dfsql.server.http_transport`),
+so beeline, JDBC tools, PyHive, impyla and SQLAlchemy's ``hive://`` query dfsql unchanged.
 
 Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``),
 ``NONE`` (SASL PLAIN, any user and password: Hive's default) and ``PLAIN`` (SASL PLAIN
-checked against a password file of salted hashes, :mod:`dfsql.server.auth`). One thread
-per connection; when a client goes away its sessions close, their operations are
+checked against a password file of salted hashes, :mod:`dfsql.server.auth`); over HTTP
+the same modes read HTTP Basic credentials instead of SASL's. One thread per
+connection; when a binary client goes away its sessions close, their operations are
 cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
 only under the data roots (:mod:`dfsql.server.paths`; none unless configured); nothing
 that reaches into the JVM or loads code (:mod:`dfsql.server.guard`) unless allowed;
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfsql.server")
 
 AUTH_MODES = ("NONE", "NOSASL", "PLAIN")
+TRANSPORT_MODES = ("binary", "http")
 #: the defaults of ``dfsql serve --max-message-mb / --max-connections /
 #: --idle-connection-timeout``: far above what beeline, JDBC and PyHive send (a request
 #: is a statement's text), an hour of silence
@@ -72,11 +74,21 @@ class Server:
                  idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT,
                  state_dir: str | None = None, streams: list[StreamView] = (),
                  max_message_mb: float = MAX_MESSAGE_MB, max_connections: int = MAX_CONNECTIONS,
-                 idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT) -> None:
-        auth = auth.upper()
+                 idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT,
+                 transport_mode: str = "binary", http_path: str = "cliservice") -> None:
+        auth, transport_mode = auth.upper(), transport_mode.lower()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
+        if transport_mode not in TRANSPORT_MODES:
+            raise DfsqlError(f"unknown --transport-mode {transport_mode!r}",
+                             hint="one of " + ", ".join(TRANSPORT_MODES))
         _check_limits(max_message_mb, max_connections, idle_connection_timeout)
+        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
+        # file, and need not load the Thrift stack, numpy and the scanner the service needs
+        from dfsql.server import http_transport, service
+
+        # checked before anything starts
+        path = http_transport.http_path(http_path) if transport_mode == "http" else None
         #: the largest message, frame, string a client may announce (bytes)
         self.max_message = int(max_message_mb * 2**20)
         self.max_connections = max_connections
@@ -93,17 +105,17 @@ class Server:
             self.check = lambda user, password: True
         if spark is None:
             spark = dfsql.session()
-        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
-        # file, and need not load the Thrift stack, numpy and the scanner the service needs
-        from dfsql.server.service import Service
-
         self.spark = spark
         self.host, self.port, self.auth = host, port, auth
-        self.service = Service(
+        self.transport_mode = transport_mode
+        self.service = service.Service(
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             None if jar_roots is None else list(jar_roots), statement_timeout,
             idle_session_timeout, idle_operation_timeout)
+        #: what the HTTP transport's connections share (None over the binary transport)
+        self.http = None if path is None else http_transport.Endpoint(
+            self.service, auth, self.check, path, self.max_message)
         #: where the continuous queries are kept across restarts (``--state-dir``)
         self.state = None
         if state_dir is not None:
@@ -229,7 +241,32 @@ class Server:
                         _peer(peer), self.max_connections, self._refused)
             self._refused, self._refused_logged = 0, now
 
+    def url(self) -> str:
+        """The JDBC URL beeline connects with."""
+        url = f"jdbc:hive2://{self.host}:{self.port}/default"
+        if self.http is not None:
+            return url + f";transportMode=http;httpPath={self.http.path[1:]}"
+        return url + (";auth=noSasl" if self.auth == "NOSASL" else "")
+
     def _serve(self, conn: socket.socket, peer: str = "?") -> None:
+        try:
+            if self.http is not None:
+                self.http.serve(conn, peer)
+            else:
+                self._serve_binary(conn, peer)
+        except Exception as e:  # noqa: BLE001 (one bad connection must not stop the server)
+            self._ended(peer, e)
+        finally:
+            try:
+                self.service.connection_closed()
+            finally:
+                self._connections.discard(conn)
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+
+    def _serve_binary(self, conn: socket.socket, peer: str) -> None:
         from thrift.transport import TSocket
 
         # loaded with the service already (see __init__); kept out of this file's top for
@@ -239,7 +276,6 @@ class Server:
 
         raw = TSocket.TSocket()
         raw.setHandle(conn)
-        trans = None
         try:
             user = ""
             if self.auth != "NOSASL":
@@ -259,17 +295,6 @@ class Server:
             log.info("refused the connection from %s: %s", peer, e)
         except MalformedRequest as e:
             log.info("closed the connection from %s: a malformed request (%s)", peer, e)
-        except Exception as e:  # noqa: BLE001 (one bad connection must not stop the server)
-            self._ended(peer, e)
-        finally:
-            try:
-                self.service.connection_closed()
-            finally:
-                self._connections.discard(conn)
-                try:
-                    conn.close()
-                except OSError:
-                    pass
 
     def _ended(self, peer: str, e: Exception) -> None:
         """Say why a connection ended, in one line: debug when the client hung up, info
@@ -309,6 +334,8 @@ def _check_limits(max_message_mb: float, max_connections: int, idle: float) -> N
 
 
 def serve(host: str = "127.0.0.1", port: int = 10000, auth: str = "NONE",
-          password_file: str | None = None, spark: SparkSession | None = None) -> Server:
+          password_file: str | None = None, spark: SparkSession | None = None,
+          transport_mode: str = "binary") -> Server:
     """Start an endpoint in the background and return it (``.port``, ``.stop()``)."""
-    return Server(spark, host, port, auth, password_file).start()
+    return Server(spark, host, port, auth, password_file,
+                  transport_mode=transport_mode).start()

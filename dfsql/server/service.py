@@ -109,6 +109,12 @@ class Service:
         self.local.sessions = set()
         self.local.user = user
 
+    def request_opened(self, user: str) -> None:
+        """An HTTP request's user ("": OpenSession's username). The sessions it opens
+        belong to no connection: an HTTP client may send each call on a new one, so they
+        end with CloseSession or the idle-session timeout, as in HiveServer2's HTTP mode."""
+        self.local.user = user
+
     def connection_closed(self) -> None:
         """A client went away: its sessions close (operations cancelled, jobs too)."""
         for key in list(getattr(self.local, "sessions", ())):

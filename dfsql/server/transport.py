@@ -6,7 +6,8 @@ fields, asks before it checks its own limit), of 2 GB has them ask the socket fo
 at once, and Python sets that much aside before a byte arrives. These refuse any single
 read of more than ``max_message`` bytes before reading, and take from the socket at most
 :data:`CHUNK` bytes at a time, so that memory follows what a client actually sent, not
-what it announced.
+what it announced. (The HTTP transport reads a request's body the same way:
+:func:`gather`.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from io import BytesIO
 
 from thrift.transport import TTransport
 
-__all__ = ["Buffered", "Framed"]
+__all__ = ["Buffered", "Framed", "gather"]
 
 #: the most asked of the socket in one read
 CHUNK = 256 * 1024
@@ -65,7 +66,7 @@ class Buffered(_OnTransport):
     def readAll(self, sz: int) -> bytes:  # noqa: N802
         if not 0 <= sz <= self.max_message:
             raise _over(sz, self.max_message, "a read")
-        return _gather(self.read, b"", sz)
+        return gather(self.read, b"", sz)
 
     def pending(self) -> bool:
         """Whether read bytes wait in the buffer."""
@@ -92,7 +93,7 @@ class Buffered(_OnTransport):
     def cstringio_refill(self, partial: bytes, reqlen: int) -> BytesIO:
         if reqlen - len(partial) > self.max_message:
             raise _over(reqlen, self.max_message, "a value")
-        self._rbuf = BytesIO(_gather(
+        self._rbuf = BytesIO(gather(
             lambda n: self._trans.read(min(max(n, self._size), CHUNK)), partial, reqlen))
         return self._rbuf
 
@@ -116,13 +117,13 @@ class Framed(_OnTransport):
     def readAll(self, sz: int) -> bytes:  # noqa: N802
         if not 0 <= sz <= self.max_frame:
             raise _over(sz, self.max_frame, "a read")
-        return _gather(self.read, b"", sz)
+        return gather(self.read, b"", sz)
 
     def _read_frame(self) -> None:
         size = struct.unpack(">i", self._trans.readAll(4))[0]
         if not 0 <= size <= self.max_frame:
             raise _over(size, self.max_frame, "a frame")
-        self._rbuf = BytesIO(_gather(self._trans.read, b"", size))
+        self._rbuf = BytesIO(gather(self._trans.read, b"", size))
 
     def write(self, buf: bytes) -> None:
         self._wbuf.write(buf)
@@ -150,9 +151,9 @@ class Framed(_OnTransport):
         return self._rbuf
 
 
-def _gather(read, first: bytes, size: int) -> bytes:
+def gather(read, first: bytes, size: int) -> bytes:
     """``first`` and then reads until ``size`` bytes, joined once (Thrift's readAll
-    copies all it has so far per chunk)."""
+    copies all it has so far per chunk); a read of nothing is the client gone."""
     parts, have = [first], len(first)
     while have < size:
         part = read(size - have)

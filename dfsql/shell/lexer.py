@@ -29,22 +29,24 @@ from dfsql.language.parse import ALL_KEYWORDS
 DFSQL_WORDS = sorted(ALL_KEYWORDS | {
     "MILLISECOND", "MILLISECONDS", "MS", "SECOND", "SECONDS", "SEC", "MINUTE", "MINUTES",
     "MIN", "HOUR", "HOURS", "DAY", "DAYS", "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW",
-    "CHECKPOINT", "DIRECTORY", "EXPLAIN"})
+    "CHECKPOINT", "DIRECTORY", "EXPLAIN", "TRY"})
 
 #: the shell's commands and a line of help each
 COMMANDS: dict[str, str] = {
     "\\d": "list tables and views; \\d NAME shows one's columns",
     "\\load": "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] "
               "[WATERMARK ...]: register a CSV, JSON or Parquet file (or a directory)",
-    "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages)",
+    "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages); "
+                "\\explain firings QUERY: every window's events (then \\plot draws them)",
     "\\watch": "\\watch QUERY: the live panes of a windowed query over a stream, "
                "retractions applied, until Ctrl-C",
     "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "
-              "figures",
+              "figures (after EXPLAIN WATERMARK: late fraction against latency)",
     "\\timing": "show or hide each statement's elapsed time",
     "\\maxrows": "\\maxrows N: fetch and show at most N rows of a result",
     "\\pager": "\\pager on|off: page results taller than the screen",
-    "\\help": "this list",
+    "\\help": "this list; \\help TOPIC: that section of the language reference "
+              "(\\help WINDOW, \\help TRIGGER, ...)",
     "\\q": "leave the shell (or Ctrl-D)",
 }
 

@@ -11,6 +11,10 @@ with several keys gets one panel per key, and one with several aggregates one pa
 aggregate and key (at most :data:`MAX_PANELS`), each with the input and the watermark.
 The figure's title is the whole query, wrapped; an axis whose times span several days
 shows dates.
+
+An EXPLAIN FIRINGS result is drawn as the same picture for one key (the first that
+fired): its FIRE and RETRACT events are the panes and retractions, each pane annotated
+with the trigger leaf that fired it, and each MERGE marked where it happened.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dfsql.errors import DfsqlError
-from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
+from dfsql.language.names import EVENT_TIME, FIRINGS_COLUMNS, PANE_COLUMNS, PROCESSING_TIME
 from dfsql.model.windows import NEG_INF, POS_INF
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
 MAX_ELEMENTS = 2000
@@ -81,15 +86,22 @@ class _Layout:
 
 
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
-                title: str = "", plan=None) -> PlotSummary:
+                title: str = "", plan=None) -> PlotSummary | TradeoffSummary:
     """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
-    ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark."""
+    ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark.
+    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`)."""
+    if is_tradeoff(columns):
+        return plot_tradeoff(columns, rows, path, title)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
+    notes: list[tuple[Any, Any, Any, str]] = []
+    if is_firings(columns):
+        columns, rows, notes, key = _firings_as_panes(columns, rows)
+        title = f"{key}: {title}" if key else title
     cols = list(columns)
     missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
                if c not in cols]
@@ -129,6 +141,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     else:
         fig.tight_layout()
     _place_retraction_labels(fig, retraction_labels)
+    _annotate(axes[0, 0], notes, lay)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     summary.figure = fig
@@ -339,3 +352,73 @@ def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
     wx = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in wm[ok]]
     wy = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in grid[ok]]
     return elements, (wx, wy)
+
+
+_EMITS = "; emits "
+
+
+def is_firings(columns: Sequence[str]) -> bool:
+    """Whether a result is EXPLAIN FIRINGS' (its last columns are FIRINGS_COLUMNS)."""
+    return tuple(columns[-len(FIRINGS_COLUMNS):]) == FIRINGS_COLUMNS
+
+
+def _firings_as_panes(columns: Sequence[str], rows: Sequence[Sequence[Any]]):
+    """One key's FIRE and RETRACT events as the pane rows :func:`plot_result` draws (the
+    value each emitted, read from its detail), the notes to draw beside them (each
+    pane's firing leaf, each merge) and the key drawn."""
+    cols = list(columns)
+    at = {c: i for i, c in enumerate(cols)}
+    keys = cols[: -len(FIRINGS_COLUMNS)]
+
+    def key_of(r: Sequence[Any]) -> tuple:
+        return tuple(r[at[k]] for k in keys)
+
+    fired = [key_of(r) for r in rows if r[at["event"]] == "FIRE"]
+    first = fired[0] if fired else (key_of(rows[0]) if rows else ())
+    out, notes, name = [], [], "value"
+    for r in rows:
+        if key_of(r) != first:
+            continue
+        event, detail = r[at["event"]], r[at["detail"]] or ""
+        ws, we, t = r[at["window_start"]], r[at["window_end"]], r[at["at"]]
+        if event in ("FIRE", "RETRACT"):
+            text = (detail.rsplit(_EMITS, 1)[-1] if event == "FIRE"
+                    else detail.split("; ", 1)[0].removeprefix("retracts "))
+            name, value = _named_value(text)
+            out.append((value, ws, we, r[at["pane_index"]], r[at["pane_timing"]], t,
+                        event == "RETRACT"))
+            if event == "FIRE":
+                leaves = detail.split(_EMITS)[0].split("; ")[0].split(" and ")
+                notes.append((ws, we, t, " + ".join(x.split(" in ")[0] for x in leaves)))
+        elif event == "MERGE":
+            merged = detail.split("→", 1)[-1].split(";")[0].strip()
+            notes.append((ws, we, t, f"MERGE → {merged}"))
+    columns = [name, "window_start", "window_end", "pane_index", "pane_timing", "emit_time",
+               "is_retraction"]
+    return columns, out, notes, ", ".join(f"{k}={_label(v)}" for k, v in zip(keys, first,
+                                                                             strict=True))
+
+
+def _named_value(text: str) -> tuple[str, Any]:
+    """``total=7`` → ("total", 7.0); several aggregates keep their text as the label."""
+    name, eq, v = text.partition("=")
+    if eq and "," not in v:
+        try:
+            return name, float(v)
+        except ValueError:
+            return name, v
+    return "value", text
+
+
+def _annotate(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> None:
+    """The firing leaf under each pane's top and each merge where it happened."""
+    for ws, we, t, text in notes:
+        x0 = ws if ws is not None else lay.x_lo
+        x1 = we if we is not None else lay.x_hi
+        merge = text.startswith("MERGE")
+        ax.annotate(text, (_num(_mid(x0, x1)) if not merge else _num(x0), _num(t)),
+                    fontsize=6, color="#7a1f1f" if merge else "#333333",
+                    ha="left" if merge else "center", va="top", xytext=(2, -3),
+                    textcoords="offset points")
+        if merge:
+            ax.plot([_num(x0)], [_num(t)], marker="D", color="#7a1f1f", markersize=4)

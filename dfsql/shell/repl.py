@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dfsql
+from dfsql import docs_help
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
@@ -27,8 +28,9 @@ from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
 from dfsql.shell.jobs import Cancelled, Job
 from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
-from dfsql.shell.plot import plot_result
+from dfsql.shell.plot import is_firings, plot_result
 from dfsql.shell.script import Piece, is_complete, split
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.parquet import read_parquet
@@ -39,7 +41,7 @@ DEFAULT_PLOT = "dfsql-plot.png"
 
 @dataclass
 class LastResult:
-    """The last windowed result shown, for ``\\plot``."""
+    """The last windowed (or EXPLAIN WATERMARK) result shown, for ``\\plot``."""
 
     text: str
     df: Any
@@ -179,7 +181,8 @@ class Shell:
                              "\\watch it to see its panes live, or start it with CREATE "
                              "STREAMING QUERY name AS ...")
         columns = list(df.columns)
-        if "emit_time" in columns and "window_start" in columns:
+        if ("emit_time" in columns or is_firings(columns)) and "window_start" in columns or \
+                is_tradeoff(columns):
             self.last = LastResult(text, df, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
@@ -213,9 +216,23 @@ class Shell:
                              "\\help lists the commands")
         handler(rest, rest_at)
 
-    def _help(self, _rest: str, _at: int) -> None:
+    def _help(self, rest: str, at: int) -> None:
+        """``\\help`` lists the commands and the reference's topics; ``\\help WINDOW``
+        prints that section of the shipped reference (:mod:`dfsql.docs_help`)."""
         from rich.table import Table
 
+        if rest:
+            text = docs_help.section(rest)
+            if text is None:
+                raise ShellError(docs_help.unknown_topic(rest), 1, at + 1,
+                                 "\\help alone lists the commands and the topics")
+            if self.out.is_terminal:
+                from rich.markdown import Markdown
+
+                self.out.print(Markdown(text))
+            else:
+                self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            return
         table = Table(box=None, show_header=False, pad_edge=False)
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
@@ -225,6 +242,8 @@ class Shell:
                        "Esc Enter runs it as it is. Ctrl-C cancels a running statement "
                        "(or clears the line); Ctrl-D leaves.\n")
         self.out.print(table)
+        self.out.print("\n\\help TOPIC prints that section of the language reference. "
+                       "Topics: " + ", ".join(docs_help.topics()), markup=False)
 
     def _quit(self, _rest: str, _at: int) -> None:
         raise Quit
@@ -372,6 +391,11 @@ class Shell:
         text = rest.rstrip(";").rstrip()
         if not text:
             raise ShellError("\\explain needs a query", 1, at + 1, "\\explain SELECT ...")
+        if text.split(None, 1)[0].lower() == "firings":
+            # EXPLAIN FIRINGS as a statement, its words where the user typed them (so an
+            # error's column is the line's); its result is the last one, for \plot
+            self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text)
+            return
         try:
             plan = dfsql.explain(text)
         except DfsqlError as e:
@@ -400,6 +424,10 @@ class Shell:
         summary = self._job(spark, lambda: plot_result(
             self.last.columns, self.last.rows, path, self.last.text,
             plan=top_plan(self.last.df)), "\\plot")
+        if isinstance(summary, TradeoffSummary):
+            self.out.print(f"wrote {path}: {len(summary.points)} watermarks, the late "
+                           "fraction against the ON_TIME latency of each")
+            return
         self.out.print(f"wrote {path}: {len(summary.panes)} panes, "
                        f"{len(summary.retractions)} retractions"
                        + (f", {summary.elements} input elements" if summary.elements else "")

@@ -56,6 +56,20 @@ class Replayed:
     #: as the query runs; None without a SparkContext), and how many partitions it runs in
     dropped_by_partition: Any
     driver_partitions: int
+    #: EXPLAIN FIRINGS: the events the driver recorded in the same run (see
+    #: :data:`dfsql.spark.replay.EVENT_FIELDS`); None for a query
+    events: DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class FiringsRequest:
+    """What EXPLAIN FIRINGS asks of a replay (:func:`dfsql.spark.replay.replay_panes`)."""
+
+    #: a filter over the input stage's columns (group keys), applied after the watermark
+    #: is computed from the whole input (it is global across keys), before the driver
+    where: str | None
+    #: the session time zone the events' details print times in
+    time_zone: str
 
 
 @dataclass(frozen=True)

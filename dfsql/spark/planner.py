@@ -7,6 +7,8 @@ outer query (windowed or not) reads them like any table. Planning returns a
 the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
 Planned in a map weakly keyed by the result DataFrame, for :func:`dropped_late` and the
 shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
+The windowed query of ``EXPLAIN WATERMARK`` gives no panes: its block is replayed under
+each watermark by :mod:`dfsql.spark.watermark_trials` instead.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dfsql.model import clauses as c
 from dfsql.session import spark_context
 from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.firings import firings_result, refuse
 from dfsql.spark.plan_types import StreamPlan
+from dfsql.spark.watermark_trials import explain_watermark
 from dfsql.spark.writes import finish as finish_write
 from dfsql.spark.writes import write
 
@@ -94,6 +98,10 @@ def _create_view(stmt: Statement, result: DataFrame) -> None:
 
 def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     """Plan a statement with windowed blocks; see the module docstring."""
+    if stmt.kind == "explain_firings" and stmt.top is None:
+        raise refuse(stmt, "EXPLAIN FIRINGS explains a windowed query (one with WINDOW)",
+                     "EXPLAIN FIRINGS SELECT ... GROUP BY ... WINDOW ... PROCESSING TIME "
+                     "<arrival column> ...")
     plans: list[BlockPlan] = []
     inner_views: list[str] = []
     planned: Planned | None = None
@@ -129,7 +137,12 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
             plan = BlockPlan(stmt, resolved, spark, uid, registry)
         plans.append(plan)
-        df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
+        if block is top and stmt.kind == "explain_watermark":
+            return Planned(explain_watermark(plan, stmt.tries))
+        if block is top and stmt.kind == "explain_firings":
+            df, planned = firings_result(plan, stmt)
+        else:
+            df, planned = plan.result(ordered=block is top or block.index not in fed_to_window)
         blocks.append(planned)
         if block is top and stmt.kind != "write":
             result = df
@@ -214,6 +227,7 @@ def is_changelog(df: DataFrame) -> bool:
     plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
     top = plan.stmt.top
     return top is not None and plan.block.index == top.index and \
+        plan.stmt.kind != "explain_firings" and \
         plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
 
 

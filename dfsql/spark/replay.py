@@ -6,7 +6,7 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
    executors, down to the instants where the watermark changes
    (:mod:`dfsql.spark.timelines`), and shipped to the tasks as a broadcast;
 2. the input is repartitioned by the group keys (and, for FIXED and SLIDING windows,
-   which never merge, by window too: see ``_by_window``) and sorted by them and
+   which never merge, by window too: see ``by_window``) and sorted by them and
    processing time;
    ``mapInArrow`` runs the model's driver over whole Arrow batches holding many keys —
    no Python call per key, no Python object per row — and emits one union-typed stream:
@@ -40,13 +40,14 @@ from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed
 from dfsql.spark.plan_types import late_row_key_names as _key_names
 from dfsql.spark.replay_aggregates import kernels_for
+from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, event_types, for_firings, recorded
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan_types import FiringsRequest, ReplayPlan
 
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
@@ -58,9 +59,10 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: ReplayPlan) -> Replayed:
+def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Replayed:
     """The panes table of a replayed block (keys, aggregates, pane columns), and what the
-    driver computed beside it."""
+    driver computed beside it; with ``firings`` (EXPLAIN FIRINGS), the events the driver
+    recorded as it made those panes, in the same run."""
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.input_df()
@@ -73,6 +75,9 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,
                              NEG_INF if last_arrival is None else last_arrival, timeline)
+    record = None
+    if firings is not None:
+        inp, record = for_firings(plan, inp, timeline, end_floor, firings)
     emit_range = None
     if first_arrival is not None:
         emit_range = (first_arrival, max(end_floor, last_arrival))
@@ -103,24 +108,27 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
         # what a dropped element's row says (else a dropped row is only counted)
         fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
                    "watermark TIMESTAMP"]
+    if record is not None:
+        fields += EVENT_FIELDS
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
     merges = _two_level(plan, inp) if kernels is None else None
-    inp, per_window, driver_clauses = _by_window(inp, clauses)
+    inp, per_window, driver_clauses = by_window(inp, clauses)
     group = [*keys, *per_window]
     driver_partitions = shuffle_partitions(plan.spark) if group else 1
     dropped_by_partition = _dropped_accumulator(plan.spark)
     driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked, kernels=kernels,
-                              group=group, dropped=dropped_by_partition)
+                              group=group, dropped=dropped_by_partition, record=record)
     ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
     emitted = ordered.mapInArrow(driver, out_schema)
-    if clauses.late_rows_into:
-        emitted = emitted.persist()  # read twice: the panes and the late rows' view
+    if clauses.late_rows_into or record is not None:
+        # read twice: the panes, and the late rows' view or the events (one run of both)
+        emitted = emitted.persist()
 
     meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
@@ -160,13 +168,15 @@ def replay_panes(plan: ReplayPlan) -> Replayed:
             F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
             "reason", F.col("watermark").alias("watermark_at_arrival"))
         dropped.createOrReplaceTempView(clauses.late_rows_into)
-    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions)
+    events = None if record is None else emitted.where(F.col("__kind") == KIND_EVENT)
+    return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions,
+                    events)
 
 
 WINDOW_START = "__window_start"
 
 
-def _by_window(inp: DataFrame, clauses: c.Clauses):
+def by_window(inp: DataFrame, clauses: c.Clauses):
     """Non-merging windows are independent of each other, so the driver may run each
     (key, window) in any task: no GROUP BY key or one hot key still spreads over every
     core, and a key's rows reach the driver a window at a time instead of all at once.
@@ -318,7 +328,10 @@ class _PartitionDriver:
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
                  negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None, ranked: bool = False, kernels=None) -> None:
+                 dropped=None, ranked: bool = False, kernels=None, record=None) -> None:
+        #: EXPLAIN FIRINGS: (time zone, watermark at the end of input, what holds it), or
+        #: None: the state machine records nothing (the query's own path, unchanged)
+        self.record = record
         #: accumulator of {partition: elements dropped}, so that dropped_late reads what
         #: the query's run counted (a re-run of a partition overwrites its own entry)
         self.dropped = dropped
@@ -337,69 +350,27 @@ class _PartitionDriver:
         self.timeline = timeline
         self.keys = keys
         #: what the driver runs one state machine per: the keys, and for non-merging
-        #: windows the window (see _by_window)
+        #: windows the window (see by_window)
         self.group = keys if group is None else group
         self.payload = payload
         self.out_names = out_names
 
     def __call__(self, batches):
-        import pyarrow as pa
-
-        pending: pa.Table | None = None
-        next_id = 0
-        n_dropped = 0
         from pyspark import TaskContext
 
+        next_id = 0
+        n_dropped = 0
         ctx = TaskContext.get()  # None outside a Spark task
         part = ctx.partitionId() if ctx is not None else 0
         base = part << _PARTITION_SHIFT
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            if pending is not None:
-                table = pa.concat_tables([pending, table])
-            if table.num_rows < _MIN_ROWS_PER_RUN:
-                pending = table  # the driver's per-call cost is amortised over many keys
-                continue
-            key_ids, n_keys = self._key_ids(table)
-            # Keep the last key back: more of its rows may come in the next batch.
-            last_start = int(np.searchsorted(key_ids, key_ids[-1], side="left"))
-            if last_start == 0:
-                pending = table
-                continue
-            done, pending = table.slice(0, last_start), table.slice(last_start)
-            out, used, dropped = self._run(done, key_ids[:last_start], base + next_id)
+        for table, key_ids in key_runs(batches, self.group):
+            out, used, dropped = self._run(table, key_ids, base + next_id)
             next_id += used
-            n_dropped += dropped
-            if out is not None:
-                yield from out.to_batches()
-        if pending is not None and pending.num_rows:
-            key_ids, _ = self._key_ids(pending)
-            out, used, dropped = self._run(pending, key_ids, base + next_id)
             n_dropped += dropped
             if out is not None:
                 yield from out.to_batches()
         if self.dropped is not None:
             self.dropped.add({part: n_dropped})
-
-    def _key_ids(self, table):
-        """Dense ids 0..K-1 for runs of equal groups (keys, and window where it applies;
-        null-safe)."""
-        import pyarrow.compute as pc
-
-        n = table.num_rows
-        if not self.group or n == 0:
-            return np.zeros(n, dtype=np.int64), 1 if n else 0
-        changed = np.zeros(n, dtype=bool)
-        for k in self.group:
-            col = table.column(k).combine_chunks()
-            a, b = col.slice(1), col.slice(0, n - 1)
-            eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
-            both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
-            changed[1:] |= ~(eq | both_null)
-        ids = np.cumsum(changed)
-        return ids.astype(np.int64), int(ids[-1]) + 1
 
     def _run(self, table, key_ids, id_base):
         import pyarrow as pa
@@ -410,8 +381,13 @@ class _PartitionDriver:
         if isinstance(self.clauses.window, AssignedWindows):  # the window, not the time
             et = np.where(et == NULL_EVENT_TIME, et, _us(table.column(WINDOW_START), null=0))
         pt = _us(table.column(PROCESSING_TIME))
-        r = drive(key_ids, et, pt, self.clauses, self.timeline.get(), end_floor=self.end_floor,
-                  ordered=False)
+        events = None
+        if self.record is None:
+            r = drive(key_ids, et, pt, self.clauses, self.timeline.get(),
+                      end_floor=self.end_floor, ordered=False)
+        else:
+            r, events = recorded(self.record, self.clauses, self.timeline.get(), self.end_floor,
+                                 table, self.keys, key_ids, et, pt)
         n_panes = len(r.pane_key)
         cols: dict[str, pa.Array] = {}
         parts = []
@@ -481,11 +457,59 @@ class _PartitionDriver:
                 cols[kk] = taken.column(kk)
             parts.append(cols)
         n_dropped = len(r.dropped_row)
+        if events is not None and len(events):
+            parts.append(events)
         if not parts:
             return None, n_panes, n_dropped
         schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
             table.schema)
         return _union(parts, self.out_names, schema), n_panes, n_dropped
+
+
+def key_runs(batches, group: list[str], min_rows: int = _MIN_ROWS_PER_RUN):
+    """The rows of a partition sorted by ``group`` (then processing time), as runs of
+    whole groups: (Arrow table, dense group ids) of at least ``min_rows`` rows where
+    the partition has them (the driver's per-call cost is amortised over many keys).
+    Batches may cut a group in two: its rows are held back until it is complete."""
+    import pyarrow as pa
+
+    pending: pa.Table | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if pending is not None:
+            table = pa.concat_tables([pending, table])
+        if table.num_rows < min_rows:
+            pending = table
+            continue
+        ids = group_ids(table, group)
+        # Keep the last group back: more of its rows may come in the next batch.
+        last_start = int(np.searchsorted(ids, ids[-1], side="left"))
+        if last_start == 0:
+            pending = table
+            continue
+        yield table.slice(0, last_start), ids[:last_start]
+        pending = table.slice(last_start)
+    if pending is not None and pending.num_rows:
+        yield pending, group_ids(pending, group)
+
+
+def group_ids(table, group: list[str]) -> np.ndarray:
+    """Dense ids 0..K-1 for runs of equal ``group`` values (null-safe)."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if not group or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    changed = np.zeros(n, dtype=bool)
+    for k in group:
+        col = table.column(k).combine_chunks()
+        a, b = col.slice(1), col.slice(0, n - 1)
+        eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+        changed[1:] |= ~(eq | both_null)
+    return np.cumsum(changed).astype(np.int64)
 
 
 def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
@@ -514,7 +538,7 @@ def _union(parts: list[dict], names: list[str], in_schema):
                   "window_start": pa.timestamp("us", tz="UTC"),
                   "window_end": pa.timestamp("us", tz="UTC"),
                   "emit_time": pa.timestamp("us", tz="UTC"), "reason": pa.string(),
-                  "watermark": pa.timestamp("us", tz="UTC")})
+                  "watermark": pa.timestamp("us", tz="UTC"), **event_types()})
     tables = []
     for cols in parts:
         n = len(next(iter(cols.values())))

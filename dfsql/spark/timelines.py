@@ -74,7 +74,7 @@ def watermark_timeline(plan: ReplayPlan, inp: DataFrame) -> tuple[Timeline, int 
         p, e = rec.column(PROCESSING_TIME), rec.column(EVENT_TIME)
         if p.null_count:  # the records keep one such row: count them all for the message
             with spark_errors(None):
-                _check_processing_time(cl, inp.where(f"{PROCESSING_TIME} IS NULL").count())
+                check_processing_time(cl, inp.where(f"{PROCESSING_TIME} IS NULL").count())
         p_all = us(p.filter(p.is_valid()))
         first, last = (int(p_all.min()), int(p_all.max())) if len(p_all) else (None, None)
         has_e = (p.is_valid().to_numpy(zero_copy_only=False)
@@ -105,7 +105,7 @@ def from_table_timeline(plan: ReplayPlan, wm: c.WatermarkFrom) -> Timeline:
     return wmod.writers_timeline(*writers, timeout)
 
 
-def _check_processing_time(cl: c.Clauses, nulls: int) -> None:
+def check_processing_time(cl: c.Clauses, nulls: int) -> None:
     """A row without a processing time never arrives: a bounded replay refuses it rather
     than leave it out unseen (LANGUAGE.md §4: no row is lost silently); the user says
     what it means, by filtering it out or giving it an arrival time."""
@@ -129,7 +129,7 @@ def _arrival_range(plan: ReplayPlan, inp: DataFrame) -> tuple[int | None, int | 
         t = inp.agg(F.min(PROCESSING_TIME).alias("lo"), F.max(PROCESSING_TIME).alias("hi"),
                     F.count(F.lit(1)).alias("n"), F.count(PROCESSING_TIME).alias("known")
                     ).toArrow()  # Arrow, so TIMESTAMP_NTZ reads as the driver reads it
-    _check_processing_time(plan.clauses, t.column("n")[0].as_py() - t.column("known")[0].as_py())
+    check_processing_time(plan.clauses, t.column("n")[0].as_py() - t.column("known")[0].as_py())
     if t.column("lo").null_count:
         return None, None
     return int(us(t.column("lo"))[0]), int(us(t.column("hi"))[0])
@@ -325,3 +325,19 @@ class Shipped:
 
     def get(self) -> Any:
         return self._bc.value if self._bc is not None else self._value
+
+
+def holding_writer(plan: ReplayPlan, wm: c.WatermarkFrom, end_time: int) -> str | None:
+    """``FROM … BY writer``: the writer holding the watermark at ``end_time`` — the live
+    writer (noted within IDLE TIMEOUT) whose latest note is the lowest (EXPLAIN FIRINGS'
+    WAITING rows name it). A writers' table is small: read on the driver."""
+    t = watermark_table(plan, wm).toArrow()
+    names = t.column(0).to_pylist()
+    at, noted = us(t.column(1), null=0), us(t.column(2), null=0)
+    timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
+    latest: dict = {}
+    for i in np.argsort(at, kind="stable").tolist():
+        if at[i] <= end_time:
+            latest[names[i]] = (int(at[i]), int(noted[i]))
+    live = {w: v for w, (p, v) in latest.items() if timeout is None or end_time < p + timeout}
+    return None if not live else str(min(live, key=live.__getitem__))

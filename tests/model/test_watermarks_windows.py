@@ -112,3 +112,27 @@ def test_percentile_lags_continue_from_a_histogram() -> None:
     assert np.array_equal(np.concatenate(got_t), times)
     assert np.array_equal(np.concatenate(got_lag), lags)
     assert hist.counts.sum() == 500 and len(hist.values) < 500
+
+
+def test_percentile_lags_are_the_nearest_rank_of_every_delay_so_far() -> None:
+    """Against the definition, spelled out: at each instant, sort the histogram's delays
+    (each repeated by its count) and every row's arrived by then (by its count), and take
+    the ceil(q% of them)-th (at least the 1st); the lag is that plus DELAY."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n = int(rng.integers(1, 40))
+        at = np.sort(rng.integers(0, 12, n))
+        d = round_delay(rng.integers(-1_000, 3_000_000, n))
+        cnt = rng.integers(1, 4, n)
+        hv = np.unique(round_delay(rng.integers(0, 3_000_000, int(rng.integers(0, 4)))))
+        hist = DelayHistogram(hv, rng.integers(0, 3, len(hv)))
+        q = float(rng.choice([1, 33.3, 50, 90, 99, 100]))
+        times, lags, after = percentile_lags(hist, at, d, cnt, q, 7)
+        assert times.tolist() == sorted(set(at.tolist()))
+        for t, lag in zip(times.tolist(), lags.tolist(), strict=True):
+            seen = sorted(np.repeat(hist.values, hist.counts).tolist()
+                          + np.repeat(d[at <= t], cnt[at <= t]).tolist())
+            assert lag == seen[max(1, int(np.ceil(q / 100 * len(seen)))) - 1] + 7
+        assert dict(zip(after.values.tolist(), after.counts.tolist(), strict=True)) == {
+            v: int(hist.counts[hv == v].sum() + cnt[d == v].sum())
+            for v in set(hv.tolist()) | set(d.tolist())}

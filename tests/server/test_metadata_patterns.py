@@ -13,7 +13,9 @@ The table of cases is derived by hand from Spark's sources (apache/spark, Spark 
   * SparkGetFunctionsOperation passes the function pattern to filterPattern unconverted.
 
 One server for the module then checks that impyla (which sends ``.*``) and PyHive see the
-real names.
+real names; Hive JDBC's ``%``/``_`` patterns (beeline's ``!tables``, ``!columns``,
+``!metadata getSchemas``) are checked in tests/server/test_http_transport.py, in its one
+beeline run.
 """
 
 from __future__ import annotations

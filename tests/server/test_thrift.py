@@ -106,6 +106,21 @@ def test_pyhive_windowed_query_gives_the_papers_panes(endpoint):
     conn.close()
 
 
+def test_explain_watermark_returns_one_row_per_watermark(endpoint):
+    """The endpoint plans EXPLAIN WATERMARK as dfsql.sql does: Figure 14 under its own
+    marks (the 9 late, tests/spark/test_explain_watermark.py derives it) and PERFECT
+    (nothing late), latencies in seconds as DOUBLE."""
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("EXPLAIN WATERMARK " + FIG14["query"].rstrip().rstrip(";") + " TRY PERFECT")
+    assert [d[:2] for d in cur.description][:3] == [
+        ("watermark", "STRING_TYPE"), ("late_rows", "BIGINT_TYPE"),
+        ("late_fraction", "DOUBLE_TYPE")]
+    assert [(r[0], r[1], r[5], r[6]) for r in cur.fetchall()] == [
+        ("FROM paper_watermarks (the query's)", 1, 7, 5), ("PERFECT", 0, 8, 6)]
+    conn.close()
+
+
 #: Figure 12 without its ALLOWED LATENESS: the 9 (event 12:01:20, window [12:00, 12:02))
 #: arrives at 12:07:20, when the marks' watermark is 12:05:10: dropped, the only one
 FIG12_NO_LATENESS = " ".join(FIGURES["fig12_fixed_streaming"]["query"].replace(

@@ -1,0 +1,404 @@
+"""EXPLAIN FIRINGS in the model: the life of every window, as the driver lives it.
+
+LANGUAGE.md §8b. The general state machine (:mod:`dfsql.model.state_machine`) takes an
+optional :class:`Recorder` and reports to it what only it knows as it runs — which
+trigger leaves fired each pane, the windows each merge joined and where the merged
+trigger's state came from, when a window's state was released, and what a window still
+waited for when the input ended. Everything else is read afterwards, vectorised, from
+the same run's :class:`~dfsql.model.result.GabwResult` (:func:`events`): element,
+late-element and dropped rows from its instances, FIRE and RETRACT rows from its panes
+and retractions — so the FIRE rows are exactly the run's panes. Without a recorder the
+state machine does no extra work (one ``is None`` test per element and per firing).
+
+Times in the details are printed in a time zone the caller names (the Spark session's),
+as the time of day, with the date when it differs from the event's own instant's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from dfsql.model import clauses as c
+from dfsql.model import triggers as tr
+from dfsql.model.panes import DROP_NONE
+from dfsql.model.result import GabwResult
+from dfsql.model.watermarks import Timeline
+from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
+
+ELEMENT, LATE_ELEMENT, DROPPED, FIRE, RETRACT, MERGE, EXPIRE, WAITING = range(8)
+EVENT_NAMES = ("ELEMENT", "LATE_ELEMENT", "DROPPED", "FIRE", "RETRACT", "MERGE", "EXPIRE",
+               "WAITING")
+#: where an event sorts among its key's events at one instant and window start (§7:
+#: arrivals first, then merges, then what the end of input finds, a retraction right
+#: before the pane that replaces it, and the state's release last)
+_RANK = np.array([0, 0, 0, 4, 3, 1, 5, 2], I64)
+
+_UNITS = (("DAY", 86_400_000_000), ("HOUR", 3_600_000_000), ("MINUTE", 60_000_000),
+          ("SECOND", 1_000_000), ("MILLISECOND", 1_000))
+
+
+# --------------------------------------------------------------------------- notation
+
+
+def duration_text(d: c.Duration) -> str:
+    """A duration as the language writes it: ``1 MINUTE``, ``90 SECONDS``."""
+    for unit, size in _UNITS:
+        if d.micros and d.micros % size == 0:
+            n = d.micros // size
+            return f"{n} {unit}" + ("S" if n != 1 else "")
+    return f"{d.micros} MICROSECONDS"
+
+
+def trigger_text(t: c.Trigger) -> str:
+    """A parsed trigger in the notation of LANGUAGE.md §5 (``EVERY 1 MINUTE UNTIL
+    WATERMARK THEN REPEAT WATERMARK``); UNTIL for an OrFinally whose main repeats."""
+    if isinstance(t, c.EndOfWindow):
+        return "WATERMARK"
+    if isinstance(t, c.ElemCount):
+        return f"AFTER {t.count} ROW" + ("S" if t.count != 1 else "")
+    if isinstance(t, c.SinceEarliestElem):
+        return f"AFTER {duration_text(t.delay)}"
+    if isinstance(t, c.AtPeriod):
+        return f"EVERY {duration_text(t.period)}"
+    if isinstance(t, c.Never):
+        return "NEVER"
+    if isinstance(t, c.Repeat):
+        if isinstance(t.sub, c.AtPeriod):
+            return trigger_text(t.sub)
+        if isinstance(t.sub, c.ElemCount):
+            return f"EVERY {t.sub.count} ROW" + ("S" if t.sub.count != 1 else "")
+        return f"REPEAT {_operand(t.sub)}"
+    if isinstance(t, c.OrFinally):
+        if isinstance(t.main, c.Repeat):
+            return f"{_operand(t.main.sub)} UNTIL {_operand(t.final)}"
+        return f"{_operand(t.main)} FINALLY {_operand(t.final)}"
+    if isinstance(t, c.AfterEach):
+        return " THEN ".join(_operand(s) for s in t.subs)
+    if isinstance(t, c.AfterFirst | c.AfterAll):
+        word = "ANY" if isinstance(t, c.AfterFirst) else "ALL"
+        return f"{word}({', '.join(trigger_text(s) for s in t.subs)})"
+    return str(t)
+
+
+def _operand(t: c.Trigger) -> str:
+    s = trigger_text(t)
+    return f"({s})" if isinstance(t, c.OrFinally | c.AfterEach) else s
+
+
+def _child(t: c.Trigger, i: int) -> c.Trigger:
+    """The clause child that the state-machine node's child ``i`` was built from (a
+    REPEAT of a REPEAT is one node: :func:`dfsql.model.triggers.build`)."""
+    k = t.children[i]
+    while isinstance(t, c.Repeat) and isinstance(k, c.Repeat):
+        k = k.sub
+    return k
+
+
+def leaf_text(trigger: c.Trigger, path: tuple[int, ...]) -> str:
+    """The leaf at ``path`` (child indexes, as :meth:`Node.fired` gives them) in the
+    spec's notation, with where it sits: ``EVERY 1 MINUTE in EVERY 1 MINUTE UNTIL
+    WATERMARK, before UNTIL, THEN branch 1``."""
+    node, steps = trigger, []
+    for i in path:
+        steps.append((node, i))
+        node = _child(node, i)
+    if steps and isinstance(steps[-1][0], c.Repeat) and isinstance(node, c.AtPeriod |
+                                                                    c.ElemCount):
+        node = steps.pop()[0]  # EVERY …: the REPEAT is the leaf's own
+    text = trigger_text(node)
+    inner = [(n, i) for n, i in steps if not isinstance(n, c.AfterEach)]
+    if inner:
+        n, i = inner[-1]
+        text += f" in {trigger_text(n)}"
+        if isinstance(n, c.OrFinally):
+            word = "UNTIL" if isinstance(n.main, c.Repeat) else "FINALLY"
+            text += f", {'before' if i == 0 else 'after'} {word}"
+    for n, i in reversed(steps):
+        if isinstance(n, c.AfterEach):
+            text += f", THEN branch {i + 1}"
+    return text
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _local(us: int, tz: dt.tzinfo) -> dt.datetime:
+    return (_EPOCH + dt.timedelta(microseconds=int(us))).astimezone(tz)
+
+
+def time_text(us: int, tz: dt.tzinfo, ref: int | None = None) -> str:
+    """An instant as the time of day in ``tz`` (with the date when it is not ``ref``'s)."""
+    if us >= POS_INF:
+        return "+inf"
+    if us <= NEG_INF:
+        return "-inf"
+    t = _local(us, tz)
+    s = f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    if t.microsecond:
+        s += f".{t.microsecond:06d}".rstrip("0")
+    if ref is not None and NEG_INF < ref < POS_INF and _local(ref, tz).date() == t.date():
+        return s
+    return f"{t.date().isoformat()} {s}"
+
+
+def zone(name: str | None) -> dt.tzinfo:
+    """The named time zone (UTC when None or unknown to this Python)."""
+    try:
+        return ZoneInfo(name) if name else dt.UTC
+    except (KeyError, ValueError):
+        return dt.UTC
+
+
+# --------------------------------------------------------------------------- the holder
+
+
+def final_watermark(clauses: c.Clauses, timeline: Timeline, end_time: int) -> int:
+    """The watermark the input itself gives at its end, before the end of a bounded
+    input raises it to +inf: PERFECT knows nothing more comes (+inf); any other form
+    stands where its input left it."""
+    if isinstance(clauses.watermark, c.WatermarkPerfect):
+        return POS_INF
+    return int(timeline.at(end_time))
+
+
+def holder_text(clauses: c.Clauses, timeline: Timeline, end_time: int, tz: dt.tzinfo,
+                writer: str | None = None) -> str:
+    """What holds the watermark at the end of the input (WAITING's explanation):
+    ``writer`` is the writer whose latest note is the minimum (FROM … BY)."""
+    wm = clauses.watermark
+    w = final_watermark(clauses, timeline, end_time)
+    if isinstance(wm, c.WatermarkFrom):
+        if wm.writer is not None:
+            return f"held by writer {writer}" if writer is not None else \
+                f"no writer of {wm.table} noted a later time"
+        return f"held by {wm.table}: its last mark is {time_text(w, tz, end_time)}"
+    if isinstance(wm, c.WatermarkDelay):
+        return (f"held by the latest event time, {time_text(w + wm.delay.micros, tz, end_time)}"
+                f", minus DELAY {duration_text(wm.delay)}") if w > NEG_INF else \
+            "no event time seen"
+    if isinstance(wm, c.WatermarkPercentile):
+        lag = end_time - w
+        return (f"held by the {wm.percentile:g}th percentile of the delays: "
+                f"{lag / 1e6:g} s behind processing time")
+    return "held by the watermark's input"
+
+
+# --------------------------------------------------------------------------- recorder
+
+
+class Recorder:
+    """What the state machine reports as it runs (see the module docstring).
+
+    ``final_wm`` and ``holder``: the watermark at the end of the input and what holds it
+    (:func:`final_watermark`, :func:`holder_text`), for the WAITING rows."""
+
+    def __init__(self, clauses: c.Clauses, tz: dt.tzinfo = dt.UTC, final_wm: int = POS_INF,
+                 holder: str = "") -> None:
+        self.trigger = clauses.trigger
+        self.lateness = clauses.allowed_lateness
+        self.tz = tz
+        self.final_wm = final_wm
+        self.holder = holder
+        self.rows: list[tuple[int, int, int, int, int, int, str]] = []  # key s e at code wm d
+        self.fires: dict[int, tuple[int, str]] = {}  # pane id -> (watermark, detail)
+        self.joined_start = np.empty(0, I64)
+        self.joined_end = np.empty(0, I64)
+        self._leaf_texts: dict[tuple[int, ...], str] = {}
+
+    def begin(self, n_instances: int) -> None:
+        self.joined_start = np.full(n_instances, NULL_EVENT_TIME, I64)
+        self.joined_end = np.full(n_instances, NULL_EVENT_TIME, I64)
+
+    def _w(self, s: int, e: int, ref: int) -> str:
+        if s <= NEG_INF and e >= POS_INF:
+            return "the global window"
+        return f"[{time_text(s, self.tz, ref)},{time_text(e, self.tz, ref)})"
+
+    def joined(self, i: int, start: int, end: int) -> None:
+        """Element instance ``i`` went into the window [start, end) when it arrived."""
+        self.joined_start[i], self.joined_end[i] = start, end
+
+    def merge(self, key: int, p: int, wm: int, merged: list[tuple[int, int]],
+              element: tuple[int, int], window: tuple[int, int], triggers: list[tr.Node],
+              ends: list[int], result: tr.Node) -> None:
+        """Session windows ``merged`` and the element's own ``element`` window became
+        ``window`` at p; ``result`` is the merged trigger (tr.merge_triggers)."""
+        passed = [wm >= e for e in ends]
+        rewound = any(passed) and not all(passed)
+        states = [t.rewind() for t in triggers] if rewound else triggers
+        names = [self._w(s, e, p) for s, e in merged] + \
+            [f"element {self._w(*element, p)}"]
+        goal = _progress(result)
+        source = [n for n, t in zip(names, states, strict=True) if _progress(t) == goal]
+        how = ("rewind (some but not all past their end), then further" if rewound
+               else "further")
+        origin = (f"; trigger state: {how}, as {source[0]}" if source
+                  else f"; trigger state: {how}, merged")
+        self.rows.append((key, window[0], window[1], p, MERGE, wm,
+                          " + ".join(names) + f" → {self._w(*window, p)}" + origin))
+
+    def fire(self, pid: int, key: int, w, p: int, wm: int, node: tr.Node | None,
+             ctx: tr.Ctx | None, new: bool, closed: bool) -> None:
+        """Pane ``pid`` of window ``w`` fired at p: by the leaves of ``node`` that fire at
+        ``ctx``, or (node None) as the closing pane."""
+        if node is None:
+            why = "closing pane (watermark passed window end + allowed lateness)"
+        else:
+            paths = node.fired(ctx)
+            why = " and ".join(self._leaf(q) for q in paths) if paths else "trigger done"
+            if not new:
+                why += "; on-time pane (watermark passed window end)"
+        if wm >= POS_INF:
+            why += "; end of input: watermark → +inf"
+        if closed:
+            why += "; trigger done: window closed"
+        self.fires[pid] = (wm, why)
+
+    def _leaf(self, path: tuple[int, ...]) -> str:
+        t = self._leaf_texts.get(path)
+        if t is None:
+            t = self._leaf_texts[path] = leaf_text(self.trigger, path)
+        return t
+
+    def expire(self, key: int, w, p: int, wm: int, closed: bool) -> None:
+        """Window w's state was released at p: it expired, or its trigger is done."""
+        if closed:
+            d = ("state released: trigger done; elements for the window are dropped until "
+                 f"the watermark passes {time_text(w.expiry, self.tz, p)}")
+        elif wm >= POS_INF:
+            d = (f"state released at the end of input (watermark → +inf passed window end "
+                 f"+ lateness {time_text(w.expiry, self.tz, p)})")
+        else:
+            d = (f"state released: watermark {time_text(wm, self.tz, p)} passed window end + "
+                 f"lateness {time_text(w.expiry, self.tz, p)}")
+        self.rows.append((key, w.start, w.end, p, EXPIRE, wm, d))
+
+    def waiting(self, key: int, w, end_time: int) -> None:
+        """At the end of the input, before the watermark becomes +inf: what w waits for."""
+        f = self.final_wm
+        tz = self.tz
+        if f < w.end:
+            d = (f"watermark {time_text(f, tz, end_time)} < window end "
+                 f"{time_text(w.end, tz, end_time)}")
+        elif f < w.expiry and w.pending:
+            d = (f"{len(w.pending)} element(s) not yet emitted: watermark "
+                 f"{time_text(f, tz, end_time)} < window end + lateness "
+                 f"{time_text(w.expiry, tz, end_time)}")
+        else:
+            return
+        if self.holder:
+            d += f" ({self.holder})"
+        self.rows.append((key, w.start, w.end, end_time, WAITING, f, d))
+
+
+def _progress(t: tr.Node) -> tuple[bool, ...]:
+    """How far a trigger has come: which of its leaves are done (their element counts
+    and first arrivals aside, which a merge adds up); that decides every node's isDone."""
+    out, stack = [], [t]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, tr.Composite):
+            stack.extend(reversed(n.subs))
+        elif isinstance(n, tr.Repeat):
+            stack.append(n.sub)
+        elif isinstance(n, tr.OrFinally):
+            stack += [n.final, n.main]
+        else:
+            out.append(isinstance(n, tr.Done))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- the rows
+
+
+@dataclass
+class Events:
+    """One row per event (numpy arrays). Windows, times and watermarks use the model's
+    sentinels (NEG_INF / POS_INF / NULL_EVENT_TIME); pane_index and timing are -1 where
+    they do not apply. Element rows carry no ``detail`` (None): ``event_time`` and
+    ``reason`` (panes.DROP_*) say it, and the caller prints them (the replay, in Spark SQL:
+    dfsql.spark.firings).
+    ``pane`` is the pane's id for FIRE and the retracted pane's for RETRACT; ``seq``
+    orders the events of one key at one instant and window start."""
+
+    key: np.ndarray
+    window_start: np.ndarray
+    window_end: np.ndarray
+    at: np.ndarray
+    code: np.ndarray
+    watermark: np.ndarray
+    pane_index: np.ndarray
+    timing: np.ndarray
+    detail: np.ndarray
+    event_time: np.ndarray
+    reason: np.ndarray
+    pane: np.ndarray
+    seq: np.ndarray
+
+
+def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarray,
+           arrival_time: np.ndarray, timeline: Timeline) -> Events:
+    """Every event of the run ``res`` that ``rec`` recorded (unordered pane ids), in §7's
+    order (by instant, key, window start, then ``seq``)."""
+    inst, p, r = res.instances, res.panes, res.retractions
+    n = len(inst.row)
+    arr = np.asarray(arrival_time, I64)[inst.row]
+    wm_in = np.asarray(timeline.before(arr), I64)
+    dropped = inst.first_pane < 0
+    late = ~dropped & (inst.window_end <= wm_in)
+    code_e = np.where(dropped, DROPPED, np.where(late, LATE_ELEMENT, ELEMENT)).astype(np.int8)
+    js, je = inst.window_start.copy(), inst.window_end.copy()
+    k = min(n, len(rec.joined_start))
+    known = np.zeros(n, bool)
+    known[:k] = rec.joined_start[:k] != NULL_EVENT_TIME
+    js[known], je[known] = rec.joined_start[:k][known[:k]], rec.joined_end[:k][known[:k]]
+    wm_drop = np.where(dropped, inst.watermark_at_arrival, wm_in)
+
+    fire_wm = np.array([rec.fires.get(i, (NEG_INF, ""))[0] for i in range(len(p.pane_id))], I64)
+    fire_detail = np.array([rec.fires.get(i, (0, ""))[1] for i in range(len(p.pane_id))],
+                           dtype=object)
+    rp = r.retracted_pane_id
+    ret_detail = np.array(
+        [f"retracted by pane {i} of {rec._w(ws, we, t)}" for i, ws, we, t in zip(
+            p.pane_index[r.replacing_pane_id].tolist(), p.window_start[r.replacing_pane_id].tolist(),
+            p.window_end[r.replacing_pane_id].tolist(), r.emit_time.tolist(), strict=True)],
+        dtype=object)
+
+    rows = rec.rows
+    m = len(rows)
+    rk, rs, re_, rat, rcode, rwm, rdet = (list(x) for x in zip(*rows, strict=True)) if m \
+        else ([],) * 7
+    none = np.full(n, None, dtype=object)
+
+    def cat(*parts) -> np.ndarray:
+        return np.concatenate([np.asarray(x) for x in parts])
+
+    ev = Events(
+        key=cat(np.asarray(key, I64)[inst.row], p.key, p.key[rp], np.asarray(rk, I64)),
+        window_start=cat(js, p.window_start, p.window_start[rp], np.asarray(rs, I64)),
+        window_end=cat(je, p.window_end, p.window_end[rp], np.asarray(re_, I64)),
+        at=cat(arr, p.emit_time, r.emit_time, np.asarray(rat, I64)),
+        code=cat(code_e, np.full(len(p.pane_id), FIRE, np.int8),
+                 np.full(len(rp), RETRACT, np.int8), np.asarray(rcode, np.int8)),
+        watermark=cat(wm_drop, fire_wm, fire_wm[r.replacing_pane_id], np.asarray(rwm, I64)),
+        pane_index=cat(np.full(n, -1, I64), p.pane_index, p.pane_index[rp], np.full(m, -1, I64)),
+        timing=cat(np.full(n, -1, np.int8), p.timing, p.timing[rp], np.full(m, -1, np.int8)),
+        detail=cat(none, fire_detail, ret_detail, np.asarray(rdet, dtype=object)),
+        event_time=cat(np.asarray(event_time, I64)[inst.row],
+                       np.full(len(p.pane_id) + len(rp) + m, NULL_EVENT_TIME, I64)),
+        reason=cat(inst.drop_reason.astype(np.int8),
+                   np.full(len(p.pane_id) + len(rp) + m, DROP_NONE, np.int8)),
+        pane=cat(np.full(n, -1, I64), p.pane_id, rp, np.full(m, -1, I64)),
+        seq=np.empty(0, I64),
+    )
+    sub = cat(np.arange(n), p.pane_index, p.pane_index[rp], np.arange(m))
+    o = np.lexsort((sub, _RANK[ev.code], ev.window_start, ev.key, ev.at))
+    for f in ("key", "window_start", "window_end", "at", "code", "watermark", "pane_index",
+              "timing", "detail", "event_time", "reason", "pane"):
+        setattr(ev, f, getattr(ev, f)[o])
+    ev.seq = np.arange(len(o), dtype=I64)
+    return ev

@@ -1,0 +1,179 @@
+"""``EXPLAIN FIRINGS <windowed query> [WHERE p]`` on Spark (LANGUAGE.md §8b).
+
+The query's block is replayed as for the query itself, with the model's recorder on
+(:mod:`dfsql.spark.replay_firings`): the driver's one run makes the panes and records
+every event of every window's life. The FIRE and RETRACT events are joined to the
+panes of that run for the values they emitted; the events come back in §7's order.
+
+``WHERE``: conjuncts over group keys that are plain input columns filter the input
+before the driver (after the watermark, which is global, is computed from all of it),
+so one key of a large table costs about that key's rows; the whole predicate then
+filters the events (window_start, event, … included).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from dfsql.errors import NotSupportedError
+from dfsql.language.names import FIRINGS_COLUMNS
+from dfsql.model.panes import DROP_REASONS
+from dfsql.spark.block_plan import PlannedBlock
+from dfsql.spark.errors import spark_errors
+from dfsql.spark.plan_types import FiringsRequest
+from dfsql.spark.replay import replay_panes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from dfsql.language.statement import Statement
+    from dfsql.spark.block_plan import BlockPlan
+
+COLUMNS = FIRINGS_COLUMNS
+_FIRINGS = re.compile(r"\bEXPLAIN\s+FIRINGS\b", re.IGNORECASE)
+
+
+def firings_offset(stmt: Statement) -> int:
+    """Where the word FIRINGS is (errors about EXPLAIN FIRINGS point at it)."""
+    m = _FIRINGS.search(stmt.text)
+    return m.end() - len("FIRINGS") if m else 0
+
+
+def refuse(stmt: Statement, message: str, hint: str) -> NotSupportedError:
+    p = stmt.source.pos(firings_offset(stmt))
+    return NotSupportedError(message, p.line, p.column, hint)
+
+
+def key_names(plan: BlockPlan) -> list[str]:
+    """The group keys' columns in the result: as the SELECT names them, else as written."""
+    out = []
+    for i, k in enumerate(plan.stages.group_keys):
+        name = k.output_name or (k.sql.strip("`") if re.fullmatch(r"`?\w+`?", k.sql) else None)
+        out.append(name or f"key_{i}")
+    return out
+
+
+def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, PlannedBlock]:
+    """The events of the statement's windowed block (see the module docstring)."""
+    plan.check_clauses()
+    plan.analyse_original()
+    if plan.is_streaming():
+        raise refuse(stmt, "EXPLAIN FIRINGS replays a bounded table, but this query reads a "
+                     "stream", "store the stream's rows in a table and explain the query over "
+                     "it, with PROCESSING TIME <arrival column>")
+    if plan.clauses.processing_time is None:
+        raise refuse(stmt, "EXPLAIN FIRINGS needs PROCESSING TIME: without it the table "
+                     "arrives at once and each window fires one ON_TIME pane",
+                     "add PROCESSING TIME <arrival column> to replay the table in arrival "
+                     "order")
+    residual, pushed = _split_where(plan, stmt.firings_where)
+    tz = plan.spark.conf.get("spark.sql.session.timeZone")
+    with spark_errors(plan.src):
+        replayed = replay_panes(plan, FiringsRequest(pushed, tz))
+    df = _events(plan, replayed)
+    if residual is not None:
+        offset, text = residual
+        with spark_errors(stmt.source, lambda k: k + offset):
+            df = df.where(text)
+    names = key_names(plan)
+    # one sorted partition: no sampling job for a range exchange (the events of a key or
+    # two are few; the whole table's sort in one task is still a plain external sort)
+    df = df.repartition(1).sortWithinPartitions("at", *names, "window_start", "__seq") \
+        .drop("__seq")
+    return df, PlannedBlock(plan, replay=replayed)
+
+
+def _split_where(plan: BlockPlan, where: tuple[int, str] | None):
+    """(the predicate on the events, the conjuncts over plain-column group keys as a
+    filter of the input stage, or None)."""
+    if where is None:
+        return None, None
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(where[1], read="spark")
+    except sqlglot.errors.ParseError:
+        return where, None  # Spark reports it, positioned
+    column_of = {n.lower(): k.column for n, k in zip(key_names(plan), plan.stages.group_keys,
+                                                     strict=True)
+                 if re.fullmatch(r"`?\w+`?", k.sql)}
+    pushed = []
+    for conj in (tree.flatten() if isinstance(tree, exp.And) else [tree]):
+        cols = list(conj.find_all(exp.Column))
+        if cols and all(c.name.lower() in column_of and not c.table for c in cols) and \
+                not any(isinstance(n, exp.Subquery | exp.AggFunc) for n in conj.walk()):
+            moved = conj.copy()
+            for c in moved.find_all(exp.Column):
+                c.replace(exp.column(column_of[c.name.lower()]))
+            pushed.append(moved.sql("spark"))
+    return where, (" AND ".join(f"({p})" for p in pushed) or None)
+
+
+def _value_sql(plan: BlockPlan) -> str:
+    """A pane's aggregates as the SELECT names them (``total=7, n=3``), in Spark SQL over
+    the panes table."""
+    import sqlglot
+    from sqlglot import exp
+
+    named: dict[str, str] = {}
+    try:
+        sel = sqlglot.parse_one(plan.stages.output.clauses[0] + " FROM t", read="spark")
+        for e in sel.expressions:
+            if isinstance(e, exp.Alias) and isinstance(e.this, exp.Column):
+                named.setdefault(e.this.name, e.alias)
+    except sqlglot.errors.ParseError:  # pragma: no cover - the stage is ours
+        pass
+    calls = {a.alias: a.function.upper() for a in plan.stages.aggregate_calls}
+    parts = []
+    for _, alias in plan.stages.aggregates:
+        name = named.get(alias) or f"{calls.get(alias, 'aggregate')}(...)"
+        name = name.replace("'", "\\'")
+        parts.append(f"concat('{name}=', coalesce(CAST(`{alias}` AS STRING), 'NULL'))")
+    return f"concat_ws(', ', {', '.join(parts)})" if parts else "''"
+
+
+def _time(col: str) -> str:
+    """A TIMESTAMP column as a detail prints it: the time of day (with the date when it is
+    not the event's own date); NULL (an infinite watermark) as -inf."""
+    return (f"CASE WHEN {col} IS NULL THEN '-inf' WHEN to_date({col}) = to_date(`at`) "
+            f"THEN date_format({col}, 'HH:mm:ss') ELSE date_format({col}, "
+            "'yyyy-MM-dd HH:mm:ss') END")
+
+
+def _events(plan: BlockPlan, replayed) -> DataFrame:
+    """The recorded events with the values their panes emitted, in the result's columns
+    (and ``__seq``, the model's order of one key's events at one instant)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    keys = list(plan.stages.key_columns)
+    names = key_names(plan)
+    panes = replayed.panes.select(
+        *[F.col(k).alias(f"__p{i}") for i, k in enumerate(keys)],
+        *[F.col(c).alias(f"__p_{c}") for c in ("window_start", "window_end", "pane_index",
+                                                "emit_time", "is_retraction")],
+        F.expr(_value_sql(plan)).alias("__value"))
+    ev = replayed.events
+    cond = [ev[k].eqNullSafe(panes[f"__p{i}"]) for i, k in enumerate(keys)]
+    cond += [ev["window_start"].eqNullSafe(panes["__p_window_start"]),
+             ev["window_end"].eqNullSafe(panes["__p_window_end"]),
+             ev["__ev_index"] == panes["__p_pane_index"], ev["at"] == panes["__p_emit_time"],
+             (ev["event"] == F.lit("RETRACT")) == panes["__p_is_retraction"]]
+    joined = ev.join(panes, cond, "left")
+    reasons = ", ".join("'" + r.replace("'", "\\'") + "'" for r in DROP_REASONS)
+    detail = (
+        "CASE event "
+        "WHEN 'FIRE' THEN concat(detail, '; emits ', __value) "
+        "WHEN 'RETRACT' THEN concat('retracts ', __value, '; ', detail) "
+        f"WHEN 'DROPPED' THEN concat(element_at(array({reasons}), CAST(__reason AS INT) + 1), "
+        f"'; watermark ', {_time('__wm')}) "
+        f"WHEN 'ELEMENT' THEN concat('event time ', coalesce({_time('__etime')}, 'NULL')) "
+        f"WHEN 'LATE_ELEMENT' THEN concat('event time ', {_time('__etime')}, "
+        f"'; late: its window ended at or before the watermark') "
+        "ELSE detail END")
+    return joined.select(
+        *[F.col(k).alias(n) for k, n in zip(keys, names, strict=True)],
+        "window_start", "window_end", "at", "event", F.col("__wm").alias("watermark"),
+        F.col("__ev_index").alias("pane_index"), F.col("__ev_timing").alias("pane_timing"),
+        F.expr(detail).alias("detail"), "__seq")
