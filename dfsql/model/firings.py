@@ -123,7 +123,7 @@ def leaf_text(trigger: c.Trigger, path: tuple[int, ...]) -> str:
     return text
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _local(us: int, tz: dt.tzinfo) -> dt.datetime:
@@ -148,9 +148,9 @@ def time_text(us: int, tz: dt.tzinfo, ref: int | None = None) -> str:
 def zone(name: str | None) -> dt.tzinfo:
     """The named time zone (UTC when None or unknown to this Python)."""
     try:
-        return ZoneInfo(name) if name else dt.UTC
+        return ZoneInfo(name) if name else dt.timezone.utc
     except (KeyError, ValueError):
-        return dt.UTC
+        return dt.timezone.utc
 
 
 # --------------------------------------------------------------------------- the holder
@@ -196,7 +196,7 @@ class Recorder:
     ``final_wm`` and ``holder``: the watermark at the end of the input and what holds it
     (:func:`final_watermark`, :func:`holder_text`), for the WAITING rows."""
 
-    def __init__(self, clauses: c.Clauses, tz: dt.tzinfo = dt.UTC, final_wm: int = POS_INF,
+    def __init__(self, clauses: c.Clauses, tz: dt.tzinfo = dt.timezone.utc, final_wm: int = POS_INF,
                  holder: str = "") -> None:
         self.trigger = clauses.trigger
         self.lateness = clauses.allowed_lateness

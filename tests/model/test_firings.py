@@ -29,7 +29,7 @@ MIN = c.Duration(60_000_000)
 
 
 def _us(t: dt.datetime) -> int:
-    return int(t.replace(tzinfo=dt.UTC).timestamp() * 1_000_000)
+    return int(t.replace(tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
 
 
 def _at(hms: str) -> int:
@@ -39,7 +39,7 @@ def _at(hms: str) -> int:
 def _run(cl: c.Clauses, k, e, a, marks=None):
     tl = timeline_for(cl.watermark, e, a, marks)
     end = end_floor_of(cl.trigger, int(a.max()), tl)
-    rec = f.Recorder(cl, dt.UTC, f.final_watermark(cl, tl, end), "held by marks")
+    rec = f.Recorder(cl, dt.timezone.utc, f.final_watermark(cl, tl, end), "held by marks")
     res = group_also_by_window(k, e, a, cl, tl, recorder=rec)
     return res, f.events(res, rec, k, e, a, tl)
 
@@ -163,7 +163,7 @@ def test_fire_rows_are_the_panes(data, window, trigger, acc, lateness, wmd) -> N
     cl = _clauses(window, trigger, acc, lateness, wm, False)
     tl = timeline_for(cl.watermark, e, a, marks)
     plain = group_also_by_window(k, e, a, cl, tl)
-    rec = f.Recorder(cl, dt.UTC, f.final_watermark(cl, tl, int(a.max())))
+    rec = f.Recorder(cl, dt.timezone.utc, f.final_watermark(cl, tl, int(a.max())))
     res = group_also_by_window(k, e, a, cl, tl, recorder=rec)
     same = canonical(res)
     for x, y in ((same.panes, plain.panes), (same.retractions, plain.retractions)):
