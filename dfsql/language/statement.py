@@ -54,7 +54,7 @@ class Statement:
     """A parsed statement: its text, its kind, and its windowed blocks (innermost first)."""
 
     text: str
-    kind: str  # query | explain | explain_watermark | create_view | write | other
+    kind: str  # query | explain | explain_firings | explain_watermark | create_view | alter_view | write | other
     #: offset where the query proper starts (after EXPLAIN, CREATE VIEW … AS, or a write's
     #: head: CREATE [OR REPLACE] TABLE … AS, INSERT INTO/OVERWRITE …, CACHE TABLE … AS)
     body_start: int
@@ -278,6 +278,10 @@ def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:
         return Statement(text, kind, body_start, (), source=src, **view.fields())
     if kind == "create_view":
         _check_windowed_view(view, src)
+    if kind == "alter_view":
+        raise src.error(NotSupportedError, "ALTER VIEW … AS cannot take a windowed query", 0,
+                        "write CREATE OR REPLACE VIEW v AS … (CREATE OR REPLACE TEMP VIEW for "
+                        "a temp view): it keeps the view's clauses")
     # Parse each windowed SELECT once, and check it now (it must aggregate, no GROUPING
     # SETS, every column grouped or aggregated), so that a mistake there fails before any
     # Spark work starts; the blocks keep the parsed SELECT for later rewrites.
@@ -314,6 +318,10 @@ def _kind(tokens: list[Token], end: int) -> tuple[str, int, _ViewHead]:
         kind = "create_view"
         view = _view_head(first, end)
         body_start = view.body_start
+    elif len(first) > 2 and first[0].is_word("ALTER") and first[1].is_word("VIEW"):
+        kind = "alter_view"
+        body_start = next((first[k + 1].start for k in range(2, len(first) - 1)
+                           if first[k].is_word("AS")), end)
     elif first and (write_at := _write_body(first, tokens)) is not None:
         kind, body_start = "write", write_at
     elif first and not first[0].is_word("SELECT", "WITH", "FROM", "VALUES", "TABLE") and \
