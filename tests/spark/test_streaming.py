@@ -343,6 +343,8 @@ def test_late_rows_into_a_side_view_and_the_panes_into_the_sink(spark, tmp_path,
     got_late = sorted((tuple(r) for r in spark.table("late_stream").collect()), key=repr)
     assert got_late == want_late
     assert len(want_late) >= 5 and {r[3] for r in want_late} >= {"expired"}
+    for view in ("late_panes", "late_stream", "late_replay"):  # the session is shared
+        spark.catalog.dropTempView(view)
 
 
 def test_planning_reads_the_aggregates_typed_not_the_stage_sql(spark, live_scores,
