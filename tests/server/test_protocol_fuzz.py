@@ -266,8 +266,11 @@ def test_fuzzed_frames_end_only_their_own_connection(servers, caplog, monkeypatc
     assert grown < 100
     # any length announced in the fuzz (1 GB and more) taken at its word would be there
     assert traced_peak < 256
-    assert not crashed and not [r for r in caplog.records if r.exc_info or
-                                r.levelno >= logging.ERROR]
+    # the server's records (a client library's, from an object another test left to the
+    # garbage collector, are not the server's)
+    assert not crashed and not [r for r in caplog.records if (r.exc_info or
+                                r.levelno >= logging.ERROR) and not r.name.startswith(
+                                    ("impala.", "thrift.transport.", "pyhive."))]
     lines = [r for r in caplog.records if r.name == "dfsql.server"]
     assert len(lines) <= len(jobs) + 2 * SESSIONS + 4  # one line per connection at most
     _beeline_answers(servers["NOSASL"].port)
