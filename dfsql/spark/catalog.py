@@ -204,14 +204,7 @@ class Catalog:
     def _define(self, path: Path, db: str, table: str) -> None:
         """Write the table's definition next to its files."""
         text = self.spark.sql(f"SHOW CREATE TABLE {_q(db)}.{_q(table)}").collect()[0][0]
-        try:
-            if (path / DEFINITION).read_text() == text:
-                return  # unchanged: other processes need not read it again
-        except OSError:
-            pass
-        tmp = path / f"{DEFINITION}.{os.getpid()}"
-        tmp.write_text(text)
-        tmp.replace(path / DEFINITION)  # atomic: another process reads all or nothing
+        _write_if_changed(path, DEFINITION, text)
 
     def _register(self, path: Path, db: str, table: str) -> bool:
         """Register a directory another process (or an earlier run) made; False when it
@@ -265,7 +258,9 @@ def _view_name(fname: str) -> str:
 
 def _write_if_changed(folder: Path, fname: str, text: str) -> int:
     """Write ``text`` to ``folder/fname`` unless it is there already (other processes
-    need not read it again); atomic. Returns the file's mtime."""
+    need not read it again); atomic (another process reads all or nothing), through a
+    file whose name starts with a dot (Spark's file listing skips it). Returns the file's
+    mtime."""
     path = folder / fname
     try:
         if path.read_text() == text:
