@@ -20,6 +20,7 @@ from dfsql.language.registered import (
     registered_defaults,
 )
 from dfsql.language.rewrite import rewrite
+from dfsql.language.scan import scan_text
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
@@ -44,14 +45,15 @@ def _spark(spark: SparkSession | None) -> SparkSession:
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns;
     CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
-    stmt = parse_any(text)  # scanned once
+    scanned = scan_text(text)  # once: parsing and finding the views it reads share it
+    stmt = parse_any(text, scanned)
     if isinstance(stmt, ContinuousStatement):
         return run_continuous(stmt, text, _spark(spark), start)
     from dfsql.spark.planner import remember  # Spark's modules load with the first query
 
     s = _spark(spark)
-    sync_catalog(s)  # views other processes made, before they are read
-    expanded = views.expand(text, s)  # windowed views read: their queries in their place
+    sync_catalog(s)  # the tables and views other processes made, filled or dropped since
+    expanded = views.expand(text, s, scanned.tokens)  # windowed views: their queries instead
     try:
         if expanded.spans:
             stmt = parse_statement(expanded.text)
@@ -73,12 +75,12 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
 
 def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
-    text, a windowed statement by :mod:`dfsql.spark.planner`."""
+    text, a windowed statement by :mod:`dfsql.spark.planner` (the caller has brought the
+    catalog up to date: :func:`~dfsql.spark.catalog.sync`)."""
     from dfsql.spark.planner import Planned, execute
 
     quiet_spark_loggers()
     s = _spark(spark)
-    sync_catalog(s)  # the tables other processes made, filled or dropped since
     if not stmt.windowed and stmt.kind != "explain_firings":
         shown = views.show_create(text, s) if stmt.kind == "other" else None
         if shown is not None:
@@ -118,6 +120,7 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     stream = None
     stmt = parse_any(text)
     if not isinstance(stmt, ContinuousStatement):
+        sync_catalog(_spark(spark))  # the tables other processes made, filled or dropped
         planned = _plan(stmt, text, spark)
         stream = planned.stream if planned.result.isStreaming else None
     if stream is None:

@@ -247,10 +247,11 @@ def _matching_close(tokens: list[Token], open_idx: int) -> int:
     return len(tokens) - 1
 
 
-def parse_any(text: str) -> ContinuousStatement | Statement:
+def parse_any(text: str, scanned: Scanned | None = None) -> ContinuousStatement | Statement:
     """``text`` scanned once and parsed: a continuous-query statement (CREATE / SHOW /
-    STOP STREAMING QUERY), else a plain or windowed statement (:func:`parse_statement`)."""
-    scanned = scan_text(text)
+    STOP STREAMING QUERY), else a plain or windowed statement (:func:`parse_statement`).
+    ``scanned``: ``text`` already scanned."""
+    scanned = scanned or scan_text(text)
     continuous = parse_continuous(text, scanned)
     return continuous if continuous is not None else parse_statement(text, scanned)
 

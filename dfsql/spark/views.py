@@ -167,9 +167,9 @@ def _cte_names(tokens: list[Token]) -> set[str]:
             and (tokens[i - 1].is_word("WITH", "RECURSIVE") or tokens[i - 1].text == ",")}
 
 
-def _table_refs(text: str) -> list[tuple[int, int, bool]]:
-    """The table names the statement reads: (start, end, followed by an alias)."""
-    tokens = scan_text(text).tokens
+def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool]]:
+    """The table names a statement (its ``tokens``) reads: (start, end, followed by an
+    alias)."""
     ctes = _cte_names(tokens)
     refs: list[tuple[int, int, bool, int]] = []  # … and the token index after the alias
     for i, t in enumerate(tokens):
@@ -192,12 +192,14 @@ def _table_refs(text: str) -> list[tuple[int, int, bool]]:
     return [(r[0], r[1], r[2]) for r in refs]
 
 
-def expand(text: str, spark: SparkSession, depth: int = 0,
+def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, depth: int = 0,
            seen: tuple[str, ...] = ()) -> Expanded:
     """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
-    (nested views too); a view that reads itself is an error."""
+    (nested views too); a view that reads itself is an error. ``tokens``: ``text``
+    already scanned."""
     out, spans, at, pos, reached = [], [], 0, 0, set()
-    for start, end, aliased in _table_refs(text):
+    tokens = scan_text(text).tokens if tokens is None else tokens
+    for start, end, aliased in _table_refs(tokens):
         name = text[start:end]
         body = definition(spark, name)
         if body is None:
@@ -206,7 +208,7 @@ def expand(text: str, spark: SparkSession, depth: int = 0,
         if key in seen or depth >= _MAX_DEPTH:
             raise AnalysisError(f"the view {name} reads itself", None, None,
                                 "a view's query cannot read the view it defines")
-        inner_expanded = expand(body, spark, depth + 1, (*seen, key))
+        inner_expanded = expand(body, spark, None, depth + 1, (*seen, key))
         inner = inner_expanded.text
         reached |= {key, *inner_expanded.reached}
         alias = "" if aliased else f" AS {name.split('.')[-1].strip()}"
