@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, scan_text
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.writes import QUALIFIED_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,8 +87,8 @@ def create(stmt: Statement, spark: SparkSession, body: str, schema: StructType) 
         return spark.sql(ddl)
 
 
-_SHOW_CREATE = re.compile(r"^\s*SHOW\s+CREATE\s+TABLE\s+((?:`[^`]*`|[\w$]+)(?:\s*\.\s*(?:`[^`]*`|"
-                          r"[\w$]+))*)\s*(?:AS\s+SERDE\s*)?;?\s*$", re.IGNORECASE)
+_SHOW_CREATE = re.compile(rf"^\s*SHOW\s+CREATE\s+TABLE\s+({QUALIFIED_NAME})\s*(?:AS\s+SERDE\s*)?;?\s*$",
+                          re.IGNORECASE)
 
 
 def show_create(text: str, spark: SparkSession) -> DataFrame | None:

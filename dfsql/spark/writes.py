@@ -21,14 +21,14 @@ from dfsql.spark.errors import spark_errors
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+#: a name in SQL text, backticked or not, and one qualified by database (and catalog)
+NAME = r"(?:`[^`]*`|[\w$]+)"
+QUALIFIED_NAME = rf"{NAME}(?:\s*\.\s*{NAME})*"
 #: CREATE OR REPLACE TABLE name / REPLACE TABLE name, up to the name's end
-_REPLACE_HEAD = re.compile(r"^(\s*)(CREATE\s+OR\s+REPLACE|REPLACE)(\s+TABLE\s+)((?:`[^`]*`|[\w$]+)"
-                           r"(?:\s*\.\s*(?:`[^`]*`|[\w$]+))*)", re.IGNORECASE)
-
-
-_NAME = r"(?:`[^`]*`|[\w$]+)"
+_REPLACE_HEAD = re.compile(rf"^(\s*)(CREATE\s+OR\s+REPLACE|REPLACE)(\s+TABLE\s+)({QUALIFIED_NAME})",
+                           re.IGNORECASE)
 #: CACHE [LAZY] TABLE name [OPTIONS ('storageLevel' 'LEVEL')] [AS]
-_CACHE_HEAD = re.compile(rf"^\s*CACHE\s+(LAZY\s+)?TABLE\s+({_NAME})\s*(?:OPTIONS\s*\((.*?)\)\s*)?",
+_CACHE_HEAD = re.compile(rf"^\s*CACHE\s+(LAZY\s+)?TABLE\s+({NAME})\s*(?:OPTIONS\s*\((.*?)\)\s*)?",
                          re.IGNORECASE | re.DOTALL)
 _STORAGE_LEVEL = re.compile(r"""['"]storageLevel['"]\s*=?\s*['"](\w+)['"]""", re.IGNORECASE)
 
