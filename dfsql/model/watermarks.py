@@ -182,6 +182,22 @@ def writers_timeline(
     return Timeline.of(times, values, end)
 
 
+def holding_writer(writer: Sequence[object], processing_time: Sequence[int],
+                   noted_time: Sequence[int], idle_timeout: int | None, at: int) -> object | None:
+    """FROM … BY writer: the writer holding the watermark at ``at`` — among the live
+    writers (noted within ``idle_timeout`` of ``at``, as :func:`writers_timeline` keeps
+    them), the one whose latest note is the lowest; None when none is live. EXPLAIN
+    FIRINGS' WAITING rows name it. A writers' table is small: read whole."""
+    p = np.asarray(processing_time, I64)
+    v = np.asarray(noted_time, I64)
+    latest: dict[object, tuple[int, int]] = {}
+    for i in np.argsort(p, kind="stable").tolist():
+        if p[i] <= at:
+            latest[writer[i]] = (int(p[i]), int(v[i]))
+    live = {w: n for w, (q, n) in latest.items() if idle_timeout is None or at < q + idle_timeout}
+    return min(live, key=live.__getitem__) if live else None
+
+
 def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeline:
     """PERFECT: at p, the smallest event time among rows not yet arrived."""
     a = np.asarray(arrival_time, I64)

@@ -328,16 +328,10 @@ class Shipped:
 
 
 def holding_writer(plan: ReplayPlan, wm: c.WatermarkFrom, end_time: int) -> str | None:
-    """``FROM … BY writer``: the writer holding the watermark at ``end_time`` — the live
-    writer (noted within IDLE TIMEOUT) whose latest note is the lowest (EXPLAIN FIRINGS'
-    WAITING rows name it). A writers' table is small: read on the driver."""
+    """``FROM … BY writer``: the writer holding the watermark at ``end_time``
+    (:func:`dfsql.model.watermarks.holding_writer`), read from the writers' table."""
     t = watermark_table(plan, wm).toArrow()
-    names = t.column(0).to_pylist()
-    at, noted = us(t.column(1), null=0), us(t.column(2), null=0)
     timeout = None if wm.idle_timeout is None else wm.idle_timeout.micros
-    latest: dict = {}
-    for i in np.argsort(at, kind="stable").tolist():
-        if at[i] <= end_time:
-            latest[names[i]] = (int(at[i]), int(noted[i]))
-    live = {w: v for w, (p, v) in latest.items() if timeout is None or end_time < p + timeout}
-    return None if not live else str(min(live, key=live.__getitem__))
+    writer = wmod.holding_writer(t.column(0).to_pylist(), us(t.column(1), null=0),
+                                 us(t.column(2), null=0), timeout, end_time)
+    return None if writer is None else str(writer)
