@@ -227,8 +227,7 @@ class Recorder:
               ends: list[int], result: tr.Node) -> None:
         """Session windows ``merged`` and the element's own ``element`` window became
         ``window`` at p; ``result`` is the merged trigger (tr.merge_triggers)."""
-        passed = [wm >= e for e in ends]
-        rewound = any(passed) and not all(passed)
+        rewound = tr.merge_rewinds(ends, wm)
         states = [t.rewind() for t in triggers] if rewound else triggers
         names = [self._w(s, e, p) for s, e in merged] + \
             [f"element {self._w(*element, p)}"]

@@ -503,6 +503,13 @@ def build(t: c.Trigger) -> Node:
     raise TypeError(f"unknown trigger {t!r}")
 
 
+def merge_rewinds(ends: list[int], watermark: int) -> bool:
+    """Whether merging windows whose ends are ``ends`` rewinds their triggers: when some
+    but not all of them have passed their end (see :func:`merge_triggers`)."""
+    passed = [watermark >= e for e in ends]
+    return any(passed) and not all(passed)
+
+
 def merge_triggers(triggers: list[Node], ends: list[int], watermark: int) -> Node:
     """R1 ⊕ R2 ⊕ … for windows merged at once, whose (exclusive) ends are ``ends``.
 
@@ -513,8 +520,7 @@ def merge_triggers(triggers: list[Node], ends: list[int], watermark: int) -> Nod
     does not depend on the order of the windows (commutative); applying it pairwise to
     three windows may differ, because rewinding depends on the set of ends merged.
     """
-    passed = [watermark >= e for e in ends]
-    if any(passed) and not all(passed):
+    if merge_rewinds(ends, watermark):
         triggers = [t.rewind() for t in triggers]
     out = triggers[0]
     for t in triggers[1:]:
