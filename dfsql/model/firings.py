@@ -25,7 +25,7 @@ import numpy as np
 from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
 from dfsql.model.panes import DROP_NONE
-from dfsql.model.result import GabwResult
+from dfsql.model.result import GabwResult, late_instances
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
 
@@ -348,7 +348,7 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
     arr = np.asarray(arrival_time, I64)[inst.row]
     wm_in = np.asarray(timeline.before(arr), I64)
     dropped = inst.first_pane < 0
-    late = ~dropped & (inst.window_end <= wm_in)
+    late = ~dropped & late_instances(inst, wm_in)
     code_e = np.where(dropped, DROPPED, np.where(late, LATE_ELEMENT, ELEMENT)).astype(np.int8)
     js, je = inst.window_start.copy(), inst.window_end.copy()
     k = min(n, len(rec.joined_start))

@@ -16,7 +16,7 @@ import numpy as np
 from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, assign
+from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, assign
 
 NULL_TIME = NEG_INF  # emit_time of a batch input
 
@@ -102,6 +102,14 @@ def instances_of(clauses, key: np.ndarray, event_time: np.ndarray,
     row, start, end = assign(clauses.window, event_time)
     arr = np.full(len(row), NULL_TIME, I64) if arrival_time is None else arrival_time[row]
     return row, start, end, arr, key[row]
+
+
+def late_instances(inst: Instances, watermark_at_arrival: np.ndarray) -> np.ndarray:
+    """Which element instances arrived late (LANGUAGE.md §4): their window (as assigned,
+    before any merge) ended at or before the watermark in effect when they arrived
+    (before that instant's move: ``Timeline.before`` of each instance's arrival). An
+    element without an event time is in no window: not late."""
+    return (inst.window_end != NULL_EVENT_TIME) & (inst.window_end <= watermark_at_arrival)
 
 
 def canonical(res: GabwResult) -> GabwResult:

@@ -33,9 +33,9 @@ import numpy as np
 from dfsql.model.clauses import Clauses
 from dfsql.model.group_also_by_window import group_also_by_window
 from dfsql.model.panes import ON_TIME
-from dfsql.model.result import GabwResult
+from dfsql.model.result import GabwResult, late_instances
 from dfsql.model.watermarks import Timeline, round_delay
-from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
+from dfsql.model.windows import I64, NEG_INF, POS_INF
 
 #: distinct latencies a summary keeps exactly; more are rounded (see the module doc)
 MAX_EXACT = 1 << 16
@@ -118,8 +118,7 @@ def late_rows(res: GabwResult, arrival_time: np.ndarray, timeline: Timeline) -> 
     if not len(inst.row):
         return np.empty(0, I64)
     wm = np.asarray(timeline.before(np.asarray(arrival_time, I64)[inst.row]), I64)
-    late = (inst.window_end != NULL_EVENT_TIME) & (inst.window_end <= wm)
-    return np.unique(inst.row[late])
+    return np.unique(inst.row[late_instances(inst, wm)])
 
 
 def on_time_latencies(res: GabwResult) -> np.ndarray:
