@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dfsql.server")
 
-TRANSPORT_MODES = ("binary", "http")
 #: Hive's default ``hive.server2.thrift.http.path``
 HTTP_PATH = "cliservice"
 #: how long a checked Authorization header is trusted without checking it again (s)
