@@ -142,7 +142,7 @@ def serve(args: argparse.Namespace) -> int:
               if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
-                    allow_jvm_functions=args.allow_jvm_functions, jar_roots=args.data_root,
+                    allow_jvm_functions=args.allow_jvm_functions,
                     statement_timeout=args.statement_timeout,
                     idle_session_timeout=args.idle_session_timeout,
                     idle_operation_timeout=args.idle_operation_timeout,

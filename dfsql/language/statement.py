@@ -80,6 +80,21 @@ class Statement:
     def windowed(self) -> bool:
         return bool(self.blocks)
 
+    def spark_sql(self) -> str:
+        """The statement as Spark will see its parts, offsets kept: every windowed
+        block's extension region blanked, and an EXPLAIN FIRINGS or WATERMARK cut to its
+        query (head and TRY list blanked). The endpoint judges this text with Spark's
+        parser before any part of the statement runs."""
+        chars = list(self.text)
+        cuts = [b.region for b in self.blocks]
+        if self.kind in ("explain_firings", "explain_watermark"):
+            cuts.append((0, self.body_start))
+        if self.tries_start >= 0:
+            cuts.append((self.tries_start, len(self.text)))
+        for r0, r1 in cuts:
+            chars[r0:r1] = blank(self.text[r0:r1])
+        return "".join(chars)
+
     @property
     def top(self) -> WindowedBlock | None:
         """The block that is the statement's own query, if the statement is windowed."""

@@ -9,7 +9,7 @@ the same modes read HTTP Basic credentials instead of SASL's. One thread per
 connection; when a binary client goes away its sessions close, their operations are
 cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
 only under the data roots (:mod:`dfsql.server.paths`; none unless configured); nothing
-that reaches into the JVM or loads code (:mod:`dfsql.server.guard`) unless allowed;
+that runs code on the server (:mod:`dfsql.server.judge`, on Spark's plan) unless allowed;
 statements time out and idle sessions and operations close when told to. If Spark
 dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
 endpoint that accepts connections and fails every session. With a state directory its
@@ -68,7 +68,7 @@ class Server:
                  workers: int = 8, max_operations_per_session: int = 4,
                  session_setup=None, data_roots: list[str] | None = (),
                  on_spark_death: Callable[[str], None] | None = None,
-                 allow_jvm_functions: bool = False, jar_roots: list[str] | None = None,
+                 allow_jvm_functions: bool = False,
                  statement_timeout: float = 0,
                  idle_session_timeout: float = IDLE_SESSION_TIMEOUT,
                  idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT,
@@ -111,7 +111,7 @@ class Server:
         self.service = service.Service(
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
-            None if jar_roots is None else list(jar_roots), statement_timeout,
+            statement_timeout,
             idle_session_timeout, idle_operation_timeout)
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
@@ -136,9 +136,10 @@ class Server:
         self.watchdog = Watchdog.of(spark, self._spark_died)
 
     def start(self) -> Server:
+        self.service.judge.prepare(self.spark)  # compiled once, before any client
         if self.state is not None:  # before listening: a client sees them running
             self.restarted = self.state.open(self.spark, self.service.session_setup,
-                                             self.service.data_roots)
+                                             self.service.judge)
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
         self._sock = sock
         self.port = sock.getsockname()[1]

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import dfsql
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from dfsql.server.judge import Judge
 
 #: the first protocol version whose row sets are column-based
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
@@ -168,7 +171,10 @@ class Operation:
             except Exception:
                 pass
         try:
-            df = dfsql.sql(self.statement, spark)
+            with self.session.judging(self.statement):
+                if self.session.judge is not None:
+                    self.session.judge.check_statement(spark, self.statement)
+                df = dfsql.sql(self.statement, spark)
             if self.timed_out:  # while it was planned: start no job
                 return
             if df.isStreaming:
@@ -342,8 +348,10 @@ class Session:
     """A client session: its SparkSession and operations."""
 
     def __init__(self, spark: SparkSession, protocol: int, user: str,
-                 guarded: bool = False) -> None:
+                 guarded: bool = False, judge: Judge | None = None) -> None:
         self.spark = spark
+        #: judges what its statements hand to Spark (None: nothing is judged)
+        self.judge = judge
         self.protocol = protocol
         self.user = user
         #: its SparkSession lacks the JVM functions (:mod:`dfsql.server.guard`)
@@ -352,6 +360,10 @@ class Session:
         self.handle = tt.TSessionHandle(sessionId=_handle_id())
         self.key = self.handle.sessionId.guid
         self.operations: dict[bytes, Operation] = {}
+
+    def judging(self, statement: str):
+        """While ``statement`` runs: refusals are placed in its text."""
+        return self.judge.statement(statement) if self.judge is not None else nullcontext()
 
     @property
     def columnar(self) -> bool:

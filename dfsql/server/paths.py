@@ -1,79 +1,114 @@
-"""Statements from the endpoint's clients may touch files only under the operator's
-roots (``dfsql serve --data-root DIR``; ``--allow-any-path`` lifts the rule).
+"""Where a path a statement names can reach, as Hadoop's local file system will read it
+(``dfsql serve --data-root DIR``; ``--allow-any-path`` lifts the rule).
 
-A statement names a file or directory in a few places only, and the scanner finds them
-without being fooled by comments or other strings: a path-like table
-(``parquet.`/data/x```), and the string after LOCATION, DIRECTORY, INPATH, CHECKPOINT,
-JAR, FILE(S), ARCHIVE(S) and a ``path`` option. Each must resolve (symbolic links
-followed) to a place under a root; anything else — another directory, another scheme
-(``s3a://``, ``hdfs://``) — is a positioned error before the statement reaches Spark.
+The path comes from Spark's parsed plan (:mod:`dfsql.server.judge`), so Spark has
+already decoded its quotes and escapes (``'\\.\\.'`` is ``..``). What is left is how
+Hadoop reads a path string, and each of its ways to reach elsewhere is closed here:
+
+* another scheme (``s3a://``, ``hdfs://``, ``jar:``): refused; ``file:`` is the local
+  file system;
+* ``..`` segments: collapsed as Hadoop's ``Path`` does (lexically, before any glob), and
+  the path is also resolved with symbolic links followed — both must lie under a root;
+* a glob: Hadoop expands ``{a,b}`` first (each alternative is checked), and ``*``, ``?``
+  and ``[…]`` match names inside one directory (never ``..``), so the directory before
+  the first glob must lie under a root, and so must every name the glob matches now,
+  links followed;
+* a backslash escapes a glob character for Hadoop, ``\\.\\.`` included: refused;
+* a relative path is the JVM's working directory's (Hadoop's local working directory).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 from collections.abc import Sequence
 
-from dfsql.errors import DfsqlError
-from dfsql.language.scan import Source, scan
+from dfsql.server.guard import NotAllowedError
 
-#: data source names Spark accepts as ``format.`path``` tables
-FILE_FORMATS = {"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "delta", "xml",
-                "file"}
-#: words after which a string literal is a path
-PATH_WORDS = {"LOCATION", "DIRECTORY", "INPATH", "CHECKPOINT", "JAR", "JARS", "FILE", "FILES",
-              "ARCHIVE", "ARCHIVES", "PATH"}
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_GLOB = re.compile(r"[*?\[]")
+#: alternatives one brace glob may expand to before the path is refused as too many
+MAX_ALTERNATIVES = 256
 
 
-class PathNotAllowedError(DfsqlError):
+class PathNotAllowedError(NotAllowedError):
     """A statement names a file outside the server's data roots."""
 
-    sqlstate = "42501"
 
-
-def literal(text: str) -> str:
-    return text[1:-1].replace("\\'", "'").replace('\\"', '"')
-
-
-def paths_of(text: str) -> list[tuple[str, int]]:
-    """(path, offset) of every file or directory ``text`` names."""
-    tokens, _ = scan(Source(text))
-    out = []
-    for i, t in enumerate(tokens):
-        prev = tokens[i - 1] if i else None
-        before = tokens[i - 2] if i > 1 else None
-        if t.kind == "quoted" and prev is not None and prev.text == "." and before is not None \
-                and before.kind == "word" and before.text.lower() in FILE_FORMATS:
-            out.append((t.text[1:-1].replace("``", "`"), t.start))
-        elif t.kind == "string" and prev is not None and prev.kind == "word" and \
-                prev.upper in PATH_WORDS:
-            out.append((literal(t.text), t.start))
-        elif t.kind == "string" and prev is not None and prev.text == "=" and before is not None \
-                and before.kind in ("word", "string") and before.text.strip("'\"").lower() == "path":
-            out.append((literal(t.text), t.start))
-    return out
-
-
-def inside(path: str, roots: Sequence[str]) -> bool:
-    if "://" in path and not path.startswith("file://"):
-        return False
-    local = path[len("file://"):] if path.startswith("file://") else path
+def outside(path: str, roots: Sequence[str], cwd: str) -> str | None:
+    """None when every file ``path`` can name lies under one of ``roots``; else why not
+    (a few words for the message)."""
+    local = path
     if local.startswith("file:"):
-        local = local[len("file:"):]
-    real = os.path.realpath(local)
-    for root in roots:
-        r = os.path.realpath(root)
-        if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
-            return True
-    return False
+        local = re.sub(r"^file:(//(localhost)?)?", "", local)
+    elif _SCHEME.match(local):
+        return "another file system than this server's"
+    if "\\" in local:
+        return "a backslash (a glob escape for Hadoop)"
+    alternatives = _braces(local)
+    if alternatives is None:
+        return "a brace glob with too many alternatives"
+    real_roots = [os.path.realpath(r) for r in roots]
+    for alt in alternatives:
+        if not alt:
+            return "an empty path"
+        full = os.path.normpath(os.path.join(cwd, alt))
+        if not _under(full, real_roots):
+            return "outside"
+        fixed = full
+        m = _GLOB.search(full)
+        if m is not None:  # the directory before the first glob, then today's matches
+            fixed = os.path.dirname(full[:m.start()] + "x")
+            for match in glob.glob(full):
+                if not _under(os.path.realpath(match), real_roots):
+                    return "outside (a name the glob matches is a link out)"
+        if not _under(os.path.realpath(fixed), real_roots):
+            return "outside (through a symbolic link)"
+    return None
 
 
-def check_paths(text: str, roots: Sequence[str]) -> None:
-    """Raise :class:`PathNotAllowedError` at the first path outside ``roots``."""
-    for path, offset in paths_of(text):
-        if not inside(path, roots):
-            where = ", ".join(roots) if roots else "none configured"
-            raise Source(text).error(
-                PathNotAllowedError, f"this server reads and writes files only under its "
-                f"data roots ({where}): {path!r} is outside", offset,
-                "ask the operator to add a root (dfsql serve --data-root DIR)")
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _braces(path: str) -> list[str] | None:
+    """Hadoop's brace expansion of ``path`` (nested, comma-separated), or None past
+    :data:`MAX_ALTERNATIVES`. An unbalanced brace stays as it is (Hadoop then fails)."""
+    out = [path]
+    done: list[str] = []
+    while out:
+        p = out.pop()
+        open_at = p.find("{")
+        if open_at < 0:
+            done.append(p)
+            if len(done) > MAX_ALTERNATIVES:
+                return None
+            continue
+        depth, close_at, commas = 0, -1, []
+        for i in range(open_at, len(p)):
+            if p[i] == "{":
+                depth += 1
+            elif p[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    close_at = i
+                    break
+            elif p[i] == "," and depth == 1:
+                commas.append(i)
+        if close_at < 0:
+            done.append(p)
+            continue
+        cuts = [open_at, *commas, close_at]
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            out.append(p[:open_at] + p[a + 1:b] + p[close_at + 1:])
+        if len(out) + len(done) > MAX_ALTERNATIVES:
+            return None
+    return done
+
+
+def roots_text(roots: Sequence[str]) -> str:
+    return ", ".join(roots) if roots else "none configured"
+
+
+ROOT_HINT = "ask the operator to add a root (dfsql serve --data-root DIR)"

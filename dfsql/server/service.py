@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
 from dfsql.server import metadata, rowsets
-from dfsql.server.guard import check_jvm, drop_jvm_functions
+from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
+from dfsql.server.judge import Judge, Policy, setting_allowed, setting_refusal
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
-from dfsql.server.paths import check_paths
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 
@@ -76,15 +76,16 @@ class Service:
     def __init__(self, spark: SparkSession, workers: int = 8,
                  max_operations_per_session: int = 4, session_setup=None,
                  data_roots: list[str] | None = None, allow_jvm_functions: bool = False,
-                 jar_roots: list[str] | None = None, statement_timeout: float = 0,
+                 statement_timeout: float = 0,
                  idle_session_timeout: float = 0, idle_operation_timeout: float = 0) -> None:
         self.spark = spark
         #: where statements may read and write files (None: anywhere)
         self.data_roots = data_roots
-        #: whether statements may reach into the JVM (:mod:`dfsql.server.guard`), and
-        #: where ADD JAR may load from when they may not
+        #: whether statements may run code on the server (:mod:`dfsql.server.judge`)
         self.allow_jvm_functions = allow_jvm_functions
-        self.jar_roots = jar_roots if jar_roots is not None else (data_roots or [])
+        #: what judges each statement on its plan before Spark runs it
+        self.judge = Judge(Policy(None if data_roots is None else tuple(data_roots),
+                                  allow_jvm_functions))
         #: seconds (0: no limit): a statement's run, an ended operation's and a session's
         #: time without a call
         self.statement_timeout = statement_timeout
@@ -250,17 +251,22 @@ class Service:
             if not self.allow_jvm_functions:
                 drop_jvm_functions(spark)
             if self.session_setup is not None:
-                self.session_setup(spark)
+                self.session_setup(spark)  # the operator's code: before the judge
             for k, v in (req.configuration or {}).items():
                 if k == "use:database" and v and v != "default":
                     spark.catalog.setCurrentDatabase(v)
                 elif k.startswith("set:hiveconf:spark.") or k.startswith("set:hiveconf:dfsql."):
-                    spark.conf.set(k[len("set:hiveconf:"):], v)
+                    key = k[len("set:hiveconf:"):]
+                    if not (self.allow_jvm_functions or setting_allowed(key)):
+                        raise JvmNotAllowedError(setting_refusal(key))
+                    spark.conf.set(key, v)
+            self.judge.guard(spark)
         except Exception as e:  # noqa: BLE001
             message, state = describe(e)
             return tt.TOpenSessionResp(status=_error_status(message, state),
                                        serverProtocolVersion=protocol)
-        s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions)
+        s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions,
+                    judge=self.judge)
         with self.lock:
             self.sessions[s.key] = s
         if hasattr(self.local, "sessions"):
@@ -289,10 +295,6 @@ class Service:
     def ExecuteStatement(self, req):  # noqa: N802
         try:
             s = self._session(req.sessionHandle)
-            if not self.allow_jvm_functions:
-                check_jvm(req.statement, self.jar_roots)
-            if self.data_roots is not None:
-                check_paths(req.statement, self.data_roots)
             op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
             self._set_deadline(op, req.queryTimeout or 0)
         except ServiceError as e:

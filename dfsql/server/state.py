@@ -35,11 +35,12 @@ from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement, parse_continuous
 from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
-from dfsql.server.paths import check_paths
 from dfsql.server.streams import StreamView
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from dfsql.server.judge import Judge
 
 #: the record's format; a record of another version is reported, not guessed at
 VERSION = 1
@@ -98,11 +99,11 @@ class StateDir:
                                   "twice") from None
 
     def open(self, spark: SparkSession, setup: Callable[[SparkSession], None] | None,
-             data_roots: Sequence[str] | None) -> list[Restarted]:
+             judge: Judge) -> list[Restarted]:
         """Keep this process's continuous queries here from now on, and start those kept
         here before."""
         continuous.keep_with(self)
-        return self.restart_all(spark, setup, data_roots)
+        return self.restart_all(spark, setup, judge)
 
     def close(self) -> None:
         """No longer keep queries here (those kept stay, for the next start)."""
@@ -159,7 +160,7 @@ class StateDir:
 
     # ------------------------------------------------------------------ restart
     def restart_all(self, spark: SparkSession, setup: Callable[[SparkSession], None] | None,
-                    data_roots: Sequence[str] | None) -> list[Restarted]:
+                    judge: Judge) -> list[Restarted]:
         """Start every kept query again, each in a session of its own (the server's
         setup, then the stream registrations it was planned over); one that cannot be
         started is recorded as failed (:func:`dfsql.continuous.failed`)."""
@@ -172,7 +173,7 @@ class StateDir:
                 name = record.get("name", name)
                 sink = (f"directory {record.get('directory')}" if record.get("sink") ==
                         "directory" else f"table global_temp.{name}")
-                self._restart(record, spark, setup, data_roots)
+                self._restart(record, spark, setup, judge)
                 out.append(Restarted(name, True, str(self.root / record["checkpoint"]),
                                      time.monotonic() - began))
             except Exception as e:  # noqa: BLE001 (one broken query must not stop the rest)
@@ -183,13 +184,15 @@ class StateDir:
 
     def _restart(self, record: dict, spark: SparkSession,
                  setup: Callable[[SparkSession], None] | None,
-                 data_roots: Sequence[str] | None) -> None:
+                 judge: Judge) -> None:
         if record.get("version") != VERSION:
             raise DfsqlError(f"a record of version {record.get('version')}, this server "
                              f"reads version {VERSION}")
         text = record["statement"]
-        if data_roots is not None:
-            check_paths(text, data_roots)  # the roots may have changed since
+        stmt = parse_continuous(text)
+        if stmt is None or stmt.kind != "create":
+            raise DfsqlError("the record holds no CREATE STREAMING QUERY")
+        judge.check_continuous(text, stmt)  # the roots may have changed since
         for s in record["streams"]:  # before any Spark work: a query that cannot start
             if not os.path.isdir(s["path"]):  # costs the server's start nothing
                 raise DfsqlError(f"its stream {s['name']} reads {s['path']}, which is gone")
@@ -198,9 +201,7 @@ class StateDir:
             setup(session)
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
-        stmt = parse_continuous(text)
-        if stmt is None or stmt.kind != "create":
-            raise DfsqlError("the record holds no CREATE STREAMING QUERY")
+        judge.guard(session)  # its query is judged again, as a client's would be
         continuous.restart(stmt, text, session, start)
 
 

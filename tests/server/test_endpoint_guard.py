@@ -1,6 +1,6 @@
 """An endpoint no client can break ("Trust under faults", part 2): statements that reach
 into the JVM or load code are refused with SQLSTATE 42501 over PyHive and beeline unless
-the server allows them; statements time out (HYT00) and their Spark job with them; idle
+the server allows them (the whole table of attacks: test_endpoint_judge.py); statements time out (HYT00) and their Spark job with them; idle
 sessions and operations are closed. Servers run in this process on the test run's Spark
 (a ``Server`` object each: cheaper than a ``dfsql serve`` process, the same service).
 
@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 
 import dfsql
-from dfsql.errors import DfsqlError
 from dfsql.server import Server
-from dfsql.server.guard import JvmNotAllowedError, check_jvm
 from tests.conftest import register_paper_tables
 
 EXIT = "SELECT reflect('java.lang.System', 'exit', 3)"
@@ -31,8 +29,8 @@ REFUSED = [
     ("SELECT java_method('java.lang.System', 'exit', 3) AS x", "line 1, col 8"),
     ("WITH c AS (\n  SELECT Reflect('java.lang.System', 'exit', 3) AS v)\nSELECT * FROM c",
      "line 2, col 10"),
-    ("ADD JAR /tmp/x.jar", "line 1, col 9"),
-    ("CREATE FUNCTION f AS 'x' USING JAR '/tmp/x.jar'", "line 1, col 26"),
+    ("ADD JAR /tmp/x.jar", "line 1, col 1"),
+    ("CREATE FUNCTION f AS 'x' USING JAR '/tmp/x.jar'", "line 1, col 1"),
 ]
 NEGATIVES = [
     ("SELECT 'reflect(' AS s", [("reflect(",)]),
@@ -68,48 +66,6 @@ def _refused(cur, statement: str):
     return info.value.args[0].status
 
 
-# --------------------------------------------------------------------------- the scanner
-
-
-@pytest.mark.parametrize("text, column", [
-    ("select REFLECT('java.lang.System','exit',3)", 8),
-    ("SELECT system.builtin.reflect('java.lang.System','exit',3)", 23),
-    ("SELECT `java_method`('java.lang.System','exit',3)", 8),
-    ("SELECT try_reflect /* c */ ('java.lang.System','exit',3)", 8),
-    ("SELECT * FROM (SELECT x FROM t WHERE x IN (SELECT reflect('a','b')))", 51),
-    ("CREATE VIEW v AS SELECT java_method('a', 'b') AS m", 25),
-    ("SELECT key, MAX(reflect('java.lang.String', 'valueOf', value)) AS m FROM scores "
-     "GROUP BY key WINDOW GLOBAL", 17),
-    ("EXECUTE IMMEDIATE 'SELECT reflect(1)'", 27),
-    ("EXECUTE IMMEDIATE 'SELECT reflect(''a'', ''b'')'", 27),  # '' a quote inside
-    ("SELECT IDENTIFIER('reflect')('java.lang.System','exit',3)", 8),
-    ("ADD JARS '/data/ok.jar' /tmp/bad.jar", 25),
-    ("add file ivy://org.evil:x:1", 10),
-    ("CREATE TEMPORARY FUNCTION f AS 'org.apache.hadoop.hive.ql.udf.generic."
-     "GenericUDFReflect'", 18),
-    ("SELECT TRANSFORM(a) USING 'cat /etc/passwd' AS (b) FROM t", 8),
-])
-def test_the_scanner_finds_each_way_into_the_jvm(text, column):
-    with pytest.raises(JvmNotAllowedError) as info:
-        check_jvm(text, ["/data"])
-    assert (info.value.line, info.value.column) == (1, column), str(info.value)
-    assert info.value.sqlstate == "42501" and isinstance(info.value, DfsqlError)
-    assert info.value.hint == "the operator can allow it: dfsql serve --allow-jvm-functions"
-
-
-@pytest.mark.parametrize("text", [
-    "SELECT 'reflect(' AS s",
-    "EXECUTE IMMEDIATE 'SELECT ''reflect('' AS s'",
-    "SELECT reflect_x, reflect FROM t -- reflect('java.lang.System','exit',3)",
-    "SELECT transform(array(1, 2), x -> x + 1) AS t",
-    "CREATE FUNCTION plus_one(x INT) RETURNS INT RETURN x + 1",
-    "ADD JAR /data/lib/ok.jar",
-    "CREATE TABLE reflect (a INT) USING parquet",
-])
-def test_the_scanner_lets_the_rest_through(text):
-    check_jvm(text, ["/data"])
-
-
 # --------------------------------------------------------------------------- PyHive
 
 
@@ -129,16 +85,20 @@ def test_pyhive_gets_42501_and_the_server_goes_on(guarded):
     conn.close()
 
 
-def test_a_statement_built_at_run_time_is_refused_by_spark_too(guarded, spark):
-    """EXECUTE IMMEDIATE of a variable: no text to scan, but the session's registry lacks
-    reflect, and Spark's 'cannot resolve' comes back as the refusal."""
+def test_a_statement_built_at_run_time_is_refused(guarded, spark):
+    """EXECUTE IMMEDIATE of a variable: no plan to judge before it runs, so it does not
+    run; and the session's registry lacks reflect all the same."""
     conn = _connect(guarded)
     cur = conn.cursor()
     cur.execute("DECLARE VARIABLE q STRING DEFAULT 'SELECT refl' || "
                 "'ect(\"java.lang.String\", \"valueOf\", 1)'")
     status = _refused(cur, "EXECUTE IMMEDIATE q")
     assert status.sqlState == "42501", status.errorMessage
-    assert status.errorMessage.startswith("reflect(...) calls Java methods")
+    assert status.errorMessage.startswith("line 1, col 1: EXECUTE IMMEDIATE of a statement "
+                                          "built when it runs"), status.errorMessage
+    session = next(iter(guarded.service.sessions.values())).spark
+    with pytest.raises(Exception, match="UNRESOLVED_ROUTINE"):  # the registry's own refusal
+        type(session).sql(session, "SELECT reflect('java.lang.String', 'valueOf', 1)")
     conn.close()
     # the test run's own session keeps its reflect
     assert spark.sql("SELECT reflect('java.lang.String', 'valueOf', 7) AS v").first().v == "7"

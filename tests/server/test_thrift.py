@@ -753,7 +753,7 @@ def test_statements_touch_files_only_under_the_data_roots(spark, tmp_path):
                          (f"SELECT COUNT(*) FROM parquet.`{inside}/../elsewhere`", 30),
                          ("SELECT * FROM json.`s3a://bucket/x`", 20),
                          (f"CREATE TABLE t USING parquet LOCATION '{outside}'", 39),
-                         (f"ADD JAR '{outside}/x.jar'", 9)]:
+                         (f"LOAD DATA LOCAL INPATH '{outside}/x' INTO TABLE t", 24)]:
             with pytest.raises(OperationalError) as info:
                 cur.execute(bad)
             status = info.value.args[0].status

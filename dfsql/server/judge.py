@@ -1,0 +1,462 @@
+"""The endpoint judges every statement a client's session hands to Spark on the plan
+Spark will run, not on its text.
+
+Each text that ``spark.sql`` would run for a client — the statement itself, and every
+query dfsql builds from a windowed statement — is parsed first by the session's own
+parser (:mod:`dfsql.server.plan_walk`), and the tree is read before anything runs. A
+string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
+the same way; a name or statement that exists only when the statement runs
+(``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
+refused. What is refused, each with SQLSTATE 42501 at the place it was written:
+
+* code on the server (lifted by ``--allow-jvm-functions``): script transforms
+  (``TRANSFORM`` / ``MAP`` / ``REDUCE … USING``), function creation, ``reflect``,
+  ``java_method`` and ``try_reflect``, ``ADD JAR|FILE|ARCHIVE``, data sources other
+  than parquet, orc, csv, json and text (JDBC runs a driver's code), and ``SET`` of a
+  setting other than a session's own (:data:`SETTINGS`);
+* files outside the data roots (lifted by ``--allow-any-path``): every path the plan
+  names — ``format.`path``` tables, ``path``/``paths`` options, table, partition and
+  database ``LOCATION``\\ s, insert and load targets — as Hadoop will read it
+  (:mod:`dfsql.server.paths`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dfsql.errors import DfsqlError
+from dfsql.language.continuous import ContinuousStatement
+from dfsql.language.scan import Source
+from dfsql.language.statement import parse_any, parse_statement
+from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
+from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
+from dfsql.server.plan_walk import Node, PlanTooLarge, Tree, parse_identifier, parse_plan, walk
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: the data sources a client may read and write
+SOURCES = ("parquet", "orc", "csv", "json", "text")
+#: the settings a client may SET: its session's own (time, partitions, SQL dialect,
+#: file formats' options); never a static, core, catalog or legacy setting
+SETTINGS = frozenset({
+    "spark.sql.session.timeZone", "spark.sql.shuffle.partitions", "spark.sql.ansi.enabled",
+    "spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
+    "spark.sql.adaptive.skewJoin.enabled", "spark.sql.autoBroadcastJoinThreshold",
+    "spark.sql.caseSensitive", "spark.sql.files.maxPartitionBytes",
+    "spark.sql.files.maxRecordsPerFile", "spark.sql.sources.partitionOverwriteMode",
+    "spark.sql.storeAssignmentPolicy", "spark.sql.timestampType",
+    "spark.sql.parquet.compression.codec", "spark.sql.orc.compression.codec",
+    "spark.sql.csv.filterPushdown.enabled", "spark.sql.json.filterPushdown.enabled",
+    "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.maxMetadataStringLength",
+    "spark.sql.mapKeyDedupPolicy", "spark.sql.datetime.java8API.enabled",
+})
+SETTING_PREFIXES = ("dfsql.",)
+#: a setting whose value a client may not even read (Spark's own redaction pattern)
+_SECRET = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
+#: how deep EXECUTE IMMEDIATE '…' may nest inside itself
+MAX_NESTING = 4
+_RESOURCES = {"AddJarsCommand": "JAR", "AddFilesCommand": "FILE", "AddArchivesCommand": "ARCHIVE"}
+_PATH_FIELDS = frozenset({"location", "locationuri", "path", "paths"})
+_OPTION_FIELDS = frozenset({"options", "properties"})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a client may do: None roots (``--allow-any-path``) is any path."""
+
+    data_roots: tuple[str, ...] | None = ()
+    allow_code: bool = False
+
+    @property
+    def judges(self) -> bool:
+        return self.data_roots is not None or not self.allow_code
+
+
+@dataclass(frozen=True)
+class Refusal:
+    error: type[DfsqlError]
+    message: str
+    hint: str
+    offset: int
+    #: the judged text's fragment it stands at, to find it in the client's statement
+    fragment: str = ""
+
+
+def setting_allowed(key: str) -> bool:
+    return key in SETTINGS or key.startswith(SETTING_PREFIXES)
+
+
+def setting_refusal(key: str) -> str:
+    return (f"SET {key}: a client of this server changes only its session's own "
+            "settings (time zone, shuffle partitions, ANSI mode, file formats' options "
+            "and the like, and dfsql.*); this one is not among them")
+
+
+class Judge:
+    """Judges texts for one server's clients (thread-safe: sessions share it)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._sources: dict[str, str | None] = {}  # a source's name -> its class, or None
+        self._allowed_classes: frozenset[str] | None = None
+        self._cwd: str | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- the session
+    def guard(self, spark: SparkSession) -> None:
+        """From now on every text ``spark.sql`` runs on this (client's) session is
+        judged first (dfsql's catalog bookkeeping runs on the server's own session)."""
+        if not self.policy.judges:
+            return
+        run = spark.sql
+
+        def sql(sqlQuery: str, args=None, **kwargs):  # noqa: N803 (Spark's name)
+            self.check(spark, sqlQuery)
+            return run(sqlQuery, args, **kwargs)
+
+        spark.sql = sql  # type: ignore[method-assign]
+
+    @contextmanager
+    def statement(self, text: str) -> Iterator[None]:
+        """While a client's ``text`` runs: refusals in texts dfsql builds from it are
+        placed where their fragment stands in ``text``."""
+        self._local.statement = text
+        try:
+            yield
+        finally:
+            self._local.statement = None
+
+    def check_statement(self, spark: SparkSession, text: str) -> None:
+        """Judge a client's whole statement before dfsql plans it: a windowed one as the
+        Spark SQL its blocks are made of (:meth:`Statement.spark_sql`, offsets kept), so
+        that nothing of it — an aggregate's argument, a source in a subquery — waits for
+        dfsql's planning to be seen; a continuous query's paths too. A plain statement
+        is judged as ``spark.sql`` runs it (:meth:`guard`); a statement dfsql cannot
+        parse is dfsql's to report, and runs nothing."""
+        if not self.policy.judges:
+            return
+        try:
+            stmt = parse_any(text)
+            if isinstance(stmt, ContinuousStatement):
+                if stmt.kind != "create":
+                    return
+                self.check_continuous(text, stmt)
+                stmt = parse_statement(stmt.query)
+        except DfsqlError as e:
+            if isinstance(e, NotAllowedError):
+                raise
+            return
+        if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
+            return
+        self.check(spark, stmt.spark_sql(), exact=True)
+        if stmt.firings_where is not None:  # its WHERE, blanked in the query's text
+            at, where = stmt.firings_where
+            head = "SELECT 1 WHERE "
+            found = self.refusal(spark, head + where)
+            if found is not None:
+                raise Source(text).error(found.error, found.message,
+                                         at + max(found.offset - len(head), 0), found.hint)
+
+    def check(self, spark: SparkSession, text: str, exact: bool = False) -> None:
+        """Raise the positioned refusal of ``text``, if any (``exact``: its offsets are
+        the client's statement's)."""
+        found = self.refusal(spark, text)
+        if found is None:
+            return
+        where, shown = text, getattr(self._local, "statement", None)
+        offset = found.offset
+        if shown is not None and shown != text and not exact:
+            at = shown.find(found.fragment) if found.fragment else -1
+            where, offset = shown, max(at, 0)
+        raise Source(where).error(found.error, found.message, offset, found.hint)
+
+    # ---------------------------------------------------------------- the tree
+    def refusal(self, spark: SparkSession, text: str, nesting: int = 0) -> Refusal | None:
+        """The first thing ``text`` may not do, or None. Spark's ParseException when
+        Spark cannot parse it (as ``spark.sql`` would raise it: nothing runs)."""
+        try:
+            tree = walk(spark, parse_plan(spark, text))
+        except PlanTooLarge as e:
+            return Refusal(NotAllowedError, f"the statement's plan is {e}: this server "
+                           "judges a statement before it runs and cannot read this one",
+                           "write it in smaller steps", 0)
+        for node in tree.nodes:
+            found = self._node(spark, text, tree, node, nesting)
+            if found is not None:
+                return found
+        return None
+
+    def _node(self, spark: SparkSession, text: str, tree: Tree, node: Node,
+              nesting: int) -> Refusal | None:
+        code, paths = not self.policy.allow_code, self.policy.data_roots is not None
+        name = node.name
+        if code and name == "ScriptTransformation":
+            return _code(text, node, "TRANSFORM, MAP and REDUCE … USING run a program on "
+                         "the server: this server does not run them")
+        if code and re.match(r"Create\w*Function", name):
+            return _code(text, node, "CREATE FUNCTION defines code for the server to run "
+                         "(a JVM class or a SQL body): this server does not allow it")
+        if name in _RESOURCES:
+            if code:
+                return _code(text, node, f"ADD {_RESOURCES[name]} loads code or files into "
+                             "the server's JVM: this server does not allow it")
+            found = self._paths(text, node, node.values_under("paths"))
+            if found is not None:
+                return found
+        if code and name == "UnresolvedFunction":
+            parts = node.values_under("nameParts")
+            if parts and parts[-1].lower() in JVM_FUNCTIONS:
+                return _jvm_call(text, node, parts[-1])
+        if name in ("ExpressionWithUnresolvedIdentifier", "PlanWithUnresolvedIdentifier"):
+            found = self._identifier(spark, text, tree, node)
+            if found is not None:
+                return found
+        if name == "UnresolvedExecuteImmediate":
+            found = self._execute_immediate(spark, text, tree, node, nesting)
+            if found is not None:
+                return found
+        if code and name in ("SetCommand", "ResetCommand"):
+            found = _setting(text, node)
+            if found is not None:
+                return found
+        if name == "UnresolvedRelation":
+            found = self._relation(spark, text, node, node.values_under("multipartIdentifier"))
+            if found is not None:
+                return found
+        for path, value in node.values:
+            field = _field(path)
+            if code and field == "provider":
+                found = self._source(spark, text, node, value)
+            elif paths and field in _PATH_FIELDS:
+                found = self._paths(text, node, _path_values(field, value))
+            else:
+                found = None
+            if found is not None:
+                return found
+        if paths and name == "OptionList":  # ('path' '…') options left as expressions
+            for path, key in node.values:
+                if path.endswith("._1") and key.lower() in ("path", "paths"):
+                    lit = tree.child(node, path[:-2] + "._2")
+                    value = lit.value("value") if lit is not None else None
+                    if value is not None:
+                        found = self._paths(text, node, _path_values(key.lower(), value))
+                        if found is not None:
+                            return found
+        return None
+
+    # ---------------------------------------------------------------- rules
+    def _identifier(self, spark: SparkSession, text: str, tree: Tree,
+                    node: Node) -> Refusal | None:
+        """``IDENTIFIER('name')`` is read as Spark will read it; ``IDENTIFIER(expr)`` is a
+        name known only when the statement runs."""
+        arg = tree.child(node, "identifierExpr")
+        literal = arg.value("value") if arg is not None and arg.name == "Literal" else None
+        if literal is None:
+            return Refusal(NotAllowedError, "IDENTIFIER(…) of an expression names a table "
+                           "or function only when the statement runs, and this server "
+                           "judges a statement before it runs", "write the name itself, or "
+                           "IDENTIFIER('name') with a literal", _start(node),
+                           _fragment(text, node))
+        try:
+            parts = parse_identifier(spark, literal)
+        except Exception:  # noqa: BLE001 (not a name: Spark refuses it when it runs)
+            return None
+        if node.name == "ExpressionWithUnresolvedIdentifier":
+            if not self.policy.allow_code and parts[-1].lower() in JVM_FUNCTIONS:
+                return _jvm_call(text, node, f"IDENTIFIER('{literal}')")
+            return None
+        return self._relation(spark, text, node, parts)
+
+    def _execute_immediate(self, spark: SparkSession, text: str, tree: Tree, node: Node,
+                           nesting: int) -> Refusal | None:
+        """The statement an ``EXECUTE IMMEDIATE`` runs, judged as a statement."""
+        arg = tree.child(node, "sqlStmtStr")
+        inner = arg.value("value") if arg is not None and arg.name == "Literal" else None
+        if inner is None:
+            return Refusal(NotAllowedError, "EXECUTE IMMEDIATE of a statement built when it "
+                           "runs (a variable or an expression) cannot be judged before it "
+                           "runs: this server does not run it", "write the statement "
+                           "itself, or EXECUTE IMMEDIATE '…' with a literal", _start(node),
+                           _fragment(text, node))
+        if nesting >= MAX_NESTING:
+            return Refusal(NotAllowedError, f"EXECUTE IMMEDIATE nested more than "
+                           f"{MAX_NESTING} deep", "write the statement itself", _start(node),
+                           _fragment(text, node))
+        from pyspark.errors import ParseException
+
+        try:
+            found = self.refusal(spark, inner, nesting + 1)
+        except ParseException:  # not a statement: Spark refuses it when it runs
+            return None
+        if found is None:
+            return None
+        at = _start(arg) + 1 + max(0, found.offset) if arg is not None else _start(node)
+        return Refusal(found.error, found.message, found.hint, at, found.fragment)
+
+    def _relation(self, spark: SparkSession, text: str, node: Node,
+                  parts: Sequence[str]) -> Refusal | None:
+        """``format.`path``` reads files (Spark's ResolveSQLOnFile: two parts, the first
+        a data source); any other name is a table."""
+        if len(parts) != 2 or self._class_of(spark, parts[0]) is None:
+            return None
+        if not self.policy.allow_code:
+            found = self._source(spark, text, node, parts[0])
+            if found is not None:
+                return found
+        if self.policy.data_roots is None:
+            return None
+        return self._paths(text, node, [parts[1]])
+
+    def _source(self, spark: SparkSession, text: str, node: Node,
+                name: str) -> Refusal | None:
+        cls = self._class_of(spark, name)
+        if cls is not None and cls in self._allowed(spark):
+            return None
+        return Refusal(JvmNotAllowedError, f"the data source {name} is not one this server "
+                       f"reads or writes ({', '.join(SOURCES)}): others run code of their "
+                       "own on the server (JDBC drivers above all)", HINT,
+                       _locate(text, node, name), name)
+
+    def _paths(self, text: str, node: Node, paths: Sequence[str]) -> Refusal | None:
+        roots = self.policy.data_roots
+        if roots is None:
+            return None
+        cwd = self._cwd or "/"
+        for path in paths:
+            why = outside(path, roots, cwd)
+            if why is not None:
+                return Refusal(PathNotAllowedError, f"this server reads and writes files "
+                               f"only under its data roots ({roots_text(roots)}): {path!r} "
+                               f"is {why}", ROOT_HINT, _locate(text, node, path), path)
+        return None
+
+    # ---------------------------------------------------------------- Spark's facts
+    def _class_of(self, spark: SparkSession, name: str) -> str | None:
+        """The class Spark loads for data source ``name`` (None: not a data source)."""
+        key = name.lower()
+        with self._lock:
+            if key in self._sources:
+                return self._sources[key]
+        jvm = spark.sparkContext._jvm
+        try:
+            cls = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+                name, spark._jsparkSession.sessionState().conf()).getName()
+        except Exception:  # noqa: BLE001 (no such source)
+            cls = None
+        with self._lock:
+            self._sources[key] = cls
+            if self._cwd is None:
+                self._cwd = jvm.java.lang.System.getProperty("user.dir")
+        return cls
+
+    def _allowed(self, spark: SparkSession) -> frozenset[str]:
+        if self._allowed_classes is None:
+            self._allowed_classes = frozenset(
+                c for c in (self._class_of(spark, s) for s in SOURCES) if c is not None)
+        return self._allowed_classes
+
+    def prepare(self, spark: SparkSession) -> None:
+        """Compile the tree walker and learn the JVM's facts once, at start-up."""
+        if self.policy.judges:
+            self._allowed(spark)
+            self.refusal(spark, "SELECT 1")
+
+    # ---------------------------------------------------------------- dfsql's own
+    def check_continuous(self, text: str, stmt: ContinuousStatement) -> None:
+        """A continuous query's ``INTO DIRECTORY`` and ``CHECKPOINT`` (dfsql's own
+        clauses, read from dfsql's parse of the statement) must lie under a root."""
+        roots = self.policy.data_roots
+        if roots is None or stmt.kind != "create":
+            return
+        for path in (stmt.path, stmt.checkpoint):
+            why = None if path is None else outside(path, roots, self._cwd or os.getcwd())
+            if why is not None:
+                at = text.find(path, stmt.name_offset)  # type: ignore[arg-type]
+                raise Source(text).error(
+                    PathNotAllowedError, f"this server reads and writes files only under "
+                    f"its data roots ({roots_text(roots)}): {path!r} is {why}",
+                    max(at - 1, 0), ROOT_HINT)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _field(path: str) -> str:
+    """The field a value path ends in: ``storage.locationUri`` → ``locationuri``,
+    ``options[path]`` → ``path`` (only an options or properties map's key),
+    ``paths.0`` → ``paths``."""
+    segs = [s for s in path.split(".") if not s.isdigit()]
+    last = segs[-1] if segs else ""
+    if last.endswith("]") and "[" in last:
+        owner, key = last[:-1].split("[", 1)
+        return key.lower() if owner.lower() in _OPTION_FIELDS else ""
+    return last.lower()
+
+
+def _path_values(field: str, value: str) -> list[str]:
+    """``paths`` holds a JSON array of paths (DataFrameReader's form); the rest one."""
+    if field == "paths":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        return [str(p) for p in parsed] if isinstance(parsed, list) else [value]
+    return [value]
+
+
+def _start(node: Node) -> int:
+    return max(node.origin[2], 0)
+
+
+def _fragment(text: str, node: Node) -> str:
+    start, stop = node.origin[2], node.origin[3]
+    return text[start:stop + 1] if 0 <= start <= stop else ""
+
+
+def _locate(text: str, node: Node, value: str) -> int:
+    """Where ``value`` is written inside ``node``'s text (for the message only: the
+    decision was made on the tree): its quote, else the node's start."""
+    start, stop = _start(node), node.origin[3]
+    span = text[start:stop + 1] if stop >= start else text[start:]
+    at = span.find(value)
+    if at < 0:
+        return start
+    return start + max(at - 1, 0) if at > 0 and span[at - 1] in "'\"`" else start + at
+
+
+def _code(text: str, node: Node, message: str) -> Refusal:
+    return Refusal(JvmNotAllowedError, message, HINT, _start(node), _fragment(text, node))
+
+
+def _jvm_call(text: str, node: Node, name: str) -> Refusal:
+    return Refusal(JvmNotAllowedError, f"{name}(...) calls Java methods in the server's "
+                   "JVM: this server does not run it", HINT, _start(node),
+                   _fragment(text, node))
+
+
+def _setting(text: str, node: Node) -> Refusal | None:
+    """SET key=value of a setting not a session's own; SET key of a secret; RESET key
+    of a setting not a session's own (RESET alone returns to the operator's)."""
+    key = node.value("kv._1") if node.name == "SetCommand" else node.value("config")
+    if key is None or key == "-v" or setting_allowed(key.strip()):
+        return None
+    key = key.strip()
+    if node.name == "SetCommand" and node.value("kv._2") is None:
+        if not _SECRET.search(key):
+            return None  # reading a setting
+        message = f"SET {key} would show a secret: this server does not"
+    elif node.name == "ResetCommand":
+        message = setting_refusal(key).replace("SET", "RESET", 1)
+    else:
+        message = setting_refusal(key)
+    return Refusal(JvmNotAllowedError, message, HINT, _locate(text, node, key), key)
+

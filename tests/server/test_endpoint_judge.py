@@ -1,0 +1,314 @@
+"""An endpoint no authenticated user can escape: every statement is judged on the plan
+Spark parses from it (dfsql.server.judge), not on its text.
+
+The table below is what an attacker tried (issue #31): each statement is sent by an
+authenticated PLAIN user over PyHive, and each must come back refused with SQLSTATE
+42501 — no program run (the marker file is never made), nothing read outside the data
+root (the secret never reaches the client), nothing written outside it — while the
+server goes on answering. Positions are counted by hand from the statements' text.
+
+The generated test builds random statements around the forbidden forms (comments,
+nested comments, raw strings, escapes, back-quotes, IDENTIFIER, EXECUTE IMMEDIATE,
+subqueries, globs, links, ``..``) and decoys that only spell them (in strings, comments
+and names), and holds the judge to an independent oracle: Spark's *analysed* plan of the
+same statement on an unguarded session (does it call a JVM method, run a script, read a
+file outside the root?).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from dfsql.server import Server
+from dfsql.server.judge import Judge, Policy
+from dfsql.server.plan_walk import walk
+from tests.conftest import register_paper_tables
+
+SECRET = "TOP-SECRET-31"
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("judge")
+    root, outside = base / "root", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "t1").mkdir()
+    (root / "t1" / "a.txt").write_text("inside\n")
+    (outside / "secret.txt").write_text(SECRET + "\n")
+    (root / "link").symlink_to(outside)
+    return {"root": root, "outside": outside, "marker": base / "ran"}
+
+
+@pytest.fixture(scope="module")
+def server(spark, places, tmp_path_factory):
+    from dfsql.cli import main
+
+    pw = tmp_path_factory.mktemp("users") / "users"
+    stdin = sys.stdin
+    try:
+        sys.stdin = io.StringIO("pw\n")
+        assert main(["passwd", str(pw), "mallory"]) == 0
+    finally:
+        sys.stdin = stdin
+    srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw),
+                 data_roots=[str(places["root"])], statement_timeout=60,
+                 session_setup=register_paper_tables).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def cursor(server):
+    from pyhive import hive
+
+    conn = hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM",
+                        username="mallory", password="pw")
+    yield conn.cursor()
+    conn.close()
+
+
+#: (statement, where it is refused or None for "anywhere"); {root}, {outside} and
+#: {marker} are filled in. Each one is a way in that Spark accepts.
+ATTACKS = [
+    # a program on the server
+    ("FROM (SELECT 1 AS a) t MAP a USING 'touch {marker}' AS (o STRING)", "line 1, col 24"),
+    ("FROM (SELECT 1 AS a) t REDUCE a USING 'touch {marker}' AS (o STRING)", "line 1, col 24"),
+    ("SELECT TRANSFORM(r'\\') USING 'touch {marker}' AS (o) --')", "line 1, col 1"),
+    ("SELECT TRANSFORM(1) -- \\\n'\nUSING 'touch {marker}' AS (o) --'", "line 1, col 1"),
+    ("EXECUTE IMMEDIATE 'SELECT TRANSFORM(1) USING ''touch {marker}'' AS (o)'",
+     "line 1, col 20"),
+    ("EXECUTE IMMEDIATE v", "line 1, col 1"),  # v: a variable declared below
+    ("SELECT key, COUNT(*) AS n FROM (SELECT TRANSFORM(key) USING 'touch {marker}' AS (key)"
+     " FROM scores) GROUP BY key", "line 1, col 33"),
+    # Java code
+    ("SELECT reflect('java.lang.System', 'exit', 3)", "line 1, col 8"),
+    ("SELECT `java_method`('java.lang.System', 'exit', 3)", "line 1, col 8"),
+    ("SELECT system.builtin.try_reflect('java.lang.System', 'exit', 3)", "line 1, col 8"),
+    ("SELECT IDENTIFIER('reflect')('java.lang.System', 'exit', 3)", "line 1, col 8"),
+    ("SELECT IDENTIFIER(v)('java.lang.System', 'exit', 3)", "line 1, col 8"),
+    ("SELECT key, MAX(reflect('java.lang.String', 'valueOf', value)) AS m FROM scores "
+     "GROUP BY key WINDOW GLOBAL", "line 1, col 17"),
+    ("CREATE TEMPORARY VIEW d USING jdbc OPTIONS (url 'jdbc:derby:memory:x;create=true', "
+     "query 'SELECT 1', sessionInitStatement 'CREATE PROCEDURE x() LANGUAGE JAVA "
+     "PARAMETER STYLE JAVA EXTERNAL NAME ''java.lang.System.exit''')", "line 1, col 31"),
+    ("CREATE TEMPORARY FUNCTION IDENTIFIER('f') AS "
+     "'org.apache.hadoop.hive.ql.udf.generic.GenericUDFReflect'", "line 1, col 1"),
+    ("CREATE TEMPORARY FUNCTION f AS r'org.apache.hadoop.hive.ql.udf.generic."
+     "GenericUDFReflect'", "line 1, col 1"),
+    ("BEGIN\n  CREATE TEMPORARY FUNCTION f AS 'x.Y';\nEND", "line 2, col 3"),
+    ("CREATE FUNCTION plus(x INT) RETURNS INT RETURN x + 1", "line 1, col 1"),
+    ("ADD JAR {root}/t1/a.txt", "line 1, col 1"),
+    ("ADD FILE /etc/hostname", "line 1, col 1"),
+    ("ADD ARCHIVE /tmp/x.zip", "line 1, col 1"),
+    ("SET spark.sql.legacy.setCommandRejectsSparkCoreConfs=false", "line 1, col 5"),
+    ("SET spark.jars=/tmp/x.jar", "line 1, col 5"),
+    ("SET spark.sql.catalog.evil=org.apache.spark.sql.execution.datasources.v2.jdbc."
+     "JDBCTableCatalog", "line 1, col 5"),
+    ("SET spark.sql.variable.substitute=true", "line 1, col 5"),
+    ("RESET spark.sql.legacy.allowNonEmptyLocationInCTAS", "line 1, col 7"),
+    # files outside the root
+    ("SELECT * FROM `text`.`/etc/passwd`", "line 1, col 22"),
+    ("SELECT * FROM `org.apache.spark.sql.execution.datasources.text.TextFileFormat`"
+     ".`{outside}/secret.txt`", None),
+    ("SELECT * FROM IDENTIFIER('text.`{outside}/secret.txt`')", None),
+    ("EXECUTE IMMEDIATE 'SELECT * FROM text.`{outside}/secret.txt`'", None),
+    ("CREATE TEMPORARY VIEW v1 USING text OPTIONS ('path' '{outside}/secret.txt')", None),
+    ("CREATE TEMPORARY VIEW v1 USING text OPTIONS (`path` '{outside}/secret.txt')", None),
+    ("CREATE TEMPORARY VIEW v1 USING text OPTIONS (path r'{outside}/secret.txt')", None),
+    ("CREATE TEMPORARY VIEW v1 USING text OPTIONS (paths '[\"{outside}/secret.txt\"]')", None),
+    ("SELECT * FROM text.`{root}/t1` WITH ('path' = '{outside}/secret.txt')", None),
+    ("SELECT * FROM text.`{root}/{{t1,../outside}}/*.txt`", "line 1, col 20"),
+    ("SELECT * FROM text.`{root}/link/secret.txt`", "line 1, col 20"),
+    ("SELECT * FROM text.`{root}/l*/secret.txt`", "line 1, col 20"),
+    ("SELECT * FROM text.`file:{root}/../outside/secret.txt`", "line 1, col 20"),
+    ("SELECT * FROM text.`{root}/\\.\\./outside`", "line 1, col 20"),
+    ("SELECT * FROM json.`hdfs://127.0.0.1:9/x`", "line 1, col 20"),
+    ("CREATE TABLE t_out (value STRING) USING text LOCATION '{root}/\\.\\./outside'", None),
+    ("CREATE DATABASE db_out LOCATION '{root}/\\.\\./db_out'", None),
+    ("INSERT OVERWRITE DIRECTORY USING text OPTIONS ('path' '{outside}/dir') SELECT 'x'",
+     None),
+    ("INSERT OVERWRITE DIRECTORY '{outside}/dir2' USING text SELECT 'x'", None),
+    ("LOAD DATA LOCAL INPATH '{outside}/secret.txt' INTO TABLE t", "line 1, col 24"),
+    ("SELECT key, COUNT(*) AS n FROM (SELECT value AS key, current_timestamp() AS ts FROM "
+     "text.`{outside}/secret.txt`) GROUP BY key WINDOW GLOBAL", None),
+    ("CREATE STREAMING QUERY q_out INTO DIRECTORY '{outside}/panes' AS SELECT key, "
+     "COUNT(*) AS n FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 45"),
+]
+#: statements that spell a forbidden form but do nothing forbidden: (statement, rows)
+ALLOWED = [
+    ("SELECT 'reflect(' AS s", [("reflect(",)]),
+    ("SELECT 'x' AS reflect_x -- reflect('java.lang.System','exit',3)", [("x",)]),
+    ("SELECT transform(array(1, 2), x -> x + 1) AS t", [("[2,3]",)]),
+    ("SELECT 'TRANSFORM(a) USING ''cat''' AS s", [("TRANSFORM(a) USING 'cat'",)]),
+    ("SELECT * FROM text.`{root}/t1/a.txt`", [("inside",)]),
+    ("SELECT * FROM text.`{root}/{{t1,t9}}/*.txt`", [("inside",)]),
+    ("SELECT * FROM IDENTIFIER('text.`{root}/t1`')", [("inside",)]),
+    ("EXECUTE IMMEDIATE 'SELECT ''reflect('' AS s'", [("reflect(",)]),
+    ("SET spark.sql.shuffle.partitions=3", [("spark.sql.shuffle.partitions", "3")]),
+    ("SET TIME ZONE 'UTC'", [("spark.sql.session.timeZone", "UTC")]),
+    ("SELECT key, SUM(value) AS total FROM scores GROUP BY key WINDOW GLOBAL",
+     [("k", 51)]),  # the paper's one key and total (then the pane's columns)
+]
+
+
+def _fill(text: str, places: dict[str, Path]) -> str:
+    return text.format(root=places["root"], outside=places["outside"],
+                       marker=places["marker"])
+
+
+def test_every_attack_is_refused_and_nothing_happens(server, cursor, places):
+    from pyhive.exc import OperationalError
+
+    cursor.execute("DECLARE OR REPLACE VARIABLE v STRING DEFAULT "
+                   f"'SELECT TRANSFORM(1) USING ''touch {places['marker']}'' AS (o)'")
+    before = sorted(p.name for p in places["outside"].iterdir())
+    for template, where in ATTACKS:
+        statement = _fill(template, places)
+        with pytest.raises(OperationalError) as info:
+            cursor.execute(statement)
+            cursor.fetchall()
+        status = info.value.args[0].status
+        assert status.sqlState == "42501", (statement, status.errorMessage)
+        if where is not None:
+            assert status.errorMessage.startswith(where + ":"), (statement,
+                                                                 status.errorMessage)
+        assert SECRET not in status.errorMessage
+    assert not places["marker"].exists(), "a program ran"
+    assert sorted(p.name for p in places["outside"].iterdir()) == before, "written outside"
+    assert not (places["root"].parent / "db_out").exists()
+    cursor.execute("SHOW DATABASES")
+    assert "db_out" not in {r[0] for r in cursor.fetchall()}
+    cursor.execute("SELECT 1 AS one")  # the server, and the session, go on
+    assert cursor.fetchall() == [(1,)]
+
+
+def test_what_only_spells_a_forbidden_form_runs(cursor, places):
+    for template, rows in ALLOWED:
+        cursor.execute(_fill(template, places))
+        got = sorted(tuple(r[:len(rows[0])]) for r in cursor.fetchall())
+        assert got == rows, template
+
+
+def test_open_session_settings_follow_the_same_rule(server, places):
+    from pyhive import hive
+
+    with pytest.raises(Exception, match="spark.sql.legacy"):
+        hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM", username="mallory",
+                     password="pw", configuration={
+                         "set:hiveconf:spark.sql.legacy.setCommandRejectsSparkCoreConfs":
+                         "false"})
+    conn = hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM",
+                        username="mallory", password="pw",
+                        configuration={"set:hiveconf:spark.sql.shuffle.partitions": "5"})
+    cur = conn.cursor()
+    cur.execute("SET spark.sql.shuffle.partitions")
+    assert cur.fetchall() == [("spark.sql.shuffle.partitions", "5")]
+    conn.close()
+
+
+# --------------------------------------------------------------------------- generated
+
+#: JVM calls as Spark accepts them: the oracle decides whether each one is live
+CALLS = ["reflect", "REFLECT", "`reflect`", "java_method", "try_reflect",
+         "system.builtin.reflect", "builtin.java_method", "IDENTIFIER('reflect')",
+         "IDENTIFIER('system.builtin.try_reflect')", "IDENTIFIER('`java_method`')"]
+FORMATS = ["text", "`text`", "TEXT", "csv", "json"]
+NOISE = ["/* c */", "/* a /* nested */ b */", "-- reflect('a', 'b')\n",
+         "/* TRANSFORM(a) USING 'cat' */", "--\n", "\t", "\n  "]
+
+
+def _path(rng: random.Random, places: dict[str, Path]) -> str:
+    root, out = places["root"], places["outside"]
+    return rng.choice([
+        f"{root}/t1/a.txt", f"{root}/t1", f"{root}//t1/./a.txt", f"file:{root}/t1/a.txt",
+        f"{out}/secret.txt", f"{root}/../outside/secret.txt", f"{root}/link/secret.txt",
+        f"{root}/t1/../../outside", f"{root}/{{t1,../outside}}/*.txt",
+        f"{root}/{{t1,link}}/*", f"file://{out}/secret.txt", f"{root}/*/secret.txt",
+        f"{root}/t1/*.txt"])
+
+
+def _core(rng: random.Random, places: dict[str, Path]) -> str:
+    """One query: a JVM call, a script, a file read, or a decoy spelling one."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        return f"SELECT {rng.choice(CALLS)}('java.lang.String', 'valueOf', 1) AS v"
+    if kind == 1:
+        word = rng.choice(["TRANSFORM", "transform", "Transform"])
+        return f"SELECT {word}(a) USING 'cat' AS (b) FROM (SELECT 'x' AS a) s"
+    if kind == 2:
+        return f"SELECT * FROM {rng.choice(FORMATS)}.`{_path(rng, places)}`"
+    if kind == 3:
+        return f"SELECT * FROM IDENTIFIER('{rng.choice(FORMATS).strip('`')}.`" \
+               f"{_path(rng, places)}`')"
+    if kind == 4:  # decoys: the forbidden forms as strings, names and comments
+        return rng.choice([
+            "SELECT 'reflect(''java.lang.System'', ''exit'', 1)' AS s",
+            "SELECT r'TRANSFORM(a) USING ''cat''' AS s",
+            "SELECT 1 AS reflect /* reflect('a', 'b') */",
+            f"SELECT 'text.`{places['outside']}/secret.txt`' AS p",
+            "SELECT transform(array(1), x -> x) AS t"])
+    return f"SELECT * FROM csv.`{places['root']}/t1/a.txt` -- text.`/etc/passwd`"
+
+
+def _noisy(rng: random.Random, query: str) -> str:
+    """The query with comments and white space between some of its words."""
+    words = query.split(" ")
+    for _ in range(rng.randrange(3)):
+        i = rng.randrange(1, len(words))
+        if not any(w.count("'") % 2 or w.count("`") % 2 for w in words[:i]):
+            words.insert(i, rng.choice(NOISE))  # only where no quote is open
+    return " ".join(words)
+
+
+def _shaped(rng: random.Random, query: str) -> str:
+    """The query somewhere inside a larger one."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        return query
+    if shape == 1:
+        return f"WITH c AS ({query}\n) SELECT * FROM c"
+    if shape == 2:
+        return f"SELECT * FROM ({query}\n) AS sub"
+    return f"SELECT * FROM (SELECT 1 AS one) x WHERE EXISTS ({query}\n)"
+
+
+def _oracle(spark, text: str, root: Path) -> bool:
+    """Does Spark, analysing ``text`` on an unguarded session, call a JVM method, run a
+    script, or read a file outside ``root``? (Nothing runs: these are all queries. It is
+    asked of the query before it is placed in a larger one, whose subqueries'
+    files ``inputFiles`` would not list.)"""
+    df = spark.sql(text)
+    names = {n.name for n in walk(spark, df._jdf.queryExecution().analyzed()).nodes}
+    if names & {"CallMethodViaReflection", "ScriptTransformation"}:
+        return True
+    real = os.path.realpath(root) + os.sep
+    return any(not os.path.realpath(f.removeprefix("file:")).startswith(real)
+               for f in df.inputFiles())
+
+
+def test_generated_attacks_and_decoys_agree_with_sparks_analysis(spark, places):
+    judge = Judge(Policy((str(places["root"]),), allow_code=False))
+    session = spark.newSession()
+    rng = random.Random(31)
+    live = decoys = 0
+    for _ in range(160):
+        query = _noisy(rng, _core(rng, places))
+        try:
+            expected = _oracle(session, query, places["root"])
+        except Exception:  # noqa: BLE001 (Spark refuses it: nothing to judge)
+            continue
+        text = _shaped(rng, query)
+        if rng.random() < 0.3:  # the same statement through EXECUTE IMMEDIATE
+            text = "EXECUTE IMMEDIATE '" + text.replace("'", "''") + "'"
+        found = judge.refusal(session, text)
+        assert (found is not None) == expected, (text, found)
+        live += expected
+        decoys += not expected
+    assert live > 40 and decoys > 25, (live, decoys)  # both kinds were tried
