@@ -297,9 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--allow-any-path", action="store_true",
                        help="let statements read and write files anywhere")
     p_srv.add_argument("--allow-jvm-functions", action="store_true",
-                       help="let statements call reflect/java_method/try_reflect, ADD JAR "
-                            "from outside the data roots, CREATE FUNCTION ... AS 'class' "
-                            "[USING JAR] and TRANSFORM ... USING (refused by default)")
+                       help="trust clients to run code: reflect/java_method/try_reflect, "
+                            "TRANSFORM/MAP/REDUCE ... USING, CREATE FUNCTION, ADD JAR/FILE/"
+                            "ARCHIVE, data sources beyond parquet/orc/csv/json/text, SET of "
+                            "any setting (refused by default)")
     p_srv.add_argument("--statement-timeout", type=_seconds, default=0, metavar="SECONDS",
                        help="cancel a statement running longer (SQLSTATE HYT00); a client's "
                             "shorter query timeout wins (default: 0, no limit)")

@@ -365,7 +365,16 @@ class Judge:
         return self._allowed_classes
 
     def prepare(self, spark: SparkSession) -> None:
-        """Compile the tree walker and learn the JVM's facts once, at start-up."""
+        """Compile the tree walker and learn the JVM's facts once, at start-up. Over
+        Spark Connect there is no parser here to ask, so no promise can be kept."""
+        if not self.policy.judges:
+            return
+        if getattr(spark, "_jsparkSession", None) is None:
+            raise DfsqlError("over Spark Connect this server cannot read Spark's plan of a "
+                             "statement before it runs, so it cannot keep clients to its "
+                             "data roots or away from the JVM", hint="serve a classic Spark "
+                             "session (--master), or trust every client: --allow-any-path "
+                             "--allow-jvm-functions")
         if self.policy.judges:
             self._allowed(spark)
             self.refusal(spark, "SELECT 1")
