@@ -58,14 +58,18 @@ SETTINGS = frozenset({
     "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.maxMetadataStringLength",
     "spark.sql.mapKeyDedupPolicy", "spark.sql.datetime.java8API.enabled",
 })
-SETTING_PREFIXES = ("dfsql.",)
+#: dfsql's own settings, and the values each may take (Spark checks the values of its
+#: own settings; a free-form value could be substituted into a statement as ``${key}``)
+DFSQL_SETTINGS = {"dfsql.stream.native": re.compile(r"(?i)true|false"),
+                  "dfsql.replay.aggregateKernels": re.compile(r"(?i)true|false"),
+                  "dfsql.stream.buckets": re.compile(r"\d{1,6}")}
 #: a setting whose value a client may not even read (Spark's own redaction pattern)
 _SECRET = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 #: how deep EXECUTE IMMEDIATE '…' may nest inside itself
 MAX_NESTING = 4
 _RESOURCES = {"AddJarsCommand": "JAR", "AddFilesCommand": "FILE", "AddArchivesCommand": "ARCHIVE"}
 _PATH_FIELDS = frozenset({"location", "locationuri", "path", "paths"})
-_OPTION_FIELDS = frozenset({"options", "properties"})
+_OPTION_FIELDS = ("options", "properties")  # and serdeProperties, …
 
 
 @dataclass(frozen=True)
@@ -90,14 +94,18 @@ class Refusal:
     fragment: str = ""
 
 
-def setting_allowed(key: str) -> bool:
-    return key in SETTINGS or key.startswith(SETTING_PREFIXES)
+def setting_allowed(key: str, value: str | None = None) -> bool:
+    """May a client set ``key`` (to ``value``; None: only read or reset it)?"""
+    if key in SETTINGS:
+        return True
+    check = DFSQL_SETTINGS.get(key)
+    return check is not None and (value is None or check.fullmatch(value.strip()) is not None)
 
 
 def setting_refusal(key: str) -> str:
     return (f"SET {key}: a client of this server changes only its session's own "
             "settings (time zone, shuffle partitions, ANSI mode, file formats' options "
-            "and the like, and dfsql.*); this one is not among them")
+            "and the like, and dfsql's own with their values); this one is not among them")
 
 
 class Judge:
@@ -401,13 +409,14 @@ class Judge:
 
 def _field(path: str) -> str:
     """The field a value path ends in: ``storage.locationUri`` → ``locationuri``,
-    ``options[path]`` → ``path`` (only an options or properties map's key),
+    ``options[path]`` → ``path`` (only a key of a map of options or properties: a
+    ``path`` in a table's or a SerDe's properties is its location),
     ``paths.0`` → ``paths``."""
     segs = [s for s in path.split(".") if not s.isdigit()]
     last = segs[-1] if segs else ""
     if last.endswith("]") and "[" in last:
         owner, key = last[:-1].split("[", 1)
-        return key.lower() if owner.lower() in _OPTION_FIELDS else ""
+        return key.lower() if owner.lower().endswith(_OPTION_FIELDS) else ""
     return last.lower()
 
 
@@ -456,7 +465,8 @@ def _setting(text: str, node: Node) -> Refusal | None:
     """SET key=value of a setting not a session's own; SET key of a secret; RESET key
     of a setting not a session's own (RESET alone returns to the operator's)."""
     key = node.value("kv._1") if node.name == "SetCommand" else node.value("config")
-    if key is None or key == "-v" or setting_allowed(key.strip()):
+    value = node.value("kv._2") if node.name == "SetCommand" else None
+    if key is None or key == "-v" or setting_allowed(key.strip(), value):
         return None
     key = key.strip()
     if node.name == "SetCommand" and node.value("kv._2") is None:

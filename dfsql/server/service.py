@@ -257,7 +257,7 @@ class Service:
                     spark.catalog.setCurrentDatabase(v)
                 elif k.startswith("set:hiveconf:spark.") or k.startswith("set:hiveconf:dfsql."):
                     key = k[len("set:hiveconf:"):]
-                    if not (self.allow_jvm_functions or setting_allowed(key)):
+                    if not (self.allow_jvm_functions or setting_allowed(key, v)):
                         raise JvmNotAllowedError(setting_refusal(key))
                     spark.conf.set(key, v)
             self.judge.guard(spark)

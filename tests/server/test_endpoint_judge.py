@@ -27,6 +27,7 @@ import pytest
 
 from dfsql.server import Server
 from dfsql.server.judge import Judge, Policy
+from dfsql.server.paths import outside
 from dfsql.server.plan_walk import walk
 from tests.conftest import register_paper_tables
 
@@ -113,6 +114,9 @@ ATTACKS = [
      "JDBCTableCatalog", "line 1, col 5"),
     ("SET spark.sql.variable.substitute=true", "line 1, col 5"),
     ("RESET spark.sql.legacy.allowNonEmptyLocationInCTAS", "line 1, col 7"),
+    ("SET `spark.jars` = /tmp/x.jar", "line 1, col 5"),
+    ("SET dfsql.stream.native=reflect", "line 1, col 5"),  # substituted as ${…} later
+    ("SET spark.hadoop.fs.s3a.secret.key", "line 1, col 5"),  # reading a secret
     # files outside the root
     ("SELECT * FROM `text`.`/etc/passwd`", "line 1, col 22"),
     ("SELECT * FROM `org.apache.spark.sql.execution.datasources.text.TextFileFormat`"
@@ -136,6 +140,10 @@ ATTACKS = [
      None),
     ("INSERT OVERWRITE DIRECTORY '{outside}/dir2' USING text SELECT 'x'", None),
     ("LOAD DATA LOCAL INPATH '{outside}/secret.txt' INTO TABLE t", "line 1, col 24"),
+    ("INSERT INTO parquet.`{outside}/w` SELECT 1 AS a", "line 1, col 21"),
+    ("ALTER TABLE scores_t SET SERDEPROPERTIES ('path' = '{outside}')", None),
+    ("ALTER TABLE scores_t SET LOCATION '{outside}'", None),
+    ("REFRESH '{outside}/secret.txt'", None),
     ("SELECT key, COUNT(*) AS n FROM (SELECT value AS key, current_timestamp() AS ts FROM "
      "text.`{outside}/secret.txt`) GROUP BY key WINDOW GLOBAL", None),
     ("CREATE STREAMING QUERY q_out INTO DIRECTORY '{outside}/panes' AS SELECT key, "
@@ -153,6 +161,8 @@ ALLOWED = [
     ("EXECUTE IMMEDIATE 'SELECT ''reflect('' AS s'", [("reflect(",)]),
     ("SET spark.sql.shuffle.partitions=3", [("spark.sql.shuffle.partitions", "3")]),
     ("SET TIME ZONE 'UTC'", [("spark.sql.session.timeZone", "UTC")]),
+    ("SET dfsql.replay.aggregateKernels=false", [("dfsql.replay.aggregateKernels", "false")]),
+    ("SET spark.sql.legacy.timeParserPolicy", [("spark.sql.legacy.timeParserPolicy",)]),
     ("SELECT key, SUM(value) AS total FROM scores GROUP BY key WINDOW GLOBAL",
      [("k", 51)]),  # the paper's one key and total (then the pane's columns)
 ]
@@ -211,6 +221,32 @@ def test_open_session_settings_follow_the_same_rule(server, places):
     cur.execute("SET spark.sql.shuffle.partitions")
     assert cur.fetchall() == [("spark.sql.shuffle.partitions", "5")]
     conn.close()
+
+
+@pytest.mark.parametrize("path, why", [
+    ("{root}/t1/a.txt", None),
+    ("file:{root}/t1", None),
+    ("file://{root}/t1", None),
+    ("t1/a.txt", None),  # relative: the working directory's (here the root)
+    ("{root}/{{t1,t9}}/*.txt", None),
+    ("{root}/{{t1,{{t2,t3}}}}", None),
+    ("{root}/t1/../t1", None),
+    ("{root}/../outside", "outside"),
+    ("{root}/t1/../../outside/secret.txt", "outside"),
+    ("{root}/*/../../outside", "outside"),  # Hadoop collapses .. before it globs
+    ("{root}/{{t1,../outside}}", "outside"),
+    ("{root}/{{t1,{{t2,../../x}}}}", "outside"),
+    ("{root}/link/secret.txt", "outside (through a symbolic link)"),
+    ("{root}/l*/secret.txt", "outside (a name the glob matches is a link out)"),
+    ("{root}/\\.\\./outside", "a backslash (a glob escape for Hadoop)"),
+    ("s3a://bucket/x", "another file system than this server's"),
+    ("hdfs:///{root}", "another file system than this server's"),
+    ("../outside", "outside"),
+    ("{root}/" + "{{a,b}}" * 9, "a brace glob with too many alternatives"),
+])
+def test_where_a_path_can_reach(places, path, why):
+    root = str(places["root"])
+    assert outside(path.format(root=root), [root], cwd=root) == why
 
 
 # --------------------------------------------------------------------------- generated
