@@ -13,7 +13,9 @@ Hadoop reads a path string, and each of its ways to reach elsewhere is closed he
   and ``[…]`` match names inside one directory (never ``..``), so the directory before
   the first glob must lie under a root, and so must every name the glob matches now,
   links followed;
-* a backslash escapes a glob character for Hadoop, ``\\.\\.`` included: refused;
+* a backslash escapes the next character for Hadoop's glob (``\\.\\.`` is ``..``):
+  each is read so before the checks (a path Hadoop does not glob keeps its
+  backslashes, and is then judged as if it did: the stricter reading);
 * a relative path is the JVM's working directory's (Hadoop's local working directory).
 """
 
@@ -28,6 +30,7 @@ from dfsql.server.guard import NotAllowedError
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 _GLOB = re.compile(r"[*?\[]")
+_ESCAPE = re.compile(r"\\(.)")
 #: alternatives one brace glob may expand to before the path is refused as too many
 MAX_ALTERNATIVES = 256
 
@@ -44,13 +47,12 @@ def outside(path: str, roots: Sequence[str], cwd: str) -> str | None:
         local = re.sub(r"^file:(//(localhost)?)?", "", local)
     elif _SCHEME.match(local):
         return "another file system than this server's"
-    if "\\" in local:
-        return "a backslash (a glob escape for Hadoop)"
     alternatives = _braces(local)
     if alternatives is None:
         return "a brace glob with too many alternatives"
     real_roots = [os.path.realpath(r) for r in roots]
     for alt in alternatives:
+        alt = _ESCAPE.sub(r"\1", alt)  # Hadoop's glob reads \x as x: \.\. is ..
         if not alt:
             return "an empty path"
         full = os.path.normpath(os.path.join(cwd, alt))
