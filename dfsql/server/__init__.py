@@ -30,7 +30,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import dfsql
@@ -75,7 +75,8 @@ class Server:
                  state_dir: str | None = None, streams: list[StreamView] = (),
                  max_message_mb: float = MAX_MESSAGE_MB, max_connections: int = MAX_CONNECTIONS,
                  idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT,
-                 transport_mode: str = "binary", http_path: str = "cliservice") -> None:
+                 transport_mode: str = "binary", http_path: str = "cliservice",
+                 admins: Sequence[str] = ()) -> None:
         auth, transport_mode = auth.upper(), transport_mode.lower()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -83,6 +84,9 @@ class Server:
             raise DfsqlError(f"unknown --transport-mode {transport_mode!r}",
                              hint="one of " + ", ".join(TRANSPORT_MODES))
         _check_limits(max_message_mb, max_connections, idle_connection_timeout)
+        if admins and auth != "PLAIN":  # under NONE anyone may name themself an admin
+            raise DfsqlError("--admin needs --auth PLAIN",
+                             hint="an admin must prove who they are: a password file")
         # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
         # file, and need not load the Thrift stack, numpy and the scanner the service needs
         from dfsql.server import http_transport, service
@@ -112,7 +116,7 @@ class Server:
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             None if jar_roots is None else list(jar_roots), statement_timeout,
-            idle_session_timeout, idle_operation_timeout)
+            idle_session_timeout, idle_operation_timeout, frozenset(admins))
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)

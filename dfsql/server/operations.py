@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql.continuous import Actor, acting_as
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
@@ -168,7 +169,8 @@ class Operation:
             except Exception:
                 pass
         try:
-            df = dfsql.sql(self.statement, spark)
+            with acting_as(Actor(self.session.user, self.session.admin)):
+                df = dfsql.sql(self.statement, spark)
             if self.timed_out:  # while it was planned: start no job
                 return
             if df.isStreaming:
