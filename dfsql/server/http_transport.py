@@ -29,7 +29,8 @@ Parsed strictly, so that what a proxy in front reads is what the endpoint reads:
 ``Content-Length`` of anything but ASCII digits (Python's ``int`` takes ``10_9``,
 `` +10`` and Unicode digits), two ``Content-Length`` or ``Authorization`` headers, or
 a path with ``.`` or ``..`` segments get 400; a path other than ``--http-path``
-(with or without a trailing ``/``, no query) gets 404.
+(with or without a trailing ``/``, no query) gets 404. Failed logins back off as over
+SASL (:mod:`dfsql.server.logins`): a locked user or address gets 401 at once.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TTransport import TMemoryBuffer, TTransportException
 
 from dfsql.errors import DfsqlError
+from dfsql.server.logins import LoginRefused, host_of
 from dfsql.server.tcli import MalformedRequest, Processor, Protocol
 from dfsql.server.transport import CHUNK, gather
 
@@ -136,7 +138,8 @@ class Endpoint:
 
     service: Service
     auth: str
-    check: Callable[[str, str], bool] | None
+    #: check(user, password, client address) (:class:`dfsql.server.logins.Logins`)
+    check: Callable[[str, str, str], bool] | None
     path: str
     max_message: int
     _secret: bytes = field(default_factory=lambda: os.urandom(32))
@@ -152,7 +155,7 @@ class Endpoint:
         trailing ``/`` (PyHive's), nothing else (no sub-path, no query)."""
         return target in (self.path, self.path + "/")
 
-    def user(self, header: str | None) -> tuple[str | None, str]:
+    def user(self, header: str | None, address: str = "?") -> tuple[str | None, str]:
         """(the request's user, or None when refused; why, when refused). Under NONE and
         NOSASL the user is the header's, or "" (OpenSession's username then)."""
         creds = basic_credentials(header)
@@ -168,7 +171,11 @@ class Endpoint:
             known = self._checked.get(key)
         if known is not None and known[1] > now:
             return known[0], ""
-        if not self.check(*creds):
+        try:
+            ok = self.check(*creds, address)
+        except LoginRefused as e:
+            return None, str(e)
+        if not ok:
             return None, f"Error validating the login of user {creds[0][:64]!r}"
         with self._lock:
             if len(self._checked) >= AUTH_KEPT:
@@ -213,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read(size)
         if body is None:
             return
-        user, why = ep.user(self.headers.get("Authorization"))
+        user, why = ep.user(self.headers.get("Authorization"), host_of(self.client_address))
         if user is None:
             log.info("refused a request from %s: %s", self.client_address, why)
             challenge = {"WWW-Authenticate": REALM}

@@ -10,13 +10,16 @@ Thrift messages in 4-byte length frames: Thrift's framed transport
 
 The authorization id (PLAIN's first field) may be empty or the user's own name: dfsql
 does not let one user act as another (Hive's impersonation, ``hive.server2.proxy.user``),
-so any other id is refused rather than ignored.
+so any other id is refused rather than ignored. A check may also refuse without
+looking at the password (:class:`dfsql.server.logins.LoginRefused`: too many failures).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+
+from dfsql.server.logins import LoginRefused
 
 START, OK, BAD, ERROR, COMPLETE = 1, 2, 3, 4, 5
 #: a negotiation message larger than this is not PLAIN's (a client speaking something else)
@@ -63,7 +66,12 @@ def negotiate(trans, check: Callable[[str, str], bool]) -> str:
         _send(trans, BAD, b"Authorization id differs from the user: impersonation is not "
                           b"supported")
         raise AuthenticationError(f"user {user[:64]!r} asked to act as {authzid[:64]!r}")
-    if not check(user, password):
+    try:
+        ok = check(user, password)
+    except LoginRefused as e:
+        _send(trans, BAD, str(e).encode())
+        raise AuthenticationError(str(e)) from None
+    if not ok:
         _send(trans, BAD, b"Error validating the login")
         raise AuthenticationError(f"bad credentials for user {user[:64]!r}")
     _send(trans, COMPLETE)
