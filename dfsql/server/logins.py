@@ -23,6 +23,8 @@ refusal answers at once, and the check runs on the connection's own thread.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +58,7 @@ class Backoff:
         self.user_free, self.address_free = user_free, address_free
         self.base, self.cap, self.forget = base, cap, forget
         self.clock = clock
-        self._counts: dict[tuple[str, str], _Count] = {}
+        self._counts: dict[tuple[str, str | bytes], _Count] = {}
         self._lock = threading.Lock()  # held for a look-up, never across a hash
 
     def admit(self, user: str, address: str) -> None:
@@ -64,11 +66,11 @@ class Backoff:
         (counting nothing) while either is locked."""
         now = self.clock()
         with self._lock:
-            u, a = self._get(("user", user), now), self._get(("address", address), now)
+            u, a = self._get(_user_key(user), now), self._get(("address", address), now)
             for count, what in ((u, f"user {user[:64]!r}"), (a, f"address {address}")):
                 if count.until > now:
                     raise LoginRefused(f"too many failed logins for {what}: try again in "
-                                       f"{count.until - now:.0f} s")
+                                       f"{math.ceil(count.until - now)} s")
             self._fail(u, self.user_free, now)
             self._fail(a, self.address_free, now)
 
@@ -76,14 +78,14 @@ class Backoff:
         """The password was right: the user's failures are forgotten, and this attempt
         no longer counts against the address (its earlier failures still do)."""
         with self._lock:
-            self._counts.pop(("user", user), None)
+            self._counts.pop(_user_key(user), None)
             a = self._counts.get(("address", address))
             if a is not None:
                 a.failures = max(0, a.failures - 1)
                 if a.failures < self.address_free:
                     a.until = 0.0
 
-    def _get(self, key: tuple[str, str], now: float) -> _Count:
+    def _get(self, key: tuple[str, str | bytes], now: float) -> _Count:
         count = self._counts.get(key)
         if count is not None and count.until <= now and now - count.last > self.forget:
             count = None  # long quiet: a new count
@@ -121,6 +123,12 @@ class Logins:
         if ok:
             self.backoff.succeeded(user, address)
         return ok
+
+
+def _user_key(user: str) -> tuple[str, bytes]:
+    """A user's count's key: a digest of the name, so that a client sending names of 64 kB
+    (SASL's limit) sets aside 16 bytes each, not the names."""
+    return "user", hashlib.blake2b(user.encode("utf-8", "replace"), digest_size=16).digest()
 
 
 def host_of(peer: str) -> str:
