@@ -156,6 +156,24 @@ def test_another_users_session_is_an_invalid_handle(server):
     bob.close()
 
 
+def test_without_sasl_a_session_is_its_connections(spark):
+    """NOSASL names no user (OpenSession's username is a claim): a session is usable only
+    on the connection that opened it; another connection, even under the same name and
+    with the whole handle, gets the unknown-handle error."""
+    server = Server(spark, port=0, auth="NOSASL").start()
+    try:
+        first = hive.connect("127.0.0.1", server.port, username="alice", auth="NOSASL")
+        second = hive.connect("127.0.0.1", server.port, username="alice", auth="NOSASL")
+        taken = second.client.ExecuteStatement(tt.TExecuteStatementReq(
+            sessionHandle=first.sessionHandle, statement="SELECT 1"))
+        assert taken.status.errorMessage == INVALID_SESSION
+        assert _run(first, "SELECT 2 AS n") == [(2,)]
+        first.close()
+        second.close()
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def http_server(spark, tmp_path_factory):
     users = _users(tmp_path_factory.mktemp("iso-http") / "users")
