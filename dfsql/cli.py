@@ -148,7 +148,8 @@ def serve(args: argparse.Namespace) -> int:
                     idle_operation_timeout=args.idle_operation_timeout,
                     state_dir=args.state_dir, streams=streams,
                     transport_mode=args.transport_mode,
-                    http_path=args.http_path or "cliservice", **limits).start()
+                    http_path=args.http_path or "cliservice", admins=args.admin,
+                    **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
@@ -274,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
                        type=str.upper)
     p_srv.add_argument("--password-file", help="users for --auth PLAIN (dfsql passwd)")
+    p_srv.add_argument("--admin", action="append", default=[], metavar="USER",
+                       help="a user who may stop any user's continuous queries "
+                            "(repeatable; needs --auth PLAIN)")
     p_srv.add_argument("--transport-mode", default="binary", choices=["binary", "http"],
                        type=str.lower, help="binary (Thrift over TCP, SASL) or http (Thrift "
                        "calls POSTed to --http-path, Basic auth); default binary")

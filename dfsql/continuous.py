@@ -8,13 +8,20 @@ module sits below the API and does not import it (no cycle between the two).
 A :class:`Keeper` (``dfsql serve --state-dir``, :mod:`dfsql.server.state`) makes the
 queries outlive the process: with one set, every query checkpoints and keeps its table
 where the keeper says, is written down before CREATE returns, and is forgotten by STOP
-only. A kept query that could not be restarted is listed as failed until STOPped."""
+only. A kept query that could not be restarted is listed as failed until STOPped.
+
+Each query belongs to the user who created it (:class:`Actor`, set by the endpoint for
+its clients' statements): another user's STOP is refused with SQLSTATE 42501 unless that
+user is an admin. Python and the shell run as the process itself, which may stop any."""
 
 from __future__ import annotations
 
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,8 +42,10 @@ class Keeper(Protocol):
         so whatever an earlier one of that name left there goes."""
         ...
 
-    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession) -> None:
-        """Write the query down (raise if it cannot be): a restart starts it again."""
+    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession,
+             owner: str | None) -> None:
+        """Write the query down, with its owner (raise if it cannot be): a restart
+        starts it again, still ``owner``'s."""
         ...
 
     def forget(self, name: str) -> str:
@@ -101,6 +110,63 @@ class Totals:
                                  for op in p["stateOperators"])
 
 
+class NotOwnerError(DfsqlError):
+    """A statement that would change another user's continuous query (or its view)."""
+
+    sqlstate = "42501"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who runs a statement: an endpoint client's ``user`` (None: this process itself,
+    Python or the shell, which owns nothing and may stop anything) and whether that user
+    is an admin (``dfsql serve --admin``), who may stop any user's queries."""
+
+    user: str | None = None
+    admin: bool = False
+
+    def may_change(self, owner: str | None) -> bool:
+        """Whether it may stop (or drop the view of) a query of ``owner`` (None: a query
+        with no owner, made by the process itself or kept from before owners were)."""
+        return self.user is None or self.admin or owner is None or owner == self.user
+
+
+#: who runs the current statement (None: the process itself)
+_ACTOR: ContextVar[Actor | None] = ContextVar("dfsql_continuous_actor", default=None)
+
+
+def _actor() -> Actor:
+    return _ACTOR.get() or Actor()
+
+
+def actor() -> Actor:
+    """Who runs the current statement."""
+    return _actor()
+
+
+@contextmanager
+def acting_as(actor: Actor) -> Iterator[None]:
+    """Run the statements of the block as ``actor`` (the endpoint: a client's user)."""
+    token = _ACTOR.set(actor)
+    try:
+        yield
+    finally:
+        _ACTOR.reset(token)
+
+
+def owners() -> dict[str, str | None]:
+    """Every registered query's name and owner (running, or kept but failed)."""
+    with _LOCK:
+        return {**{f.name: f.owner for f in _FAILED.values()},
+                **{r.name: r.owner for r in _RUNNING.values()}}
+
+
+def not_owner(name: str, owner: str | None, what: str) -> str:
+    """The refusal's words: whose the query is, and who may."""
+    return (f"the continuous query {name} belongs to user {owner!r}: {what} is theirs or "
+            "an admin's (dfsql serve --admin)")
+
+
 @dataclass
 class Running:
     name: str
@@ -109,6 +175,7 @@ class Running:
     checkpoint: str
     text: str
     started: float
+    owner: str | None = None
     totals: Totals = field(default_factory=Totals)
 
 
@@ -121,6 +188,7 @@ class Failed:
     sink: str
     reason: str
     since: float
+    owner: str | None = None
 
 
 _RUNNING: dict[str, Running] = {}
@@ -144,22 +212,24 @@ def keep_with(keeper: Keeper | None) -> None:
 
 
 def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter) -> None:
-    """Start a kept query again, from its checkpoint, its table from the kept rows."""
-    _create(stmt, text, spark, start, restarting=True)
+            start: Starter, owner: str | None = None) -> None:
+    """Start a kept query again, from its checkpoint, its table from the kept rows, as
+    ``owner``'s again."""
+    with acting_as(Actor(owner)):
+        _create(stmt, text, spark, start, restarting=True)
     with _LOCK:
         _FAILED.pop(stmt.name or "", None)
 
 
-def failed(name: str, sink: str, reason: str) -> None:
+def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
     """Record that the kept query ``name`` (into ``sink``) could not start again."""
     with _LOCK:
-        _FAILED[name] = Failed(name, sink, reason, time.time())
+        _FAILED[name] = Failed(name, sink, reason, time.time(), owner)
 
 SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
                "input_rows BIGINT, input_rows_per_second DOUBLE, "
                "processed_rows_per_second DOUBLE, watermark STRING, state_elements BIGINT, "
-               "started TIMESTAMP")
+               "started TIMESTAMP, owner STRING")
 
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter) -> DataFrame:
@@ -176,6 +246,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
     src = Source(text)
     assert stmt.name is not None
     keeper = _KEEPER
+    owner = _actor().user
     with _LOCK:
         old = _RUNNING.get(stmt.name)
         if old is not None and old.query.isActive:  # type: ignore[attr-defined]
@@ -212,19 +283,26 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         sink.publish_initial(spark, query.panes_schema)
     if keeper is not None and not restarting:
         try:  # written down before CREATE answers: a query reported started is kept
-            keeper.keep(stmt, text, spark)
+            keeper.keep(stmt, text, spark, owner)
         except BaseException:
             query.stop()
             raise
     with _LOCK:
-        _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time())
+        _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time(),
+                                      owner)
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
 
 
 def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
     assert stmt.name is not None
+    actor = _actor()
     with _LOCK:
+        known = _RUNNING.get(stmt.name) or _FAILED.get(stmt.name)
+        if known is not None and not actor.may_change(known.owner):
+            raise Source(text).error(NotOwnerError, not_owner(stmt.name, known.owner, "STOP"),
+                                     stmt.name_offset, "SHOW STREAMING QUERIES names each "
+                                     "query's owner")
         r = _RUNNING.pop(stmt.name, None)
         gone = _FAILED.pop(stmt.name, None)
         keeper = _KEEPER
@@ -261,10 +339,12 @@ def _show(spark: SparkSession) -> DataFrame:
                      float(p.get("inputRowsPerSecond", 0.0) or 0.0),
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
                      t.watermark, t.state,
-                     datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None)))
+                     datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None),
+                     r.owner))
     for f in failed_now:
         rows.append((f.name, None, f"FAILED: {f.reason}", f.sink, None, None, 0.0, 0.0, None,
-                     None, datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None)))
+                     None, datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
+                     f.owner))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
 
 

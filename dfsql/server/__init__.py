@@ -5,15 +5,18 @@ so beeline, JDBC tools, PyHive, impyla and SQLAlchemy's ``hive://`` query dfsql 
 Authentication (``--auth``): ``NOSASL`` (raw Thrift, beeline's ``;auth=noSasl``),
 ``NONE`` (SASL PLAIN, any user and password: Hive's default) and ``PLAIN`` (SASL PLAIN
 checked against a password file of salted hashes, :mod:`dfsql.server.auth`); over HTTP
-the same modes read HTTP Basic credentials instead of SASL's. One thread per
-connection; when a binary client goes away its sessions close, their operations are
-cancelled and their Spark jobs with them. Loopback only unless told otherwise; files
-only under the data roots (:mod:`dfsql.server.paths`; none unless configured); nothing
-that runs code on the server (:mod:`dfsql.server.judge`, on Spark's plan) unless allowed;
-statements time out and idle sessions and operations close when told to. If Spark
-dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`): never an
-endpoint that accepts connections and fails every session. With a state directory its
-continuous queries outlive it and start again with it (:mod:`dfsql.server.state`).
+the same modes read HTTP Basic credentials instead of SASL's; failed PLAIN logins back
+off per user and per client address (:mod:`dfsql.server.logins`), and a session, its
+operations and a continuous query are their user's (:mod:`dfsql.server.owners`). One
+thread per connection; when a binary client goes away its sessions close, their
+operations are cancelled and their Spark jobs with them. Loopback only unless told
+otherwise; files only under the data roots (:mod:`dfsql.server.paths`; none unless
+configured); nothing that runs code on the server (:mod:`dfsql.server.judge`, on
+Spark's plan) unless allowed; statements time out and idle sessions and operations close when told to.
+If Spark dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`):
+never an endpoint that accepts connections and fails every session. With a state
+directory its continuous queries outlive it and start again with it
+(:mod:`dfsql.server.state`).
 
 Bounded against what a client sends: no SASL frame, Thrift string or method name over
 ``max_message_mb`` is read (the announcement ends the connection before anything is
@@ -30,12 +33,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.server.auth import PasswordFile
+from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView, parse_streams
 from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog
 
@@ -75,7 +79,8 @@ class Server:
                  state_dir: str | None = None, streams: list[StreamView] = (),
                  max_message_mb: float = MAX_MESSAGE_MB, max_connections: int = MAX_CONNECTIONS,
                  idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT,
-                 transport_mode: str = "binary", http_path: str = "cliservice") -> None:
+                 transport_mode: str = "binary", http_path: str = "cliservice",
+                 admins: Sequence[str] = (), backoff: Backoff | None = None) -> None:
         auth, transport_mode = auth.upper(), transport_mode.lower()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -83,6 +88,9 @@ class Server:
             raise DfsqlError(f"unknown --transport-mode {transport_mode!r}",
                              hint="one of " + ", ".join(TRANSPORT_MODES))
         _check_limits(max_message_mb, max_connections, idle_connection_timeout)
+        if admins and auth != "PLAIN":  # under NONE anyone may name themself an admin
+            raise DfsqlError("--admin needs --auth PLAIN",
+                             hint="an admin must prove who they are: a password file")
         # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
         # file, and need not load the Thrift stack, numpy and the scanner the service needs
         from dfsql.server import http_transport, service
@@ -95,14 +103,17 @@ class Server:
         #: seconds a connection may stay silent (None: forever)
         self.idle_timeout = idle_connection_timeout or None
         self._refused, self._refused_logged = 0, float("-inf")
-        self.check = None
+        #: check(user, password, client address): whether to let them in (None: NOSASL);
+        #: under PLAIN behind the failed logins' back-off (:mod:`dfsql.server.logins`)
+        self.check: Callable[[str, str, str], bool] | None = None
         if auth == "PLAIN":
             if not password_file:
                 raise DfsqlError("--auth PLAIN needs --password-file",
                                  hint="create one with: dfsql passwd FILE USER")
-            self.check = PasswordFile(password_file).check
+            self.logins = Logins(PasswordFile(password_file).check, backoff)
+            self.check = self.logins.check
         elif auth == "NONE":
-            self.check = lambda user, password: True
+            self.check = lambda user, password, address: True
         if spark is None:
             spark = dfsql.session()
         self.spark = spark
@@ -112,7 +123,7 @@ class Server:
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             statement_timeout,
-            idle_session_timeout, idle_operation_timeout)
+            idle_session_timeout, idle_operation_timeout, frozenset(admins))
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)
@@ -281,7 +292,8 @@ class Server:
             user = ""
             if self.auth != "NOSASL":
                 assert self.check is not None
-                user = sasl.negotiate(raw, self.check)
+                check = self.check
+                user = sasl.negotiate(raw, lambda u, p: check(u, p, host_of(peer)))
             # a buffer under everything: the status short path reads the socket itself
             # and hands back what is not its own (Processor.serve_status)
             inner = transport.Buffered(raw, self.max_message)

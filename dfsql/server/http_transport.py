@@ -24,6 +24,13 @@ idle keep-alive connection is closed); ``--max-message-mb`` bounds a request's b
 announced by ``Content-Length`` (411 without one, 413 over it), and the body is read a
 chunk at a time, so that memory follows what was sent. A body that is not a Thrift call
 gets 400; the connection and the server go on.
+
+Parsed strictly, so that what a proxy in front reads is what the endpoint reads: a
+``Content-Length`` of anything but ASCII digits (Python's ``int`` takes ``10_9``,
+`` +10`` and Unicode digits), two ``Content-Length`` or ``Authorization`` headers, or
+a path with ``.`` or ``..`` segments get 400; a path other than ``--http-path``
+(with or without a trailing ``/``, no query) gets 404. Failed logins back off as over
+SASL (:mod:`dfsql.server.logins`): a locked user or address gets 401 at once.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TTransport import TMemoryBuffer, TTransportException
 
 from dfsql.errors import DfsqlError
+from dfsql.server.logins import LoginRefused, host_of
 from dfsql.server.tcli import MalformedRequest, Processor, Protocol
 from dfsql.server.transport import CHUNK, gather
 
@@ -65,6 +73,9 @@ AUTH_REMEMBERED = 3600.0
 #: the most checked headers remembered at once (beyond: forgotten, checked again)
 AUTH_KEPT = 1024
 _PATH = re.compile(r"[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*")
+_DIGITS = re.compile(r"[0-9]+")
+#: the headers a request may carry once only (two could be read differently by a proxy)
+SINGLE = ("Content-Length", "Authorization")
 REALM = 'Basic realm="dfsql", charset="UTF-8"'
 
 
@@ -72,11 +83,17 @@ def http_path(text: str) -> str:
     """``--http-path`` as the path the endpoint serves (``cliservice`` -> ``/cliservice``),
     or a clear error."""
     inner = text.strip().strip("/")
-    if not _PATH.fullmatch(inner):
+    if not _PATH.fullmatch(inner) or _dot_segments(inner):
         raise DfsqlError(f"--http-path {text!r}: not a URL path",
                          hint="letters, digits, '.', '_', '~', '-' and '/' between them; "
                               f"the default is {HTTP_PATH} (beeline's httpPath)")
     return "/" + inner
+
+
+def _dot_segments(path: str) -> bool:
+    """Whether a path has a ``.`` or ``..`` segment, also percent-encoded."""
+    return any(seg.lower().replace("%2e", ".") in (".", "..")
+               for seg in path.replace("%2f", "/").replace("%2F", "/").split("/"))
 
 
 def basic_credentials(header: str | None) -> tuple[str, str] | None:
@@ -121,7 +138,8 @@ class Endpoint:
 
     service: Service
     auth: str
-    check: Callable[[str, str], bool] | None
+    #: check(user, password, client address) (:class:`dfsql.server.logins.Logins`)
+    check: Callable[[str, str, str], bool] | None
     path: str
     max_message: int
     _secret: bytes = field(default_factory=lambda: os.urandom(32))
@@ -133,12 +151,11 @@ class Endpoint:
         _Handler(conn, peer, self)
 
     def on_path(self, target: str) -> bool:
-        """Whether a request target is the endpoint's (``/cliservice``, also with a
-        trailing ``/``, a sub-path or a query: Hive maps ``/cliservice/*``)."""
-        path = target.split("?", 1)[0]
-        return path == self.path or path.startswith(self.path + "/")
+        """Whether a request target is the endpoint's: exactly ``/cliservice``, or with a
+        trailing ``/`` (PyHive's), nothing else (no sub-path, no query)."""
+        return target in (self.path, self.path + "/")
 
-    def user(self, header: str | None) -> tuple[str | None, str]:
+    def user(self, header: str | None, address: str = "?") -> tuple[str | None, str]:
         """(the request's user, or None when refused; why, when refused). Under NONE and
         NOSASL the user is the header's, or "" (OpenSession's username then)."""
         creds = basic_credentials(header)
@@ -154,7 +171,11 @@ class Endpoint:
             known = self._checked.get(key)
         if known is not None and known[1] > now:
             return known[0], ""
-        if not self.check(*creds):
+        try:
+            ok = self.check(*creds, address)
+        except LoginRefused as e:
+            return None, str(e)
+        if not ok:
             return None, f"Error validating the login of user {creds[0][:64]!r}"
         with self._lock:
             if len(self._checked) >= AUTH_KEPT:
@@ -180,6 +201,15 @@ class _Handler(BaseHTTPRequestHandler):
     # ---------------------------------------------------------------- requests
     def do_POST(self) -> None:  # noqa: N802 (http.server's names)
         ep = self.endpoint
+        twice = [h for h in SINGLE if len(self.headers.get_all(h) or ()) > 1]
+        if twice:  # the body's end is not known either: the connection closes
+            self.close_connection = True
+            self._text(400, f"the request has more than one {twice[0]} header")
+            return
+        if _dot_segments(self.path.split("?", 1)[0]):
+            self._discard_body()
+            self._text(400, "a path with '.' or '..' segments")
+            return
         if not ep.on_path(self.path):
             self._discard_body()
             self._text(404, f"HiveServer2 is served at {ep.path} (--http-path), not here")
@@ -190,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read(size)
         if body is None:
             return
-        user, why = ep.user(self.headers.get("Authorization"))
+        user, why = ep.user(self.headers.get("Authorization"), host_of(self.client_address))
         if user is None:
             log.info("refused a request from %s: %s", self.client_address, why)
             challenge = {"WWW-Authenticate": REALM}
@@ -220,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.processor.process(Protocol(TMemoryBuffer(body), self.endpoint.max_message),
                                    Protocol(out, self.endpoint.max_message))
-        except (MalformedRequest, TTransportException) as e:
+        except (MalformedRequest, TTransportException, EOFError) as e:  # EOF: a short body
             log.info("refused a request from %s: not a Thrift call (%s)",
                      self.client_address, e)
             self._text(400, f"the body is not a TCLIService call in Thrift's binary "
@@ -238,10 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._text(411, "a Thrift call needs a Content-Length")
             return None
-        try:
-            size = int(length)
-        except ValueError:
-            size = -1
+        # ASCII digits only: int() also takes "10_9", " +10" and other scripts' digits
+        size = int(length) if _DIGITS.fullmatch(length) else -1
         if not 0 <= size <= limit:
             self.close_connection = True
             self._text(413 if size > limit else 400,
@@ -263,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Read a refused request's body (within the limit), so that the reply reaches the
         client and the connection stays usable; without one it closes."""
         length = self.headers.get("Content-Length", "0")
-        if length.isdigit() and int(length) <= self.endpoint.max_message:
+        if _DIGITS.fullmatch(length) and int(length) <= self.endpoint.max_message:
             self._read(int(length))
         else:
             self.close_connection = True

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfsql.continuous import NotOwnerError, actor, not_owner, owners
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
@@ -68,6 +69,10 @@ _SECRET = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 #: how deep EXECUTE IMMEDIATE '…' may nest inside itself
 MAX_NESTING = 4
 _RESOURCES = {"AddJarsCommand": "JAR", "AddFilesCommand": "FILE", "AddArchivesCommand": "ARCHIVE"}
+#: the nodes that name a changing command's target (a query reads UnresolvedRelation)
+_VIEW_TARGETS = frozenset({"UnresolvedIdentifier", "UnresolvedView", "UnresolvedTableOrView",
+                           "UnresolvedTable"})
+_CHANGING = re.compile(r"Drop|Alter|Create|Replace|Rename|Set|Unset|Truncate|Add|Recover")
 _PATH_FIELDS = frozenset({"location", "locationuri", "path", "paths"})
 _OPTION_FIELDS = ("options", "properties")  # and serdeProperties, …
 
@@ -116,6 +121,8 @@ class Judge:
         self._sources: dict[str, str | None] = {}  # a source's name -> its class, or None
         self._allowed_classes: frozenset[str] | None = None
         self._cwd: str | None = None
+        #: the database of Spark's global temp views (a static setting)
+        self._global_temp = "global_temp"
         self._local = threading.local()
         self._lock = threading.Lock()
 
@@ -236,6 +243,9 @@ class Judge:
             found = _setting(text, node)
             if found is not None:
                 return found
+        found = self._owned_view(text, tree, node)
+        if found is not None:
+            return found
         if name == "UnresolvedRelation":
             found = self._relation(spark, text, node, node.values_under("multipartIdentifier"))
             if found is not None:
@@ -347,6 +357,32 @@ class Judge:
                                f"is {why}", ROOT_HINT, _locate(text, node, path), path)
         return None
 
+    def _owned_view(self, text: str, tree: Tree, node: Node) -> Refusal | None:
+        """A statement may not drop, alter, rename or replace the ``global_temp`` view of
+        another user's continuous query (reading it is fine): the view a changing
+        command names as its target, or a global temp view it creates."""
+        if node.name in _VIEW_TARGETS:
+            parent = tree.nodes[node.parent].name if node.parent >= 0 else ""
+            if not _CHANGING.match(parent):  # DESCRIBE, SHOW COLUMNS: reading
+                return None
+            parts = node.values_under("nameParts") or node.values_under("multipartIdentifier")
+            if len(parts) != 2 or parts[0].lower() != self._global_temp:
+                return None
+            name = parts[1]
+        elif node.name in ("CreateViewCommand", "CreateView") and \
+                node.value("viewType") == "GlobalTempView":
+            name = node.value("name.table") or ""
+        else:
+            return None
+        theirs = {q.lower(): (q, o) for q, o in owners().items()}
+        query, owner = theirs.get(name.lower(), (None, None))
+        if query is None or actor().may_change(owner):
+            return None
+        return Refusal(NotOwnerError, not_owner(query, owner, f"its view "
+                                                f"{self._global_temp}.{query}"),
+                       f"reading {self._global_temp}.{query} is allowed; changing it is not",
+                       _locate(text, node, name), name)
+
     # ---------------------------------------------------------------- Spark's facts
     def _class_of(self, spark: SparkSession, name: str) -> str | None:
         """The class Spark loads for data source ``name`` (None: not a data source)."""
@@ -383,6 +419,8 @@ class Judge:
                              "data roots or away from the JVM", hint="serve a classic Spark "
                              "session (--master), or trust every client: --allow-any-path "
                              "--allow-jvm-functions")
+        self._global_temp = spark.conf.get("spark.sql.globalTempDatabase",
+                                           "global_temp").lower()
         if self.policy.judges:
             self._allowed(spark)
             self.refusal(spark, "SELECT 1")

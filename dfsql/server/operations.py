@@ -20,6 +20,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql.continuous import Actor, acting_as
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
@@ -171,7 +172,8 @@ class Operation:
             except Exception:
                 pass
         try:
-            with self.session.judging(self.statement):
+            with acting_as(Actor(self.session.user, self.session.admin)), \
+                    self.session.judging(self.statement):
                 if self.session.judge is not None:
                     self.session.judge.check_statement(spark, self.statement)
                 df = dfsql.sql(self.statement, spark)
@@ -325,13 +327,20 @@ class Operation:
 
 def describe(e: BaseException) -> tuple[str, str]:
     """(message, SQLSTATE) of a failed statement: dfsql's positioned text where it is a
-    user mistake; Spark's own message (first line, no stack) otherwise."""
+    user mistake; Spark's own message otherwise (first line with its error class and
+    SQLSTATE, no stack; for an error PySpark left in py4j's wrapping, the Java one's:
+    :func:`dfsql.spark.errors.java_error`)."""
     if isinstance(e, DfsqlError):
         return str(e), sqlstate_of(e)
     if spark_gone(e):  # not py4j's "Error while sending or receiving"
         return SPARK_GONE
     if isinstance(e, ServiceError):
         return str(e), e.sqlstate
+    from dfsql.spark.errors import java_error
+
+    java = java_error(e)  # py4j's "An error occurred while calling oN.sql": Spark's words
+    if java is not None:
+        return java
     state = "HY000"
     try:
         from pyspark.errors import PySparkException
@@ -348,12 +357,16 @@ class Session:
     """A client session: its SparkSession and operations."""
 
     def __init__(self, spark: SparkSession, protocol: int, user: str,
-                 guarded: bool = False, judge: Judge | None = None) -> None:
+                 guarded: bool = False, admin: bool = False,
+                 judge: Judge | None = None) -> None:
         self.spark = spark
         #: judges what its statements hand to Spark (None: nothing is judged)
         self.judge = judge
         self.protocol = protocol
+        #: who opened it: its continuous queries are this user's (dfsql.continuous.Actor)
         self.user = user
+        #: the user is one of ``dfsql serve --admin``'s (may stop anyone's queries)
+        self.admin = admin
         #: its SparkSession lacks the JVM functions (:mod:`dfsql.server.guard`)
         self.guarded = guarded
         self.used = time.monotonic()  # the last call about it or its operations

@@ -7,12 +7,19 @@ OK with PLAIN's response ``authzid NUL user NUL password``; the server answers C
 or BAD / ERROR with a message. Without a security layer the connection then carries
 Thrift messages in 4-byte length frames: Thrift's framed transport
 (:class:`dfsql.server.transport.Framed`, which checks each frame's size first).
+
+The authorization id (PLAIN's first field) may be empty or the user's own name: dfsql
+does not let one user act as another (Hive's impersonation, ``hive.server2.proxy.user``),
+so any other id is refused rather than ignored. A check may also refuse without
+looking at the password (:class:`dfsql.server.logins.LoginRefused`: too many failures).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+
+from dfsql.server.logins import LoginRefused
 
 START, OK, BAD, ERROR, COMPLETE = 1, 2, 3, 4, 5
 #: a negotiation message larger than this is not PLAIN's (a client speaking something else)
@@ -53,8 +60,18 @@ def negotiate(trans, check: Callable[[str, str], bool]) -> str:
     if len(parts) != 3:
         _send(trans, BAD, b"Malformed PLAIN response")
         raise AuthenticationError("malformed PLAIN response")
+    authzid = parts[0].decode("utf-8", "replace")
     user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-    if not check(user, password):
+    if authzid and authzid != user:
+        _send(trans, BAD, b"Authorization id differs from the user: impersonation is not "
+                          b"supported")
+        raise AuthenticationError(f"user {user[:64]!r} asked to act as {authzid[:64]!r}")
+    try:
+        ok = check(user, password)
+    except LoginRefused as e:
+        _send(trans, BAD, str(e).encode())
+        raise AuthenticationError(str(e)) from None
+    if not ok:
         _send(trans, BAD, b"Error validating the login")
         raise AuthenticationError(f"bad credentials for user {user[:64]!r}")
     _send(trans, COMPLETE)

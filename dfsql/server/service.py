@@ -23,6 +23,7 @@ from dfsql.server import metadata, rowsets
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
 from dfsql.server.judge import Judge, Policy, setting_allowed, setting_refusal
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
+from dfsql.server.owners import caller_owns, same_handle
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 
@@ -77,8 +78,11 @@ class Service:
                  max_operations_per_session: int = 4, session_setup=None,
                  data_roots: list[str] | None = None, allow_jvm_functions: bool = False,
                  statement_timeout: float = 0,
-                 idle_session_timeout: float = 0, idle_operation_timeout: float = 0) -> None:
+                 idle_session_timeout: float = 0, idle_operation_timeout: float = 0,
+                 admins: frozenset[str] = frozenset()) -> None:
         self.spark = spark
+        #: the users who may stop any user's continuous queries (``--admin``)
+        self.admins = frozenset(admins)
         #: where statements may read and write files (None: anywhere)
         self.data_roots = data_roots
         #: whether statements may run code on the server (:mod:`dfsql.server.judge`)
@@ -91,7 +95,8 @@ class Service:
         self.statement_timeout = statement_timeout
         self.idle_session_timeout = idle_session_timeout
         self.idle_operation_timeout = idle_operation_timeout
-        self._swept: OrderedDict[bytes, str] = OrderedDict()  # handle -> why it went
+        #: GUID and secret of a swept handle -> why it went
+        self._swept: OrderedDict[bytes, str] = OrderedDict()
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
@@ -132,22 +137,41 @@ class Service:
 
     # ---------------------------------------------------------------- helpers
     def _session(self, handle) -> Session:
-        key = handle.sessionId.guid if handle and handle.sessionId else None
-        s = self.sessions.get(key)  # type: ignore[arg-type]
-        if s is None:
-            raise ServiceError("invalid session handle: " + self._swept.get(
-                key, "closed, or from another server"))  # type: ignore[arg-type]
+        """The caller's session of ``handle``: its GUID and secret both match, and it is
+        the caller's (:meth:`_owns`). Another's, or a wrong secret, gets the error an
+        unknown handle gets: the answer must not tell that the session exists."""
+        hid = handle.sessionId if handle else None
+        s = self.sessions.get(hid.guid if hid else None)  # type: ignore[arg-type]
+        if s is None or not same_handle(hid, s.handle.sessionId) or not self._owns(s):
+            raise ServiceError("invalid session handle: " + self._why_gone(hid))
         s.used = time.monotonic()
         return s
 
     def _operation(self, handle) -> Operation:
-        key = handle.operationId.guid if handle and handle.operationId else None
-        op = self.operations.get(key)  # type: ignore[arg-type]
-        if op is not None:
-            op.touch()
-            return op
-        raise ServiceError("invalid operation handle: " + self._swept.get(
-            key, "closed, or from another server"))  # type: ignore[arg-type]
+        """The caller's operation of ``handle`` (GUID and secret, in a session of the
+        caller's), else the invalid-handle error, as :meth:`_session`."""
+        op = self._find_operation(handle)
+        if op is None:
+            raise ServiceError("invalid operation handle: " + self._why_gone(
+                handle.operationId if handle else None))
+        op.touch()
+        return op
+
+    def _find_operation(self, handle) -> Operation | None:
+        hid = handle.operationId if handle else None
+        op = self.operations.get(hid.guid if hid else None)  # type: ignore[arg-type]
+        if op is None or not same_handle(hid, op.handle.operationId) or not self._owns(op.session):
+            return None
+        return op
+
+    def _owns(self, s: Session) -> bool:
+        return caller_owns(self.local, s.user, s.key)
+
+    def _why_gone(self, hid) -> str:
+        """Why a handle is not found: the idle sweep's reason, told only to a caller that
+        holds the whole handle (GUID and secret), else the same words for all."""
+        key = (hid.guid or b"") + (hid.secret or b"") if hid else b""
+        return self._swept.get(key, "closed, or from another server")
 
     def _close_session(self, key: bytes) -> None:
         with self.lock:
@@ -224,21 +248,21 @@ class Service:
         if self.idle_session_timeout > 0:
             for s in list(self.sessions.values()):
                 if now - s.used > self.idle_session_timeout and not s.running():
-                    self._remember(s.key, f"the session was closed after "
+                    self._remember(s.handle.sessionId, f"the session was closed after "
                                    f"{self.idle_session_timeout:g} s without a call "
                                    "(dfsql serve --idle-session-timeout)")
                     self._close_session(s.key)
         return wait
 
     def _sweep_operation(self, op: Operation) -> None:
-        self._remember(op.key, f"the operation was closed after "
+        self._remember(op.handle.operationId, f"the operation was closed after "
                        f"{self.idle_operation_timeout:g} s without a call "
                        "(dfsql serve --idle-operation-timeout)")
         op.close()
         self._forget(op)
 
-    def _remember(self, key: bytes, why: str) -> None:
-        self._swept[key] = why
+    def _remember(self, hid: tt.THandleIdentifier, why: str) -> None:
+        self._swept[hid.guid + hid.secret] = why
         while len(self._swept) > SWEPT_KEPT:
             self._swept.popitem(last=False)
 
@@ -266,7 +290,7 @@ class Service:
             return tt.TOpenSessionResp(status=_error_status(message, state),
                                        serverProtocolVersion=protocol)
         s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions,
-                    judge=self.judge)
+                    admin=user in self.admins, judge=self.judge)
         with self.lock:
             self.sessions[s.key] = s
         if hasattr(self.local, "sessions"):
@@ -275,7 +299,11 @@ class Service:
                                    sessionHandle=s.handle, configuration={})
 
     def CloseSession(self, req):  # noqa: N802
-        self._close_session(req.sessionHandle.sessionId.guid)
+        try:
+            s = self._session(req.sessionHandle)
+        except ServiceError as e:
+            return tt.TCloseSessionResp(status=_error_status(str(e)))
+        self._close_session(s.key)
         return tt.TCloseSessionResp(status=OK)
 
     def GetInfo(self, req):  # noqa: N802
@@ -322,8 +350,7 @@ class Service:
     def status_reply(self, req) -> bytes:
         """GetOperationStatus's reply body, encoded: kept on the operation per state (an
         operation's answer changes only with its state)."""
-        handle = req.operationHandle
-        op = self.operations.get(handle.operationId.guid if handle else None)  # type: ignore[arg-type]
+        op = self._find_operation(req.operationHandle)
         if op is None:  # the invalid-handle error
             return encode(TCLIService.GetOperationStatus_result(
                 success=self.GetOperationStatus(req)))

@@ -4,8 +4,9 @@ Every ``CREATE STREAMING QUERY`` is written down in DIR before the statement ans
 and every query written there starts again, from its checkpoint, when a server starts on
 DIR; ``STOP STREAMING QUERY`` is the only thing that removes one. DIR holds::
 
-    queries/<name>.json      the statement, its sink, checkpoint and the --stream
-                             registrations it reads (schema included)
+    queries/<name>.json      the statement, its owner (the user who created it), its
+                             sink, checkpoint and the --stream registrations it reads
+                             (schema included)
     checkpoints/<name>/      Spark's checkpoint (offsets, commits, state)
     tables/<name>/           an INTO TABLE query's rows after its last batch, with that
                              batch's id (dfsql.spark.sinks.TableSink)
@@ -122,7 +123,8 @@ class StateDir:
                 shutil.rmtree(d, ignore_errors=True)
         return str(checkpoint), str(table)
 
-    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession) -> None:
+    def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession,
+             owner: str | None) -> None:
         assert stmt.name is not None
         words = {t.text.strip("`").lower() for t in scan_text(stmt.query).tokens
                  if t.kind in ("word", "quoted")}
@@ -131,6 +133,9 @@ class StateDir:
                    for v in self.streams if v.name.lower() in words]
         record = {
             "version": VERSION, "name": stmt.name, "statement": text,
+            # the user who created it (None: the process itself); absent from records
+            # written before queries had owners, which read as None: anyone's to stop
+            "owner": owner,
             "sink": stmt.sink,
             "directory": stmt.path,
             # DIR's own places relative to DIR (it may move); the user's as given
@@ -167,10 +172,10 @@ class StateDir:
         out = []
         for path in sorted((self.root / "queries").glob("*.json")):
             began = time.monotonic()
-            name, sink = path.stem, "?"
+            name, sink, owner = path.stem, "?", None
             try:
                 record = json.loads(path.read_text())
-                name = record.get("name", name)
+                name, owner = record.get("name", name), record.get("owner")
                 sink = (f"directory {record.get('directory')}" if record.get("sink") ==
                         "directory" else f"table global_temp.{name}")
                 self._restart(record, spark, setup, judge)
@@ -178,7 +183,7 @@ class StateDir:
                                      time.monotonic() - began))
             except Exception as e:  # noqa: BLE001 (one broken query must not stop the rest)
                 reason = one_line(e)
-                continuous.failed(name, sink, reason)
+                continuous.failed(name, sink, reason, owner)
                 out.append(Restarted(name, False, reason, time.monotonic() - began))
         return out
 
@@ -202,7 +207,7 @@ class StateDir:
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         judge.guard(session)  # its query is judged again, as a client's would be
-        continuous.restart(stmt, text, session, start)
+        continuous.restart(stmt, text, session, start, record.get("owner"))
 
 
 def _sync_dir(path: Path) -> None:

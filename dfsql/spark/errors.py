@@ -137,7 +137,54 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
         hint = "register it with dfsql.register(name, df) or CREATE TEMP VIEW"
     elif "PARQUET_TYPE_ILLEGAL" in str(exc) and "TIMESTAMP(NANOS" in str(exc):
         hint = NANOS_HINT
-    return cls(message, line, col, hint)
+    mapped = cls(message, line, col, hint)
+    state = _java_call(exc, "getSqlState")
+    if state:  # Spark's own (42703 for an unknown column), not the class's default
+        mapped.sqlstate = state
+    return mapped
+
+
+def _java_call(obj, method: str):
+    """``obj.method()``, or None where it has no such method or the call fails (py4j
+    answers a method the Java class lacks with an error, not an AttributeError)."""
+    try:
+        return getattr(obj, method)()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+#: how far down a Java exception's causes its error is looked for
+MAX_CAUSES = 12
+
+
+def java_error(exc: BaseException) -> tuple[str, str] | None:
+    """(message, SQLSTATE) of a Java exception PySpark left as py4j's ``Py4JJavaError``
+    (one it does not convert: ``org.apache.spark.SparkException`` among them), whose
+    text starts "An error occurred while calling o73.getResult" and goes on with the
+    Java stack. Spark's own words instead: the first exception down the causes that has
+    an error class (a job's ``[FAILED_READ_FILE.NO_HINT] ...`` under "Exception thrown
+    in awaitResult"), its message's first line with the class and SQLSTATE; else the
+    innermost cause's class and first line. None when ``exc`` is no such error."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return None
+    chain = []
+    while java is not None and len(chain) < MAX_CAUSES:
+        chain.append(java)
+        java = _java_call(java, "getCause")
+    for t in chain:
+        condition = _java_call(t, "getCondition") or _java_call(t, "getErrorClass")
+        if condition:
+            text = (str(_java_call(t, "getMessage") or "").strip().splitlines() or [""])[0]
+            if not text.startswith("["):
+                text = f"[{condition}] {text}"
+            return text.strip(), _java_call(t, "getSqlState") or "HY000"
+    for t in reversed(chain):
+        text = str(_java_call(t, "getMessage") or "").strip()
+        if text:
+            name = str(_java_call(_java_call(t, "getClass"), "getName") or "")
+            return f"{name}: {text.splitlines()[0]}".lstrip(": "), "HY000"
+    return str(_java_call(chain[0], "toString") or type(exc).__name__), "HY000"
 
 
 @contextmanager
