@@ -13,7 +13,7 @@ refused. What is refused, each with SQLSTATE 42501 at the place it was written:
   (``TRANSFORM`` / ``MAP`` / ``REDUCE … USING``), function creation, ``reflect``,
   ``java_method`` and ``try_reflect``, ``ADD JAR|FILE|ARCHIVE``, data sources other
   than parquet, orc, csv, json and text (JDBC runs a driver's code), and ``SET`` of a
-  setting other than a session's own (:data:`SETTINGS`);
+  setting other than a session's own (:mod:`dfsql.server.settings`);
 * files outside the data roots (lifted by ``--allow-any-path``): every path the plan
   names — ``format.`path``` tables, ``path``/``paths`` options, table, partition and
   database ``LOCATION``\\ s, insert and load targets — as Hadoop will read it
@@ -39,33 +39,13 @@ from dfsql.language.statement import parse_any, parse_statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.plan_walk import Node, PlanTooLarge, Tree, parse_identifier, parse_plan, walk
+from dfsql.server.settings import setting_rule
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: the data sources a client may read and write
 SOURCES = ("parquet", "orc", "csv", "json", "text")
-#: the settings a client may SET: its session's own (time, partitions, SQL dialect,
-#: file formats' options); never a static, core, catalog or legacy setting
-SETTINGS = frozenset({
-    "spark.sql.session.timeZone", "spark.sql.shuffle.partitions", "spark.sql.ansi.enabled",
-    "spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
-    "spark.sql.adaptive.skewJoin.enabled", "spark.sql.autoBroadcastJoinThreshold",
-    "spark.sql.caseSensitive", "spark.sql.files.maxPartitionBytes",
-    "spark.sql.files.maxRecordsPerFile", "spark.sql.sources.partitionOverwriteMode",
-    "spark.sql.storeAssignmentPolicy", "spark.sql.timestampType",
-    "spark.sql.parquet.compression.codec", "spark.sql.orc.compression.codec",
-    "spark.sql.csv.filterPushdown.enabled", "spark.sql.json.filterPushdown.enabled",
-    "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.maxMetadataStringLength",
-    "spark.sql.mapKeyDedupPolicy", "spark.sql.datetime.java8API.enabled",
-})
-#: dfsql's own settings, and the values each may take (Spark checks the values of its
-#: own settings; a free-form value could be substituted into a statement as ``${key}``)
-DFSQL_SETTINGS = {"dfsql.stream.native": re.compile(r"(?i)true|false"),
-                  "dfsql.replay.aggregateKernels": re.compile(r"(?i)true|false"),
-                  "dfsql.stream.buckets": re.compile(r"\d{1,6}")}
-#: a setting whose value a client may not even read (Spark's own redaction pattern)
-_SECRET = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 #: how deep EXECUTE IMMEDIATE '…' may nest inside itself
 MAX_NESTING = 4
 _RESOURCES = {"AddJarsCommand": "JAR", "AddFilesCommand": "FILE", "AddArchivesCommand": "ARCHIVE"}
@@ -97,20 +77,6 @@ class Refusal:
     offset: int
     #: the judged text's fragment it stands at, to find it in the client's statement
     fragment: str = ""
-
-
-def setting_allowed(key: str, value: str | None = None) -> bool:
-    """May a client set ``key`` (to ``value``; None: only read or reset it)?"""
-    if key in SETTINGS:
-        return True
-    check = DFSQL_SETTINGS.get(key)
-    return check is not None and (value is None or check.fullmatch(value.strip()) is not None)
-
-
-def setting_refusal(key: str) -> str:
-    return (f"SET {key}: a client of this server changes only its session's own "
-            "settings (time zone, shuffle partitions, ANSI mode, file formats' options "
-            "and the like, and dfsql's own with their values); this one is not among them")
 
 
 class Judge:
@@ -240,9 +206,10 @@ class Judge:
             if found is not None:
                 return found
         if code and name in ("SetCommand", "ResetCommand"):
-            found = _setting(text, node)
-            if found is not None:
-                return found
+            refused = setting_rule(node)
+            if refused is not None:
+                return Refusal(JvmNotAllowedError, refused[0], HINT,
+                               _locate(text, node, refused[1]), refused[1])
         found = self._owned_view(text, tree, node)
         if found is not None:
             return found
@@ -497,23 +464,3 @@ def _jvm_call(text: str, node: Node, name: str) -> Refusal:
     return Refusal(JvmNotAllowedError, f"{name}(...) calls Java methods in the server's "
                    "JVM: this server does not run it", HINT, _start(node),
                    _fragment(text, node))
-
-
-def _setting(text: str, node: Node) -> Refusal | None:
-    """SET key=value of a setting not a session's own; SET key of a secret; RESET key
-    of a setting not a session's own (RESET alone returns to the operator's)."""
-    key = node.value("kv._1") if node.name == "SetCommand" else node.value("config")
-    value = node.value("kv._2") if node.name == "SetCommand" else None
-    if key is None or key == "-v" or setting_allowed(key.strip(), value):
-        return None
-    key = key.strip()
-    if node.name == "SetCommand" and node.value("kv._2") is None:
-        if not _SECRET.search(key):
-            return None  # reading a setting
-        message = f"SET {key} would show a secret: this server does not"
-    elif node.name == "ResetCommand":
-        message = setting_refusal(key).replace("SET", "RESET", 1)
-    else:
-        message = setting_refusal(key)
-    return Refusal(JvmNotAllowedError, message, HINT, _locate(text, node, key), key)
-

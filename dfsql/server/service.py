@@ -21,9 +21,10 @@ from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
 from dfsql.server import metadata, rowsets
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
-from dfsql.server.judge import Judge, Policy, setting_allowed, setting_refusal
+from dfsql.server.judge import Judge, Policy
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
 from dfsql.server.owners import caller_owns, same_handle
+from dfsql.server.settings import setting_allowed, setting_refusal
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 
