@@ -218,12 +218,13 @@ def magic(line: str, cell: str | None = None):
     result = run(text)
     if result is not None:
         _last = result
-    if plot_it:
-        from IPython.display import display
+    if plot_it and result is not None:  # the picture is shown; the rows stay the
+        from IPython.display import display  # cell's value (``_`` in the next cell)
 
-        if result is not None:
-            display(result)
-        return plot(result)
+        try:
+            display(plot(result))
+        except DfsqlError as err:  # nothing to draw (no rows): say so, keep the rows
+            print(f"note: {err.message}")
     return result
 
 

@@ -91,6 +91,21 @@ def test_plot_draws_the_last_windowed_result_as_png(ip, fig14_cell) -> None:
     assert got.result.data[:8] == PNG_SIGNATURE
 
 
+def test_plot_of_a_cell_keeps_its_rows_as_the_cells_value(ip, fig14, capsys) -> None:
+    """``%%dfsql --plot``: the picture is displayed, and ``_`` is the result's rows (the
+    guide's ``panes = _``); an empty result draws nothing, says so, and keeps its rows."""
+    cell = (PAPER_DATA / "fig14_sessions_retracting.sql").read_text()
+    got = ip.run_cell("%%dfsql --plot\n" + cell)
+    assert got.success, got.error_in_exec
+    assert ip.user_ns["_"].shape[0] == len(fig14["expected"])  # the paper's changelog
+    assert "FROM scores" in cell
+    got = ip.run_cell("%%dfsql --plot\n" + cell.replace("FROM scores",
+                                                          "FROM scores WHERE key = 'none'"))
+    assert got.success, got.error_in_exec
+    assert ip.user_ns["_"].shape[0] == 0
+    assert "note: \\plot: the last windowed result has no rows" in capsys.readouterr().out
+
+
 def test_a_mistake_shows_the_position_and_no_traceback(ip, capsys) -> None:
     # the mistake is on line 2 of the cell: BANANAS, at column 37 (1-based) of that line
     cell = "SELECT 1 AS x;\nSELECT * FROM scores WINDOW FIXED(2 BANANAS) ON event_time\n"
