@@ -231,11 +231,23 @@ def test_help_finds_every_clause(topic: str) -> None:
 
 
 def test_help_unknown_topic_lists_the_topics() -> None:
-    assert docs_help.section("WINDOWS") is None
+    assert docs_help.section("BANANAS") is None
     assert docs_help.section("") is None
-    listing = docs_help.unknown_topic("WINDOWS")
+    listing = docs_help.unknown_topic("BANANAS")
     assert all(t in listing for t in CLAUSES)
     assert docs_help.section("allowed")  # the start of one heading
+
+
+@pytest.mark.parametrize("keyword, heading", [
+    ("SESSIONS", "WINDOW"), ("sliding", "WINDOW"), ("GAP", "WINDOW"),
+    ("EVERY", "TRIGGER"), ("UNTIL", "TRIGGER"), ("REPEAT", "TRIGGER"),
+    ("PERCENTILE", "WATERMARK"), ("PERFECT", "WATERMARK"), ("DELAY", "WATERMARK"),
+    ("RETRACTING", "EMIT"), ("accumulating", "EMIT"), ("LATENESS", "ALLOWED LATENESS"),
+    ("WINDOWS", "WINDOW"), ("TRIGER", "TRIGGER"),  # the closest heading
+])
+def test_help_finds_a_keyword_in_its_clause(keyword: str, heading: str) -> None:
+    text = docs_help.section(keyword)
+    assert text is not None and text.startswith(f"## {heading}\n"), (text or "")[:40]
 
 
 def test_cli_help_prints_the_trigger_section() -> None:
@@ -250,8 +262,10 @@ def test_cli_help_prints_the_trigger_section() -> None:
                        timeout=120)
     assert r.returncode == 0 and r.stdout.startswith("## ALLOWED LATENESS\n"), r.stderr
     r = subprocess.run([*cmd, "TRIGGERS"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("## TRIGGER\n")  # the closest
+    r = subprocess.run([*cmd, "BANANAS"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stdout == ""
-    assert "TRIGGERS" in r.stderr and "  WINDOW\n" in r.stderr
+    assert "BANANAS" in r.stderr and "  WINDOW\n" in r.stderr
 
 
 def test_shell_help_topic_prints_the_section() -> None:
@@ -270,6 +284,9 @@ def test_shell_help_topic_prints_the_section() -> None:
     sh.command("\\help")
     listing = buf.getvalue()
     assert "\\load" in listing and "ALLOWED LATENESS" in listing
+    buf.seek(0), buf.truncate()
+    sh.command("\\help windw")  # misspelt: the closest heading
+    assert buf.getvalue() == docs_help.section("WINDOW")
     with pytest.raises(DfsqlError) as e:
-        sh.command("\\help windw")
+        sh.command("\\help bananas")
     assert e.value.column == 7 and "WINDOW" in e.value.message

@@ -133,6 +133,8 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
     elif src is not None:
         line, col = 1, 1
     message, hint = _user_facing(message)
+    if hint is None and isinstance(exc, ParseException):
+        hint = _misspelt_keyword(exc)
     if hint is None and "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
         hint = "register it with dfsql.register(name, df) or CREATE TEMP VIEW"
     elif "PARQUET_TYPE_ILLEGAL" in str(exc) and "TIMESTAMP(NANOS" in str(exc):
@@ -142,6 +144,30 @@ def map_spark_error(exc: BaseException, src: Source | None, offset_of: Callable[
     if state:  # Spark's own (42703 for an unknown column), not the class's default
         mapped.sqlstate = state
     return mapped
+
+
+#: the words a Spark SQL statement starts with
+STATEMENT_WORDS = (
+    "SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "CREATE", "DROP", "ALTER",
+    "SHOW", "DESCRIBE", "EXPLAIN", "SET", "RESET", "USE", "CACHE", "UNCACHE", "REFRESH",
+    "MERGE", "UPDATE", "DELETE", "TRUNCATE", "ANALYZE", "LOAD", "DECLARE", "EXECUTE",
+    "REPLACE", "COMMENT")
+
+
+def _misspelt_keyword(exc: BaseException) -> str | None:
+    """``did you mean SELECT?`` when Spark's syntax error stands at a word that is no
+    statement's first word but is spelt close to one (``SELCT 1``)."""
+    import difflib
+
+    try:
+        near = (exc.getMessageParameters() or {}).get("error", "")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - older/newer PySpark differ here
+        return None
+    word = near.strip("'\"").upper()
+    if not word.isalpha() or word in STATEMENT_WORDS:
+        return None
+    close = difflib.get_close_matches(word, STATEMENT_WORDS, n=1, cutoff=0.75)
+    return f"did you mean {close[0]}?" if close else None
 
 
 def _java_call(obj, method: str):

@@ -68,3 +68,19 @@ def test_a_global_window_on_the_engine_clock_is_refused_at_plan_time(spark, rate
         dfsql.sql(q, spark)
     assert (info.value.line, info.value.column) == (2, 8)
     assert not spark.streams.active
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("SELCT 1", "did you mean SELECT?"),
+    ("CRATE TABLE t (a INT)", "did you mean CREATE?"),
+    ("EXPLIAN SELECT 1", "did you mean EXPLAIN?"),
+    ("BANANA 1", None),  # nothing close: Spark's message alone
+])
+def test_a_misspelt_first_keyword_gets_a_hint(spark, text, hint):
+    from dfsql.errors import DfsqlSyntaxError
+
+    with pytest.raises(DfsqlSyntaxError) as info:
+        dfsql.sql(text, spark)
+    assert (info.value.line, info.value.column) == (1, 1)
+    assert "PARSE_SYNTAX_ERROR" in info.value.message
+    assert info.value.hint == hint
