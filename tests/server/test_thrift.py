@@ -274,6 +274,12 @@ def test_sqlalchemy_hive_dialect(endpoint):
         assert [tuple(r) for r in rows] == _fig14_rows()
         n = conn.execute(sa.text("SELECT COUNT(*) AS n FROM employees")).scalar()
         assert n == 7
+    # the endpoint guide's pandas example: read_sql_query (read_sql would take the
+    # query for a table's name: Spark's DESCRIBE accepts a query)
+    import pandas as pd
+
+    frame = pd.read_sql_query("SELECT COUNT(*) AS n FROM employees", engine)
+    assert frame["n"].tolist() == [7]
     engine.dispose()
 
 
