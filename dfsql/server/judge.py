@@ -3,7 +3,7 @@ Spark will run, not on its text.
 
 Each text that ``spark.sql`` would run for a client — the statement itself, and every
 query dfsql builds from a windowed statement — is parsed first by the session's own
-parser (:mod:`dfsql.server.plan_walk`), and the tree is read before anything runs. A
+parser (:mod:`dfsql.spark.plan_walk`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
 the same way; a name or statement that exists only when the statement runs
 (``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
@@ -38,8 +38,8 @@ from dfsql.language.scan import Source
 from dfsql.language.statement import parse_any, parse_statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
-from dfsql.server.plan_walk import Node, PlanTooLarge, Tree, parse_identifier, parse_plan, walk
 from dfsql.server.settings import setting_rule
+from dfsql.spark.plan_walk import Node, PlanTooLarge, Tree, parse_identifier, parse_plan, walk
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

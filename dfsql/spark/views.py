@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
-from dfsql.language.scan import Token, scan_text
+from dfsql.language.scan import Token, blank, scan_text
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.writes import QUALIFIED_NAME
 
@@ -236,6 +236,45 @@ def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,
         raise AnalysisError(f"the view {name} would read itself", p.line, p.column,
                             "a view's query cannot read the view it defines, directly or "
                             "through another view")
+    _refuse_temporary_inputs(stmt, spark, name)
     # the view's head comes before anything expanded: body_start is the same in both texts
     schema = plan_body(expanded.text[stmt.body_start:].rstrip().rstrip(";")).schema
     return create(stmt, spark, body, schema)
+
+
+def _refuse_temporary_inputs(stmt: Statement, spark: SparkSession, name: str) -> None:
+    """A persistent view outlives the session, so it may not read a temporary view (a
+    registered source is one), as Spark refuses for its own views: the tables its query
+    reads (Spark's parse of the query, its clauses blanked) and those its clauses name
+    (``WATERMARK FROM t``). Checked at CREATE, where the user can act, not in the next
+    process, where the view would no longer plan."""
+    from dfsql.spark.plan_walk import relations_read
+
+    plain = stmt.spark_sql()
+    body = blank(plain[:stmt.body_start]) + plain[stmt.body_start:]  # offsets kept
+    try:
+        read = relations_read(spark, body)
+    except Exception:  # noqa: BLE001 (Spark cannot parse it: planning the body says why)
+        return
+    for b in stmt.blocks:
+        table = getattr(b.clauses.watermark, "table", "")
+        if table:
+            at = b.clauses.watermark.pos
+            read.append((table, max(at.offset, 0) if at else 0))
+    for table, at in read:
+        if _is_temporary(spark, table):
+            p = stmt.source.pos(at)
+            raise AnalysisError(
+                f"the persistent view {name} would read {table.replace('`', '')}, a "
+                "temporary view: it would outlive what it reads", p.line, p.column,
+                f"make {name} a TEMP VIEW, or read a table (CREATE TABLE … AS SELECT * "
+                f"FROM {table.replace('`', '')})")
+
+
+def _is_temporary(spark: SparkSession, table: str) -> bool:
+    from pyspark.errors import AnalysisException
+
+    try:
+        return bool(spark.catalog.getTable(table).isTemporary)
+    except (AnalysisException, ValueError):
+        return False

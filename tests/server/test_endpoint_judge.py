@@ -28,7 +28,7 @@ import pytest
 from dfsql.server import Server
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.paths import outside
-from dfsql.server.plan_walk import walk
+from dfsql.spark.plan_walk import walk
 from tests.conftest import register_paper_tables
 
 SECRET = "TOP-SECRET-31"

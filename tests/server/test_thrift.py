@@ -349,8 +349,13 @@ def test_a_persistent_windowed_view_is_shared_by_every_session(endpoint):
 
     maker, reader = _connect(endpoint), _connect(endpoint)
     try:
-        cur = maker.cursor()
-        cur.execute(f"CREATE OR REPLACE VIEW fig14_view AS {FIG14['query']}")
+        cur = maker.cursor()  # a persistent view reads tables, not the temp views
+        cur.execute("CREATE TABLE IF NOT EXISTS fig14_scores AS SELECT * FROM scores")
+        cur.execute("CREATE TABLE IF NOT EXISTS fig14_marks AS SELECT * FROM "
+                    "paper_watermarks")
+        query = FIG14["query"].replace("FROM scores", "FROM fig14_scores").replace(
+            "FROM paper_watermarks", "FROM fig14_marks")
+        cur.execute(f"CREATE OR REPLACE VIEW fig14_view AS {query}")
         cur = reader.cursor()
         cur.execute("SELECT * FROM fig14_view ORDER BY emit_time, is_retraction DESC, total")
         got = cur.fetchall()
@@ -366,7 +371,9 @@ def test_a_persistent_windowed_view_is_shared_by_every_session(endpoint):
             "STRING", "BIGINT", "TIMESTAMP", "TIMESTAMP", "BIGINT", "STRING", "BOOLEAN",
             "TIMESTAMP", "BOOLEAN"], strict=True))
     finally:
-        maker.cursor().execute("DROP VIEW IF EXISTS fig14_view")
+        for kind, name in (("VIEW", "fig14_view"), ("TABLE", "fig14_scores"),
+                           ("TABLE", "fig14_marks")):
+            maker.cursor().execute(f"DROP {kind} IF EXISTS {name}")
         maker.close()
         reader.close()
 

@@ -40,6 +40,11 @@ def _rows(df) -> list[tuple]:
     return sorted(tuple(r) for r in df.collect())
 
 
+def _over(table: str) -> str:
+    """BATCH over a catalog table (a persistent view may not read the temp ``scores``)."""
+    return BATCH.replace("FROM scores", f"FROM {table}")
+
+
 @pytest.fixture()
 def tables(spark, paper_tables):
     made: list[str] = []
@@ -143,8 +148,9 @@ def test_a_persistent_view_is_the_windowed_query_replanned_on_each_read(spark, t
 def test_plain_spark_reading_a_windowed_view_gets_an_error_naming_dfsql(spark, tables):
     from pyspark.errors import PySparkException
 
-    tables.append("v_plain")
-    dfsql.sql(f"CREATE OR REPLACE VIEW v_plain AS {BATCH}", spark)
+    tables += ["scores_v1", "v_plain"]
+    spark.sql("CREATE TABLE scores_v1 USING parquet AS SELECT * FROM scores")
+    dfsql.sql(f"CREATE OR REPLACE VIEW v_plain AS {_over('scores_v1')}", spark)
     with pytest.raises(PySparkException) as e:
         spark.table("v_plain").collect()
     assert "v_plain is a dfsql view" in str(e.value) and "read it through dfsql" in str(e.value)
@@ -153,8 +159,9 @@ def test_plain_spark_reading_a_windowed_view_gets_an_error_naming_dfsql(spark, t
 
 
 def test_a_view_that_would_read_itself_and_a_mistake_in_a_view_are_positioned(spark, tables):
-    tables += ["v_a", "v_b"]
-    dfsql.sql(f"CREATE VIEW v_a AS {BATCH}", spark)
+    tables += ["scores_v2", "v_a", "v_b"]
+    spark.sql("CREATE TABLE scores_v2 USING parquet AS SELECT * FROM scores")
+    dfsql.sql(f"CREATE VIEW v_a AS {_over('scores_v2')}", spark)
     dfsql.sql("CREATE VIEW v_b AS SELECT * FROM v_a", spark)
     with pytest.raises(AnalysisError) as e:
         dfsql.sql("CREATE OR REPLACE VIEW v_a AS SELECT * FROM v_b", spark)
@@ -164,3 +171,31 @@ def test_a_view_that_would_read_itself_and_a_mistake_in_a_view_are_positioned(sp
     assert (e2.value.line, e2.value.column) == (2, 3)
     assert dfsql.sql("SELECT COUNT(*) AS n FROM v_a x WHERE x.total > 10",
                      spark).collect()[0].n == 3  # 14, 22 and 12
+
+
+def test_a_persistent_view_may_not_read_a_temporary_one(spark, tables):
+    """A persistent windowed view outlives the session, so reading a temp view (a
+    registered source, the paper's ``scores``) or a WATERMARK FROM temp view is refused
+    when it is created, at the temp view's name, as Spark refuses for its own views; a
+    TEMP view over them is fine, and a CTE named like a temp view is not one."""
+    query = ("SELECT key, SUM(value) AS total FROM {src} GROUP BY key "
+             "WINDOW FIXED(2 MINUTES) ON event_time")
+    with pytest.raises(AnalysisError) as e:
+        dfsql.sql("CREATE VIEW v_over_temp AS\n" + query.format(src="scores"), spark)
+    assert (e.value.line, e.value.column) == (2, 38)  # "scores" after FROM
+    assert "would read scores, a temporary view" in e.value.message
+    assert "TEMP VIEW" in e.value.hint
+    tables += ["scores_v3", "v_temp_over_temp"]
+    spark.sql("CREATE TABLE scores_v3 USING parquet AS SELECT * FROM scores")
+    marks = ("SELECT key, SUM(value) AS total FROM scores_v3 GROUP BY key "
+             "WINDOW FIXED(2 MINUTES) ON event_time WATERMARK FROM paper_watermarks "
+             "PROCESSING TIME arrival_time")
+    with pytest.raises(AnalysisError) as e:
+        dfsql.sql("CREATE VIEW v_over_temp AS " + marks, spark)
+    assert "would read paper_watermarks, a temporary view" in e.value.message
+    assert spark.catalog.tableExists("v_over_temp") is False
+    dfsql.sql("CREATE TEMP VIEW v_temp_over_temp AS " + query.format(src="scores"), spark)
+    cte = ("WITH scores AS (SELECT * FROM scores_v3) " + query).format(src="scores")
+    tables.append("v_cte")
+    dfsql.sql("CREATE VIEW v_cte AS " + cte, spark)
+    assert spark.catalog.tableExists("v_cte")

@@ -1,5 +1,7 @@
-"""Spark's parsed plan of a statement as a Python value, so that the endpoint judges a
-statement on the tree Spark will run (:mod:`dfsql.server.judge`), not on its text.
+"""Spark's parsed plan of a statement as a Python value, so that what dfsql decides about
+a statement it decides on the tree Spark will run, not on its text: the endpoint's
+judgement (:mod:`dfsql.server.judge`), the tables a persistent view reads
+(:mod:`dfsql.spark.views`).
 
 Spark's own parser (the session's ``sqlParser``: its settings, its variable
 substitution) parses the text; a small Java class, compiled once per JVM with the
@@ -264,3 +266,20 @@ def walk(spark: SparkSession, plan: Any) -> Tree:
     for n in nodes:
         children.setdefault(n.parent, []).append(n)
     return Tree(tuple(nodes), {k: tuple(v) for k, v in children.items()})
+
+
+def relations_read(spark: SparkSession, text: str) -> list[tuple[str, int]]:
+    """(name, offset) of every table or view the statement ``text`` reads by name, as
+    Spark parses it (a CTE's own name is not one; ``format.`path``` tables are)."""
+    tree = walk(spark, parse_plan(spark, text))
+    ctes = {v.lower() for n in tree.nodes for p, v in n.values
+            if n.name == "UnresolvedWith" and p.startswith("cteRelations.") and
+            p.endswith("._1")}
+    out = []
+    for n in tree.nodes:
+        if n.name == "UnresolvedRelation":
+            parts = n.values_under("multipartIdentifier")
+            if len(parts) == 1 and parts[0].lower() in ctes:
+                continue
+            out.append((".".join(f"`{p}`" for p in parts), max(n.origin[2], 0)))
+    return out
