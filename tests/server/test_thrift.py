@@ -363,7 +363,7 @@ def test_a_persistent_windowed_view_is_shared_by_every_session(endpoint):
         assert [tuple(r) for r in got] == expected
         client, session = reader.client, reader.sessionHandle
         tables = operation_rows(reader, client.GetTables(tt.TGetTablesReq(
-            sessionHandle=session, tableName="fig14%")))
+            sessionHandle=session, tableName="fig14_v%")))
         assert [(r[2], r[3]) for r in tables] == [("fig14_view", "VIEW")]
         cols = operation_rows(reader, client.GetColumns(tt.TGetColumnsReq(
             sessionHandle=session, tableName="fig14_view")))
