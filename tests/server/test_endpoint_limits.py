@@ -168,6 +168,33 @@ def test_one_huge_partition_is_refused_and_the_server_goes_on(spark, server):
     assert _no_jobs(spark)
 
 
+def test_a_huge_partition_after_a_small_one_fails_the_fetch_not_the_server(spark, server):
+    """The first two partitions (10 rows each) are sent; the third, 2e9 rows, fails at
+    the bound while the client fetches (Spark gathers the next partition before it
+    sends one, so the execution itself succeeds only when two small ones come first):
+    the fetch gets 54000, the server answers after it."""
+    from pyhive.exc import OperationalError
+
+    conn = _connect(server)
+    cur = conn.cursor()
+    cur.arraysize = 5
+    cur.execute("SELECT id FROM range(0, 20, 1, 2) UNION ALL "
+                "SELECT id FROM range(0, 2000000000, 1, 1)")
+    got: list = []
+    with pytest.raises(OperationalError) as info:
+        while rows := cur.fetchmany(5):
+            got.extend(r[0] for r in rows)
+    # the small partitions' rows (as far as Spark sent them ahead), then the error
+    assert 10 <= len(got) <= 20 and got == list(range(len(got))), got
+    status = info.value.args[0].status
+    assert status.sqlState == "54000", status.errorMessage
+    assert status.errorMessage.startswith("a partition of the result holds more than "
+                                          "1,290,555 rows"), status.errorMessage
+    conn.close()
+    assert _no_jobs(spark)
+    assert _select_one(server) == [(1,)]
+
+
 def test_a_huge_result_in_partitions_streams_and_closing_it_ends_its_job(spark, server):
     """2e9 rows in 4000 partitions of 500,000 (6.5 MB each): it streams; a client that
     reads three fetches and closes leaves no job behind, and the server answers."""
