@@ -109,25 +109,33 @@ def _eof(sock: socket.socket, seconds: float) -> bool:
 
 
 def test_a_long_statement_does_not_hold_another_sessions_select_1(spark, server):
-    """4e10 rows of cross join, in 200 tasks: under Spark's FIFO the other client's task
-    waits behind all of them (a minute and more here); with a FAIR pool per session it
-    takes the next free slot. (Spark never preempts a running task: a statement whose
-    few tasks each run a minute still holds the slots it has — with local[2], the
-    issue's range(200000) x range(200000) in 2 tasks of 30 s.)"""
+    """4e10 rows of cross join in 20,000 tasks (about a second each here): under Spark's
+    FIFO the other client's task waits behind all of them (over 2 minutes measured,
+    then cut off); with a FAIR pool per session it takes the next free slot. (Spark
+    never preempts a running task: a statement whose few tasks each run for minutes
+    still holds the slots it has — the issue's range(200000) x range(200000) is 2 tasks
+    on local[2], and a SELECT 1 beside it waits for one of them to end.)"""
     from TCLIService import ttypes as tt
 
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     hog = _connect(server, "hog")
     cur = hog.cursor()
-    cur.execute("SELECT count(*) FROM range(0, 200000, 1, 200) a CROSS JOIN range(200000) b",
-                async_=True)
+    cur.execute("SELECT count(*) FROM range(0, 200000, 1, 20000) a "
+                "CROSS JOIN range(200000) b", async_=True)
     op = server.service.operations[cur._operationHandle.operationId.guid]
     tracker = spark.sparkContext.statusTracker()
-    assert _wait(lambda: any(
-        (info := tracker.getStageInfo(st)) is not None and info.numActiveTasks > 0
-        for j in tracker.getJobIdsForGroup(op.group)
-        for st in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else ()))), \
-        "the cross join never started"
+
+    def join_tasks_done() -> int:  # of the join's stage (not the broadcast's)
+        done = 0
+        for j in tracker.getJobIdsForGroup(op.group):
+            for st in (info.stageIds if (info := tracker.getJobInfo(j)) else ()):
+                stage = tracker.getStageInfo(st)
+                if stage is not None and stage.numTasks == 20000:
+                    done = stage.numCompletedTasks
+        return done
+
+    # a few of its tasks done: the slots now go round the join's queue of tasks
+    assert _wait(lambda: join_tasks_done() >= 2, 120), "the cross join never got going"
     try:
         t0 = time.monotonic()
         assert _select_one(server) == [(1,)]
