@@ -49,7 +49,8 @@ def server(spark, users):
 @pytest.fixture(scope="module")
 def http_server(spark, users):
     s = Server(spark, port=0, auth="PLAIN", password_file=users, transport_mode="http",
-               login_timeout=LOGIN_TIMEOUT, max_connections=10).start()
+               login_timeout=LOGIN_TIMEOUT, max_connections=10,
+               max_connections_per_user=3).start()
     yield s
     s.stop()
 
@@ -337,17 +338,26 @@ def _lock_out(port: int, count: int, first: bytes) -> list[socket.socket]:
     return socks
 
 
-def _first_success(attempt, seconds: float = 30.0) -> float:
-    """Seconds until ``attempt()`` first succeeds, retrying what the server refuses."""
+def _first_success(attempt, seconds: float = 30.0):
+    """What ``attempt()`` returns the first time it succeeds, retrying what the server
+    refuses."""
     t0 = time.monotonic()
     while True:
         try:
-            attempt()
-            return time.monotonic() - t0
+            return attempt()
         except Exception:  # noqa: BLE001 (refused while every slot is held)
             if time.monotonic() - t0 > seconds:
                 raise
             time.sleep(0.1)
+
+
+def _answers_select_1(conn) -> None:
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        conn.close()
 
 
 def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
@@ -368,9 +378,10 @@ def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
 
     threading.Thread(target=trickle, daemon=True).start()
     try:
-        waited = _first_success(lambda: _select_one(server))
+        conn = _first_success(lambda: _connect(server))  # logged in, a session open
         since = time.monotonic() - opened
-        assert since < LOGIN_TIMEOUT + 10, (since, waited)  # generous: a loaded machine
+        assert since < LOGIN_TIMEOUT + 10, since  # generous: a loaded machine
+        _answers_select_1(conn)
         assert all(_eof(s, 5) for s in socks)
     finally:
         stop.set()
@@ -389,23 +400,53 @@ def test_half_open_http_requests_lock_nobody_out_past_the_login_timeout(http_ser
     opened = time.monotonic()
     assert _wait(lambda: http_server.connections() == 10, 10)
 
-    def query() -> None:
-        conn = hive.connect(host="127.0.0.1", port=http_server.port, scheme="http",
-                            auth="BASIC", username="ada", password=PASSWORD)
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT 1 AS one")
-            assert cur.fetchall() == [(1,)]
-        finally:
-            conn.close()
-
     try:
-        _first_success(query)
-        assert time.monotonic() - opened < LOGIN_TIMEOUT + 10
+        conn = _first_success(lambda: hive.connect(
+            host="127.0.0.1", port=http_server.port, scheme="http", auth="BASIC",
+            username="ada", password=PASSWORD))
+        since = time.monotonic() - opened
+        assert since < LOGIN_TIMEOUT + 10, since  # generous: a loaded machine
+        _answers_select_1(conn)
         assert all(_eof(s, 5) for s in socks)
     finally:
         for s in socks:
             s.close()
+
+
+def test_http_connections_per_user_are_capped(http_server):
+    """Three keep-alive connections of bob's, each past its first request; a fourth
+    gets 429 saying why, and is closed; one of the three closing lets it in."""
+    import base64
+    import http.client
+
+    from TCLIService import ttypes as tt
+
+    from tests.server.thrift_fuzz import encode_call
+
+    body = encode_call("GetInfo", tt.TGetInfoReq(infoType=tt.TGetInfoType.CLI_SERVER_NAME))
+    headers = {"Content-Type": "application/x-thrift", "Authorization": "Basic "
+               + base64.b64encode(f"bob:{PASSWORD}".encode()).decode()}
+
+    def post() -> tuple[http.client.HTTPConnection, int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", http_server.port, timeout=30)
+        conn.request("POST", "/cliservice", body, headers)
+        reply = conn.getresponse()
+        return conn, reply.status, reply.read()
+
+    held = [post() for _ in range(3)]
+    assert [status for _, status, _ in held] == [200, 200, 200]
+    fourth, status, text = post()
+    assert status == 429
+    assert text == (b"user 'bob' already has 3 connections open, the limit (dfsql serve "
+                    b"--max-connections-per-user)\n")
+    fourth.close()
+    held.pop()[0].close()
+    assert _wait(lambda: http_server.admission._users.get("bob") == 2)
+    again = post()
+    assert again[1] == 200
+    for conn, _, _ in [*held, again]:
+        conn.close()
+    assert _wait(lambda: "bob" not in http_server.admission._users)
 
 
 def test_the_new_limits_are_flags_of_dfsql_serve(capsys):
