@@ -5,7 +5,8 @@ that each is reached in a second or two), then the server still answers.
 
 Limits of the module's binary server: login within 2 s, 4 connections and 3 sessions per
 user, 500 rows per fetch, 64 kB statements, nesting 32 deep, 16 MB per result partition
-(16 MiB / 13 bytes, a bigint's 8 and Arrow's 5: 1,290,555 rows).
+(16 MiB / 13 bytes, a bigint's 8 and Arrow's 5: 1,290,555 rows). The HTTP server's:
+login within 2 s, 10 connections, 3 per user.
 """
 
 from __future__ import annotations
