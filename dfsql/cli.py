@@ -171,6 +171,46 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _limit_flags(p: argparse.ArgumentParser) -> None:
+    """``dfsql serve``'s bounds on what clients send and cost (unset: the Server's
+    defaults, which the help states)."""
+    p.add_argument("--max-message-mb", type=float, metavar="MB",
+                   help="the largest SASL frame, HTTP body, Thrift string or method name "
+                        "a client may announce (and an eighth as many list elements); a "
+                        "larger announcement closes its connection before anything is "
+                        "read (default 64)")
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help="connections served at once; more are closed on arrival, with a "
+                        "log line (default 100)")
+    p.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
+                   help="close a connection that sends nothing (or takes no reply) for "
+                        "this long, one stuck in its SASL handshake too (default 3600; 0: "
+                        "never)")
+    p.add_argument("--login-timeout", type=_seconds, metavar="SECONDS",
+                   help="close a connection not logged in this long after it arrived "
+                        "(SASL handshake, or its first call or HTTP request read whole), "
+                        "however it trickles (default 20; 0: never)")
+    p.add_argument("--max-connections-per-user", type=int, metavar="N",
+                   help="connections one logged-in user may hold at once; more are "
+                        "refused at login (default 20; 0: no limit)")
+    p.add_argument("--max-sessions-per-user", type=int, metavar="N",
+                   help="sessions one user may hold open at once; OpenSession past it "
+                        "is an error, SQLSTATE 54000 (default 20; 0: no limit)")
+    p.add_argument("--max-fetch-rows", type=int, metavar="N",
+                   help="the most rows one FetchResults returns, whatever the client "
+                        "asks (default 10000; 0: no limit)")
+    p.add_argument("--max-statement-kb", type=float, metavar="KB",
+                   help="refuse a longer statement, SQLSTATE 54000 (default 1024; 0: "
+                        "no limit)")
+    p.add_argument("--max-nesting", type=int, metavar="N",
+                   help="refuse a statement with parentheses nested deeper, SQLSTATE "
+                        "54000, before it is parsed (default 256; 0: no limit)")
+    p.add_argument("--max-partition-mb", type=float, metavar="MB",
+                   help="fail a statement one of whose result partitions grows past "
+                        "this (estimated from its column types), SQLSTATE 54000, "
+                        "before the server holds it (default 128; 0: no limit)")
+
+
 def passwd(args: argparse.Namespace) -> int:
     import getpass
 
@@ -312,41 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--idle-operation-timeout", type=_seconds, default=3600.0,
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
-    p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
-                       help="the largest SASL frame, HTTP body, Thrift string or method name "
-                            "a client may announce (and an eighth as many list elements); a "
-                            "larger announcement closes its connection before anything is "
-                            "read (default 64)")
-    p_srv.add_argument("--max-connections", type=int, metavar="N",
-                       help="connections served at once; more are closed on arrival, with a "
-                            "log line (default 100)")
-    p_srv.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
-                       help="close a connection that sends nothing (or takes no reply) for "
-                            "this long, one stuck in its SASL handshake too (default 3600; 0: "
-                            "never)")
-    p_srv.add_argument("--login-timeout", type=_seconds, metavar="SECONDS",
-                       help="close a connection not logged in this long after it arrived "
-                            "(SASL handshake, or its first call or HTTP request read whole), "
-                            "however it trickles (default 20; 0: never)")
-    p_srv.add_argument("--max-connections-per-user", type=int, metavar="N",
-                       help="connections one logged-in user may hold at once; more are "
-                            "refused at login (default 20; 0: no limit)")
-    p_srv.add_argument("--max-sessions-per-user", type=int, metavar="N",
-                       help="sessions one user may hold open at once; OpenSession past it "
-                            "is an error, SQLSTATE 54000 (default 20; 0: no limit)")
-    p_srv.add_argument("--max-fetch-rows", type=int, metavar="N",
-                       help="the most rows one FetchResults returns, whatever the client "
-                            "asks (default 10000; 0: no limit)")
-    p_srv.add_argument("--max-statement-kb", type=float, metavar="KB",
-                       help="refuse a longer statement, SQLSTATE 54000 (default 1024; 0: "
-                            "no limit)")
-    p_srv.add_argument("--max-nesting", type=int, metavar="N",
-                       help="refuse a statement with parentheses nested deeper, SQLSTATE "
-                            "54000, before it is parsed (default 256; 0: no limit)")
-    p_srv.add_argument("--max-partition-mb", type=float, metavar="MB",
-                       help="fail a statement one of whose result partitions grows past "
-                            "this (estimated from its column types), SQLSTATE 54000, "
-                            "before the server holds it (default 128; 0: no limit)")
+    _limit_flags(p_srv)
     p_help = sub.add_parser("help", help="print a section of the language reference "
                                          "(dfsql help TRIGGER); no topic: the topics")
     p_help.add_argument("topic", nargs="*")
