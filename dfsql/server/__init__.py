@@ -90,7 +90,8 @@ class Server:
                  transport_mode: str = "binary", http_path: str = "cliservice",
                  login_timeout: float = LOGIN_TIMEOUT,
                  max_connections_per_user: int = MAX_CONNECTIONS_PER_USER,
-                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER, max_fetch_rows: int = MAX_FETCH_ROWS,
+                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
+                 max_fetch_rows: int = MAX_FETCH_ROWS,
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
                  max_partition_mb: float = MAX_PARTITION_MB) -> None:
         auth, transport_mode = auth.upper(), transport_mode.lower()
