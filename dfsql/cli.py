@@ -138,7 +138,10 @@ def serve(args: argparse.Namespace) -> int:
 
     roots = None if args.allow_any_path else args.data_root
     # the limits given (the parser's defaults are None: the Server's own hold)
-    limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout")
+    limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
+                             "login_timeout", "max_connections_per_user",
+                             "max_sessions_per_user", "max_fetch_rows", "max_statement_kb",
+                             "max_nesting", "max_partition_mb")
               if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
@@ -167,6 +170,46 @@ def _seconds(text: str) -> float:
     if value < 0 or value != value:
         raise argparse.ArgumentTypeError(f"a timeout is 0 (none) or more seconds: {text!r}")
     return value
+
+
+def _limit_flags(p: argparse.ArgumentParser) -> None:
+    """``dfsql serve``'s bounds on what clients send and cost (unset: the Server's
+    defaults, which the help states)."""
+    p.add_argument("--max-message-mb", type=float, metavar="MB",
+                   help="the largest SASL frame, HTTP body, Thrift string or method name "
+                        "a client may announce (and an eighth as many list elements); a "
+                        "larger announcement closes its connection before anything is "
+                        "read (default 64)")
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help="connections served at once; more are closed on arrival, with a "
+                        "log line (default 100)")
+    p.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
+                   help="close a connection that sends nothing (or takes no reply) for "
+                        "this long, one stuck in its SASL handshake too (default 3600; 0: "
+                        "never)")
+    p.add_argument("--login-timeout", type=_seconds, metavar="SECONDS",
+                   help="close a connection not logged in this long after it arrived "
+                        "(SASL handshake, or its first call or HTTP request read whole), "
+                        "however it trickles (default 20; 0: never)")
+    p.add_argument("--max-connections-per-user", type=int, metavar="N",
+                   help="connections one logged-in user may hold at once; more are "
+                        "refused at login (default 20; 0: no limit)")
+    p.add_argument("--max-sessions-per-user", type=int, metavar="N",
+                   help="sessions one user may hold open at once; OpenSession past it "
+                        "is an error, SQLSTATE 54000 (default 20; 0: no limit)")
+    p.add_argument("--max-fetch-rows", type=int, metavar="N",
+                   help="the most rows one FetchResults returns, whatever the client "
+                        "asks (default 10000; 0: no limit)")
+    p.add_argument("--max-statement-kb", type=float, metavar="KB",
+                   help="refuse a longer statement, SQLSTATE 54000 (default 1024; 0: "
+                        "no limit)")
+    p.add_argument("--max-nesting", type=int, metavar="N",
+                   help="refuse a statement with parentheses nested deeper, SQLSTATE "
+                        "54000, before it is parsed (default 256; 0: no limit)")
+    p.add_argument("--max-partition-mb", type=float, metavar="MB",
+                   help="fail a statement one of whose result partitions grows past "
+                        "this (estimated from its column types), SQLSTATE 54000, "
+                        "before the server holds it (default 128; 0: no limit)")
 
 
 def passwd(args: argparse.Namespace) -> int:
@@ -314,18 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     p_srv.add_argument("--idle-operation-timeout", type=_seconds, default=3600.0,
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
-    p_srv.add_argument("--max-message-mb", type=float, metavar="MB",
-                       help="the largest SASL frame, HTTP body, Thrift string or method name "
-                            "a client may announce (and an eighth as many list elements); a "
-                            "larger announcement closes its connection before anything is "
-                            "read (default 64)")
-    p_srv.add_argument("--max-connections", type=int, metavar="N",
-                       help="connections served at once; more are closed on arrival, with a "
-                            "log line (default 100)")
-    p_srv.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
-                       help="close a connection that sends nothing (or takes no reply) for "
-                            "this long, one stuck in its SASL handshake too (default 3600; 0: "
-                            "never)")
+    _limit_flags(p_srv)
     p_help = sub.add_parser("help", help="print a section of the language reference "
                                          "(dfsql help TRIGGER); no topic: the topics")
     p_help.add_argument("topic", nargs="*")

@@ -31,6 +31,12 @@ Why each setting (for sessions dfsql creates):
   Spark treats as "no byte limit" and skips that call. Batches are still cut at
   ``maxRecordsPerBatch`` (10,000) rows. Measured on 4M rows into the replay driver: about
   0.75 µs of JVM CPU per row less (3 s of the 4M replay benchmark's CPU).
+* ``spark.scheduler.mode=FAIR`` — the endpoint (``dfsql serve``) gives each client
+  session a scheduler pool of its own, and only a FAIR context honours pools: under
+  Spark's FIFO default a free task slot goes to the oldest job's next task, so one
+  client's statement of many tasks holds every other client's ``SELECT 1`` until it
+  ends. A job outside any pool (the shell, a program) runs in the default pool, first
+  come first served as before. The mode is fixed when the context starts.
 * ``spark.log.level=WARN`` — Spark's INFO chatter on stderr hides dfsql's own messages;
   as a config (rather than ``setLogLevel`` afterwards) it applies from JVM start.
 * The JVM's standard error goes to :data:`SPARK_LOG` (``$TMPDIR/dfsql-spark-<uid>.log``;
@@ -129,6 +135,7 @@ DRIVER_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "WARN",
+    "spark.scheduler.mode": "FAIR",
 }
 
 

@@ -113,6 +113,7 @@ SLOW_MODULES = (
     "test_catalog.py",
     "server/test_continuous_restart.py",
     "server/test_endpoint_guard.py",
+    "server/test_endpoint_limits.py",
     "spark/test_stream_inputs.py",
     "test_cli.py",
     "spark/test_flights.py",

@@ -21,10 +21,14 @@ directory its continuous queries outlive it and start again with it
 Bounded against what a client sends: no SASL frame, Thrift string or method name over
 ``max_message_mb`` is read (the announcement ends the connection before anything is
 set aside: :mod:`dfsql.server.transport`), at most ``max_connections`` connections at
-once (more are closed on arrival), and a connection silent for
-``idle_connection_timeout`` seconds is closed, a half-finished handshake too (a socket
-timeout, so a reply the client does not take for that long as well). Bytes that do
-not decode end their connection with one log line; other connections never notice.
+once (more are closed on arrival), a connection not logged in within
+``login_timeout`` seconds is closed, as is one of a user already holding
+``max_connections_per_user`` (:mod:`dfsql.server.admission`), and a connection silent
+for ``idle_connection_timeout`` seconds is closed (a socket timeout, so a reply the
+client does not take for that long as well). Bytes that do not decode end their
+connection with one log line; other connections never notice. What one statement may
+cost — its size and nesting, rows per fetch, a result partition held at once, sessions
+per user — is :mod:`dfsql.server.limits`'s.
 """
 
 from __future__ import annotations
@@ -38,7 +42,15 @@ from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.server.admission import LOGIN_TIMEOUT, MAX_CONNECTIONS_PER_USER, Admission
 from dfsql.server.auth import PasswordFile
+from dfsql.server.limits import (
+    MAX_FETCH_ROWS,
+    MAX_NESTING,
+    MAX_PARTITION_MB,
+    MAX_SESSIONS_PER_USER,
+    MAX_STATEMENT_KB,
+)
 from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView, parse_streams
 from dfsql.server.watchdog import EXIT_SPARK_DIED, Watchdog
@@ -80,7 +92,13 @@ class Server:
                  max_message_mb: float = MAX_MESSAGE_MB, max_connections: int = MAX_CONNECTIONS,
                  idle_connection_timeout: float = IDLE_CONNECTION_TIMEOUT,
                  transport_mode: str = "binary", http_path: str = "cliservice",
-                 admins: Sequence[str] = (), backoff: Backoff | None = None) -> None:
+                 admins: Sequence[str] = (), backoff: Backoff | None = None,
+                 login_timeout: float = LOGIN_TIMEOUT,
+                 max_connections_per_user: int = MAX_CONNECTIONS_PER_USER,
+                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
+                 max_fetch_rows: int = MAX_FETCH_ROWS,
+                 max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
+                 max_partition_mb: float = MAX_PARTITION_MB) -> None:
         auth, transport_mode = auth.upper(), transport_mode.lower()
         if auth not in AUTH_MODES:
             raise DfsqlError(f"unknown --auth {auth!r}", hint="one of " + ", ".join(AUTH_MODES))
@@ -91,6 +109,11 @@ class Server:
         if admins and auth != "PLAIN":  # under NONE anyone may name themself an admin
             raise DfsqlError("--admin needs --auth PLAIN",
                              hint="an admin must prove who they are: a password file")
+        _check_counts(login_timeout=login_timeout,
+                      max_connections_per_user=max_connections_per_user,
+                      max_sessions_per_user=max_sessions_per_user,
+                      max_fetch_rows=max_fetch_rows, max_statement_kb=max_statement_kb,
+                      max_nesting=max_nesting, max_partition_mb=max_partition_mb)
         # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs this
         # file, and need not load the Thrift stack, numpy and the scanner the service needs
         from dfsql.server import http_transport, service
@@ -123,7 +146,12 @@ class Server:
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             statement_timeout,
-            idle_session_timeout, idle_operation_timeout, frozenset(admins))
+            idle_session_timeout, idle_operation_timeout, frozenset(admins),
+            max_fetch_rows=max_fetch_rows,
+            max_statement_kb=max_statement_kb, max_nesting=max_nesting,
+            max_partition_mb=max_partition_mb, max_sessions_per_user=max_sessions_per_user)
+        #: login deadlines and per-user connection counts
+        self.admission = Admission(login_timeout, max_connections_per_user)
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)
@@ -156,6 +184,7 @@ class Server:
         self.port = sock.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name="dfsql-accept", daemon=True)
         self._thread.start()
+        self.admission.start()
         self.watchdog.start()
         return self
 
@@ -188,6 +217,7 @@ class Server:
     def stop(self) -> None:
         self._stopping.set()
         self.watchdog.stop()
+        self.admission.stop()
         self._close_listener()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
@@ -235,6 +265,7 @@ class Server:
             # every read and write of the connection's thread waits at most this long
             conn.settimeout(self.idle_timeout)
             self._connections.add(conn)
+            self.admission.arrived(conn, _peer(peer))
             threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
                              daemon=True).start()
 
@@ -261,24 +292,34 @@ class Server:
         return url + (";auth=noSasl" if self.auth == "NOSASL" else "")
 
     def _serve(self, conn: socket.socket, peer: str = "?") -> None:
+        counted: list[str] = []  # the user the connection counts for, once logged in
+
+        def logged_in(user: str) -> str | None:
+            why = self.admission.logged_in(conn, user)
+            if why is None and user:
+                counted.append(user)
+            return why
+
         try:
             if self.http is not None:
-                self.http.serve(conn, peer)
+                self.http.serve(conn, peer, logged_in)
             else:
-                self._serve_binary(conn, peer)
+                self._serve_binary(conn, peer, logged_in)
         except Exception as e:  # noqa: BLE001 (one bad connection must not stop the server)
             self._ended(peer, e)
         finally:
             try:
                 self.service.connection_closed()
             finally:
+                self.admission.left(conn, counted[0] if counted else None)
                 self._connections.discard(conn)
                 try:
                     conn.close()
                 except OSError:
                     pass
 
-    def _serve_binary(self, conn: socket.socket, peer: str) -> None:
+    def _serve_binary(self, conn: socket.socket, peer: str,
+                      logged_in: Callable[[str], str | None]) -> None:
         from thrift.transport import TSocket
 
         # loaded with the service already (see __init__); kept out of this file's top for
@@ -293,7 +334,8 @@ class Server:
             if self.auth != "NOSASL":
                 assert self.check is not None
                 check = self.check
-                user = sasl.negotiate(raw, lambda u, p: check(u, p, host_of(peer)))
+                user = sasl.negotiate(raw, lambda u, p: check(u, p, host_of(peer)),
+                                      logged_in)
             # a buffer under everything: the status short path reads the socket itself
             # and hands back what is not its own (Processor.serve_status)
             inner = transport.Buffered(raw, self.max_message)
@@ -301,6 +343,9 @@ class Server:
             proto = Protocol(trans, self.max_message)
             processor = Processor(self.service, conn, inner, trans, self.max_message)
             self.service.connection_opened(user)
+            if self.auth == "NOSASL":  # no handshake: logged in with its first call
+                processor.process(proto, proto)
+                logged_in("")
             while not self._stopping.is_set():
                 if not processor.serve_status():
                     processor.process(proto, proto)
@@ -344,6 +389,15 @@ def _check_limits(max_message_mb: float, max_connections: int, idle: float) -> N
     if idle < 0:
         raise DfsqlError(f"--idle-connection-timeout {idle:g}: negative",
                          hint="seconds, 0 for none (the default is 3600)")
+
+
+def _check_counts(**limits: float) -> None:
+    """The per-client limits (keyword: the flag's name), or a clear error for a negative
+    one (0 turns each off)."""
+    for name, value in limits.items():
+        if not value >= 0:
+            raise DfsqlError(f"--{name.replace('_', '-')} {value:g}: negative",
+                             hint="0 turns the limit off")
 
 
 def serve(host: str = "127.0.0.1", port: int = 10000, auth: str = "NONE",

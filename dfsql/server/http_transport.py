@@ -146,9 +146,13 @@ class Endpoint:
     _checked: dict[bytes, tuple[str, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def serve(self, conn: socket.socket, peer: str) -> None:
-        """Serve one connection's requests (keep-alive) until it closes."""
-        _Handler(conn, peer, self)
+    def serve(self, conn: socket.socket, peer: str,
+              logged_in: Callable[[str], str | None] | None = None) -> None:
+        """Serve one connection's requests (keep-alive) until it closes. ``logged_in``
+        is told the user of its first accepted request (the login timeout ends; a
+        reason returned refuses the request and closes the connection: a per-user
+        limit)."""
+        _Handler(conn, peer, self, logged_in)
 
     def on_path(self, target: str) -> bool:
         """Whether a request target is the endpoint's: exactly ``/cliservice``, or with a
@@ -193,8 +197,10 @@ class _Handler(BaseHTTPRequestHandler):
     error_content_type = "text/plain; charset=utf-8"
     error_message_format = "%(code)d %(message)s: %(explain)s\n"
 
-    def __init__(self, conn, peer: str, endpoint: Endpoint) -> None:
+    def __init__(self, conn, peer: str, endpoint: Endpoint,
+                 logged_in: Callable[[str], str | None] | None = None) -> None:
         self.endpoint = endpoint
+        self.logged_in = logged_in  # None once told (or never to be told)
         self.processor = Processor(endpoint.service, max_message=endpoint.max_message)
         super().__init__(conn, peer, None)  # type: ignore[arg-type]  (no socketserver)
 
@@ -234,6 +240,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(401, refusal, "application/x-thrift", challenge,
                            reason="Error validating the login")
             return
+        if self.logged_in is not None:
+            why, self.logged_in = self.logged_in(user), None
+            if why:
+                log.info("refused a request from %s: %s", self.client_address, why)
+                self.close_connection = True
+                self._text(429, why, reason="Too many connections")
+                return
         reply = self._call(body, user)
         if reply is not None:
             self._send(200, reply, "application/x-thrift")

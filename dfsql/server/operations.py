@@ -25,6 +25,7 @@ from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.statement import parse_any
 from dfsql.server import rowsets
 from dfsql.server.guard import refusal_of
+from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 
@@ -149,6 +150,8 @@ class Operation:
         self.deadline: float | None = None
         self.timeout_source = ""
         self.timed_out = False
+        #: the most of one result partition the JVM may gather (``--max-partition-mb``)
+        self.max_partition_mb: float = MAX_PARTITION_MB
 
     def touch(self) -> None:
         """A client called about it (and so about its session): not idle."""
@@ -166,6 +169,10 @@ class Operation:
         try:
             sc = spark.sparkContext
             sc.setJobGroup(self.group, self.statement[:200], interruptOnCancel=True)
+            # the session's own FAIR pool (Spark's Thrift server does the same): a free
+            # task slot goes to the session running the fewest tasks, not to the oldest
+            # job, so one session's many-task statement does not hold every other's
+            sc.setLocalProperty("spark.scheduler.pool", self.session.pool)
         except Exception:  # Spark Connect: no job groups; tags instead
             try:
                 spark.addTag(self.group)
@@ -177,14 +184,16 @@ class Operation:
                 if self.session.judge is not None:
                     self.session.judge.check_statement(spark, self.statement)
                 df = dfsql.sql(self.statement, spark)
-            if self.timed_out:  # while it was planned: start no job
+            if self._abandoned():  # while it was planned: start no job
                 return
             if df.isStreaming:
                 raise stream_refused(self.statement)
             with self.lock:
+                if self._abandoned():  # cancelled or closed meanwhile
+                    return
                 self.schema = df.schema
                 self._result = df
-                self._df = rowsets.wire_frame(df)
+                self._df = bounded_partitions(rowsets.wire_frame(df), self.max_partition_mb)
                 self._start()
             if self.state == S.RUNNING_STATE:
                 self.state = S.FINISHED_STATE
@@ -198,8 +207,13 @@ class Operation:
             self.done.set()
             try:
                 spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
+                spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
             except Exception:
                 pass
+
+    def _abandoned(self) -> bool:
+        """Whether the client gave up on it (cancelled, closed) or it timed out."""
+        return self.timed_out or self.state in (S.CANCELED_STATE, S.CLOSED_STATE)
 
     def set_static(self, schema: StructType, table: pa.Table) -> None:
         """A metadata call's result (already computed)."""
@@ -332,6 +346,9 @@ def describe(e: BaseException) -> tuple[str, str]:
     :func:`dfsql.spark.errors.java_error`)."""
     if isinstance(e, DfsqlError):
         return str(e), sqlstate_of(e)
+    refused = partition_refusal(str(e))
+    if refused is not None:  # a partition over --max-partition-mb (its job's error)
+        return refused
     if spark_gone(e):  # not py4j's "Error while sending or receiving"
         return SPARK_GONE
     if isinstance(e, ServiceError):
@@ -373,6 +390,8 @@ class Session:
         self.handle = tt.TSessionHandle(sessionId=_handle_id())
         self.key = self.handle.sessionId.guid
         self.operations: dict[bytes, Operation] = {}
+        #: its FAIR scheduler pool (spark.scheduler.pool), one per client session
+        self.pool = f"dfsql-{self.key.hex()[:16]}"
 
     def judging(self, statement: str):
         """While ``statement`` runs: refusals are placed in its text."""

@@ -43,9 +43,12 @@ def _send(trans, status: int, payload: bytes = b"") -> None:
     trans.flush()
 
 
-def negotiate(trans, check: Callable[[str, str], bool]) -> str:
+def negotiate(trans, check: Callable[[str, str], bool],
+              admit: Callable[[str], str | None] | None = None) -> str:
     """Run PLAIN over a connected socket transport; the authenticated user's name.
-    ``check(user, password)`` decides; a refusal is sent to the client and raised."""
+    ``check(user, password)`` decides; a refusal is sent to the client and raised.
+    ``admit(user)``, once the credentials hold, says why the user may not connect now
+    (a per-user limit), or None: the client gets that reason as SASL's BAD message."""
     status, mechanism = _read_message(trans)
     if status != START:
         raise AuthenticationError(f"expected SASL START, got status {status}")
@@ -74,5 +77,9 @@ def negotiate(trans, check: Callable[[str, str], bool]) -> str:
     if not ok:
         _send(trans, BAD, b"Error validating the login")
         raise AuthenticationError(f"bad credentials for user {user[:64]!r}")
+    why = admit(user) if admit is not None else None
+    if why:
+        _send(trans, BAD, why.encode("utf-8", "replace"))
+        raise AuthenticationError(why)
     _send(trans, COMPLETE)
     return user

@@ -22,6 +22,17 @@ from dfsql.errors import DfsqlError
 from dfsql.server import metadata, rowsets
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
 from dfsql.server.judge import Judge, Policy
+from dfsql.server.limits import (
+    LIMIT_STATE,
+    MAX_FETCH_ROWS,
+    MAX_NESTING,
+    MAX_PARTITION_MB,
+    MAX_SESSIONS_PER_USER,
+    MAX_STATEMENT_KB,
+    check_statement,
+    drop_pool,
+    fair_scheduling,
+)
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
 from dfsql.server.owners import caller_owns, same_handle
 from dfsql.server.settings import setting_allowed, setting_refusal
@@ -80,10 +91,25 @@ class Service:
                  data_roots: list[str] | None = None, allow_jvm_functions: bool = False,
                  statement_timeout: float = 0,
                  idle_session_timeout: float = 0, idle_operation_timeout: float = 0,
-                 admins: frozenset[str] = frozenset()) -> None:
+                 admins: frozenset[str] = frozenset(), *,
+                 max_fetch_rows: int = MAX_FETCH_ROWS,
+                 max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
+                 max_partition_mb: float = MAX_PARTITION_MB,
+                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER) -> None:
         self.spark = spark
         #: the users who may stop any user's continuous queries (``--admin``)
         self.admins = frozenset(admins)
+        #: what one client may cost (:mod:`dfsql.server.limits`; 0: no limit): rows per
+        #: fetch, a statement's size and nesting, a result partition held at once,
+        #: sessions open at once per user
+        self.max_fetch_rows = max_fetch_rows
+        self.max_statement_kb, self.max_nesting = max_statement_kb, max_nesting
+        self.max_partition_mb = max_partition_mb
+        self.max_sessions_per_user = max_sessions_per_user
+        if not fair_scheduling(spark):
+            log.warning("Spark schedules FIFO (spark.scheduler.mode, set when its context "
+                        "started): one client's long statement holds the others' until it "
+                        "ends; dfsql.session() starts Spark with FAIR")
         #: where statements may read and write files (None: anywhere)
         self.data_roots = data_roots
         #: whether statements may run code on the server (:mod:`dfsql.server.judge`)
@@ -183,6 +209,7 @@ class Service:
             op.close()
             self.operations.pop(op.key, None)
         s.operations.clear()
+        drop_pool(self.spark, s.pool)
         sessions = getattr(self.local, "sessions", None)
         if sessions is not None:
             sessions.discard(key)
@@ -193,6 +220,7 @@ class Service:
                                "(the per-session limit): wait for one to finish, or close it",
                                "54000")
         op = Operation(session, kind, statement)
+        op.max_partition_mb = self.max_partition_mb
         session.operations[op.key] = op
         self.operations[op.key] = op
         return op
@@ -271,6 +299,12 @@ class Service:
     def OpenSession(self, req):  # noqa: N802 (Thrift's names)
         protocol = min(req.client_protocol, SERVER_PROTOCOL)
         user = getattr(self.local, "user", None) or req.username or "anonymous"
+        cap = self.max_sessions_per_user
+        if cap > 0 and sum(s.user == user for s in list(self.sessions.values())) >= cap:
+            return tt.TOpenSessionResp(status=_error_status(
+                f"user {user[:64]!r} already has {cap} sessions open, the limit (dfsql serve "
+                "--max-sessions-per-user): close one (or let it idle out) first",
+                LIMIT_STATE), serverProtocolVersion=protocol)
         try:
             spark = self.spark.newSession()
             if not self.allow_jvm_functions:
@@ -324,6 +358,8 @@ class Service:
     def ExecuteStatement(self, req):  # noqa: N802
         try:
             s = self._session(req.sessionHandle)
+            # before anything scans or parses it (Spark's parser above all)
+            check_statement(req.statement, self.max_statement_kb, self.max_nesting)
             op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
             self._set_deadline(op, req.queryTimeout or 0)
         except ServiceError as e:
@@ -420,7 +456,10 @@ class Service:
 
                 log = pa.table({"log": pa.array(op.log(first), pa.string())})
                 return log, 0, op.session.columnar
-            table, offset = op.fetch(req.maxRows, first)
+            # HiveServer2 caps a fetch too (hive.server2.thrift.resultset.max.fetch.size):
+            # a client asking for 2^31 rows gets the cap, and asks again
+            cap = self.max_fetch_rows
+            table, offset = op.fetch(min(req.maxRows, cap) if cap > 0 else req.maxRows, first)
         except ServiceError as e:
             return tt.TFetchResultsResp(status=_error_status(str(e), e.sqlstate))
         except Exception as e:  # noqa: BLE001 (a job failing mid-result)

@@ -1,0 +1,190 @@
+"""What one statement may cost the endpoint (issue #31, "no statement starves or kills
+the server"): checks on a statement's text before any parser sees it, and the bound on
+how much of a result the server holds at once.
+
+* Size (``--max-statement-kb``) and parenthesis nesting (``--max-nesting``) are counted
+  over the raw text in one pass: Spark's ANTLR parser spends seconds to minutes on a few
+  thousand nested parentheses (50,000 kept a JVM thread busy for minutes after the client
+  left, and 512 overflow its stack), and no thread can interrupt it once it runs. These
+  are resource bounds, not judgements of what a statement means (that is
+  :mod:`dfsql.server.guard`'s): a parenthesis inside a string or a comment is not
+  counted, a quote's escapes are honoured, nothing else is looked at.
+* A result reaches the server one Spark partition at a time (``toLocalIteratorAndServe``
+  collects each partition whole, in the JVM, before sending it on), so one huge
+  partition — ``range(0, 2000000000, 1, 1)`` is 16 GB — ran the JVM out of memory and the
+  server exited. :func:`bounded_partitions` makes a partition that grows past
+  ``--max-partition-mb`` (estimated from the column types) fail its task with a clear
+  error instead, before it is held; the other partitions, and the server, go on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from dfsql.errors import DfsqlError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: defaults of ``dfsql serve --max-statement-kb / --max-nesting / --max-fetch-rows /
+#: --max-partition-mb``: a statement far larger than any written by hand (and well below
+#: --max-message-mb's 64 MB frame), nesting below where Spark's parser overflows its
+#: stack (512) and costs seconds, HiveServer2's own fetch cap
+#: (``hive.server2.thrift.resultset.max.fetch.size``), and a partition that leaves room
+#: for two per running statement (the one sent and the next, prefetched) in a 4 GB heap
+MAX_STATEMENT_KB, MAX_NESTING, MAX_FETCH_ROWS, MAX_PARTITION_MB = 1024, 256, 10_000, 128
+#: the default of ``dfsql serve --max-sessions-per-user``: a JDBC connection pool's worth
+#: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours)
+MAX_SESSIONS_PER_USER = 20
+#: SQLSTATE "program limit exceeded", what every refusal here carries
+LIMIT_STATE = "54000"
+#: in the message a too-large partition's task fails with: how its error is told apart
+MARKER = "DFSQL_PARTITION_LIMIT"
+#: the lower 33 bits of monotonically_increasing_id(): a row's index in its partition
+_ROW_IN_PARTITION = (1 << 33) - 1
+
+_TOKENS = re.compile(r"[()]|'|\"|`|--|/\*")
+_ENDS = {"'": re.compile(r"\\.|'", re.S), '"': re.compile(r'\\.|"', re.S),
+         "`": re.compile(r"``|`")}
+
+
+class LimitError(DfsqlError):
+    """A statement over one of the endpoint's limits (SQLSTATE 54000)."""
+
+    sqlstate = LIMIT_STATE
+
+
+def check_statement(text: str, max_kb: float, max_nesting: int) -> None:
+    """Refuse a statement over ``max_kb`` kilobytes (UTF-8) or nested deeper than
+    ``max_nesting`` parentheses, before anything parses it (0: no limit)."""
+    if max_kb > 0:
+        size, limit = len(text.encode("utf-8", "surrogatepass")), int(max_kb * 1024)
+        if size > limit:
+            raise LimitError(
+                f"the statement is {size:,} bytes long; the limit is {max_kb:g} kB, "
+                f"{limit:,} bytes (dfsql serve --max-statement-kb)",
+                hint="load large data from a file or a table rather than the statement's "
+                     "text, or split the statement")
+    if max_nesting > 0:
+        depth, line, column = nesting(text, max_nesting)
+        if depth > max_nesting:
+            raise LimitError(
+                f"parentheses nested more than {max_nesting} deep; the limit is "
+                f"{max_nesting} (dfsql serve --max-nesting)", line, column,
+                "flatten the expression or the subqueries (a CTE, WITH name AS (...), "
+                "names a subquery once)")
+
+
+def nesting(text: str, limit: int) -> tuple[int, int | None, int | None]:
+    """The deepest parenthesis nesting of ``text`` outside strings, quoted names and
+    comments, up to the first point past ``limit`` (returned with its line and column:
+    the count stops there). One pass; a regular expression finds the characters that
+    matter, so a long statement costs milliseconds."""
+    depth = deepest = 0
+    pos, n = 0, len(text)
+    while pos < n:
+        m = _TOKENS.search(text, pos)
+        if m is None:
+            break
+        tok, pos = m.group(), m.end()
+        if tok == "(":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if depth > limit:
+                    start = m.start()
+                    line = text.count("\n", 0, start) + 1
+                    return depth, line, start - (text.rfind("\n", 0, start) + 1) + 1
+        elif tok == ")":
+            depth = max(0, depth - 1)
+        elif tok == "--":
+            end = text.find("\n", pos)
+            pos = n if end < 0 else end + 1
+        elif tok == "/*":
+            end = text.find("*/", pos)
+            pos = n if end < 0 else end + 2
+        else:  # a quote: skip to its end (escapes and doubled back-quotes inside)
+            end_re = _ENDS[tok]
+            while True:
+                e = end_re.search(text, pos)
+                if e is None:
+                    pos = n
+                    break
+                pos = e.end()
+                if e.group() == tok:
+                    break
+    return deepest, None, None
+
+
+# --------------------------------------------------------------------------- results
+
+
+def row_width(df: DataFrame) -> int:
+    """Bytes a row of ``df`` takes, estimated from its column types (Spark's default
+    sizes: 8 for a bigint, 20 for a string), plus a validity byte and an offset per
+    column for Arrow's buffers."""
+    try:
+        width = int(df._jdf.schema().defaultSize())
+    except Exception:  # noqa: BLE001 (no JVM: Spark Connect)
+        width = 8 * len(df.schema.fields)
+    return max(1, width + 5 * len(df.schema.fields))
+
+
+def bounded_partitions(df: DataFrame, max_mb: float) -> DataFrame:
+    """``df`` whose every partition fails its task, with :data:`MARKER`'s error, at the
+    first row past ``max_mb`` megabytes (estimated by :func:`row_width`), before the
+    JVM has gathered more than that of it; 0: no bound. A filter on top of the plan,
+    never pushed below it (its condition is not deterministic), so rows, their order
+    and the plan under it stay as they were."""
+    if max_mb <= 0:
+        return df
+    from pyspark.sql import functions as F  # noqa: N812
+
+    rows = max(1, int(max_mb * 2**20) // row_width(df))
+    index = F.monotonically_increasing_id().bitwiseAND(F.lit(_ROW_IN_PARTITION))
+    too_many = F.raise_error(F.lit(f"{MARKER}:{rows}:{max_mb:g}"))
+    return df.where(F.when(index >= rows, too_many).otherwise(F.lit(True)))
+
+
+_PARTITION_ERROR = re.compile(MARKER + r":(\d+):([\d.e+]+)")
+
+
+def partition_refusal(text: str) -> tuple[str, str] | None:
+    """(message, SQLSTATE) when ``text`` (a failed job's error) is a partition over
+    --max-partition-mb, else None."""
+    m = _PARTITION_ERROR.search(text)
+    if m is None:
+        return None
+    rows, mb = m.groups()
+    return (f"a partition of the result holds more than {int(rows):,} rows (about {mb} MB, "
+            "dfsql serve --max-partition-mb): the server would have to hold it whole to "
+            "send it\n  hint: add a LIMIT, or spread the rows over more partitions "
+            "(SELECT /*+ REPARTITION(n) */ ...), which are sent one at a time",
+            LIMIT_STATE)
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+def fair_scheduling(spark) -> bool:
+    """Whether the SparkContext schedules FAIR (``spark.scheduler.mode``, fixed when it
+    started): without it the per-session pools are ignored and jobs run first come,
+    first served. Unknown (Spark Connect: the server's business) counts as yes."""
+    try:
+        mode = spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO")
+    except Exception:  # noqa: BLE001
+        return True
+    return mode.upper() == "FAIR"
+
+
+def drop_pool(spark, name: str) -> None:
+    """Forget a closed session's scheduler pool: Spark keeps every pool it was ever
+    given, and walks (and sorts) all of them on each free task slot."""
+    try:
+        root = spark.sparkContext._jsc.sc().taskScheduler().rootPool()
+        pool = root.getSchedulableByName(name)
+        if pool is not None:
+            root.removeSchedulable(pool)
+    except Exception:  # noqa: BLE001 (Spark Connect, or Spark's internals moved)
+        pass
