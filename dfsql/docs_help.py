@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+from dfsql.language.parse import ALL_KEYWORDS
+
 REFERENCE = "docs/reference.md"
 
 _HEADING = re.compile(r"^## +(.+?) *$", re.MULTILINE)
@@ -61,8 +63,6 @@ def section(topic: str, text: str | None = None) -> str | None:
 def _by_keyword(word: str, heads: list[re.Match], text: str) -> list[re.Match]:
     """The section where the language keyword ``word`` is written most often (as a
     whole word in capitals, as the reference writes keywords)."""
-    from dfsql.language.parse import ALL_KEYWORDS
-
     if word not in ALL_KEYWORDS:
         return []
     named = [m for m in heads if word in _key(m.group(1)).split()]

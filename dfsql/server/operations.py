@@ -28,6 +28,7 @@ from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
+from dfsql.spark.errors import java_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -353,8 +354,6 @@ def describe(e: BaseException) -> tuple[str, str]:
         return SPARK_GONE
     if isinstance(e, ServiceError):
         return str(e), e.sqlstate
-    from dfsql.spark.errors import java_error
-
     java = java_error(e)  # py4j's "An error occurred while calling oN.sql": Spark's words
     if java is not None:
         return java

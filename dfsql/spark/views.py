@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, blank, scan_text
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.plan_walk import relations_read
 from dfsql.spark.writes import QUALIFIED_NAME
 
 if TYPE_CHECKING:
@@ -248,8 +249,6 @@ def _refuse_temporary_inputs(stmt: Statement, spark: SparkSession, name: str) ->
     reads (Spark's parse of the query, its clauses blanked) and those its clauses name
     (``WATERMARK FROM t``). Checked at CREATE, where the user can act, not in the next
     process, where the view would no longer plan."""
-    from dfsql.spark.plan_walk import relations_read
-
     plain = stmt.spark_sql()
     body = blank(plain[:stmt.body_start]) + plain[stmt.body_start:]  # offsets kept
     try:
