@@ -11,6 +11,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,6 +149,17 @@ def spark() -> Iterator[SparkSession]:
     s.conf.set("spark.sql.shuffle.partitions", "2")
     yield s
     stop_session()
+
+
+def wait_until(predicate, seconds: float = 30.0) -> bool:
+    """Whether ``predicate()`` held within ``seconds`` (asked every 50 ms, once more at
+    the end): a bound on a wait, generous enough for a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
 
 
 def register_paper_tables(spark: SparkSession) -> None:

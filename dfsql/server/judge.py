@@ -243,14 +243,12 @@ class Judge:
                     node: Node) -> Refusal | None:
         """``IDENTIFIER('name')`` is read as Spark will read it; ``IDENTIFIER(expr)`` is a
         name known only when the statement runs."""
-        arg = tree.child(node, "identifierExpr")
-        literal = arg.value("value") if arg is not None and arg.name == "Literal" else None
+        arg, literal = _literal(tree, node, "identifierExpr")
         if literal is None:
-            return Refusal(NotAllowedError, "IDENTIFIER(…) of an expression names a table "
-                           "or function only when the statement runs, and this server "
-                           "judges a statement before it runs", "write the name itself, or "
-                           "IDENTIFIER('name') with a literal", _start(node),
-                           _fragment(text, node))
+            return _unjudged(text, node, "IDENTIFIER(…) of an expression names a table or "
+                             "function only when the statement runs, and this server "
+                             "judges a statement before it runs", "write the name itself, "
+                             "or IDENTIFIER('name') with a literal")
         try:
             parts = parse_identifier(spark, literal)
         except Exception:  # noqa: BLE001 (not a name: Spark refuses it when it runs)
@@ -264,18 +262,15 @@ class Judge:
     def _execute_immediate(self, spark: SparkSession, text: str, tree: Tree, node: Node,
                            nesting: int) -> Refusal | None:
         """The statement an ``EXECUTE IMMEDIATE`` runs, judged as a statement."""
-        arg = tree.child(node, "sqlStmtStr")
-        inner = arg.value("value") if arg is not None and arg.name == "Literal" else None
+        arg, inner = _literal(tree, node, "sqlStmtStr")
         if inner is None:
-            return Refusal(NotAllowedError, "EXECUTE IMMEDIATE of a statement built when it "
-                           "runs (a variable or an expression) cannot be judged before it "
-                           "runs: this server does not run it", "write the statement "
-                           "itself, or EXECUTE IMMEDIATE '…' with a literal", _start(node),
-                           _fragment(text, node))
+            return _unjudged(text, node, "EXECUTE IMMEDIATE of a statement built when it "
+                             "runs (a variable or an expression) cannot be judged before "
+                             "it runs: this server does not run it", "write the statement "
+                             "itself, or EXECUTE IMMEDIATE '…' with a literal")
         if nesting >= MAX_NESTING:
-            return Refusal(NotAllowedError, f"EXECUTE IMMEDIATE nested more than "
-                           f"{MAX_NESTING} deep", "write the statement itself", _start(node),
-                           _fragment(text, node))
+            return _unjudged(text, node, f"EXECUTE IMMEDIATE nested more than {MAX_NESTING} "
+                             "deep", "write the statement itself")
         from pyspark.errors import ParseException
 
         try:
@@ -454,6 +449,16 @@ def _locate(text: str, node: Node, value: str) -> int:
     if at < 0:
         return start
     return start + max(at - 1, 0) if at > 0 and span[at - 1] in "'\"`" else start + at
+
+
+def _literal(tree: Tree, node: Node, field: str) -> tuple[Node | None, str | None]:
+    """The child in ``field`` and its value when it is a literal (None: an expression)."""
+    arg = tree.child(node, field)
+    return arg, (arg.value("value") if arg is not None and arg.name == "Literal" else None)
+
+
+def _unjudged(text: str, node: Node, message: str, hint: str) -> Refusal:
+    return Refusal(NotAllowedError, message, hint, _start(node), _fragment(text, node))
 
 
 def _code(text: str, node: Node, message: str) -> Refusal:

@@ -23,6 +23,7 @@ import pytest
 from dfsql.server import Server
 from dfsql.server.auth import hash_line
 from dfsql.server.limits import nesting
+from tests.conftest import wait_until
 
 PASSWORD = "s3cret"
 LOGIN_TIMEOUT = 2.0
@@ -63,13 +64,9 @@ def _connect(server: Server, user: str = "ada"):
                         password=PASSWORD)
 
 
+
 def _wait(predicate, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+    return wait_until(predicate, seconds)
 
 
 def _refused(cur, statement: str):

@@ -37,6 +37,7 @@ from thrift.transport import TTransport
 from dfsql.server import Server
 from dfsql.server.tcli import TCLIService
 from dfsql.server.tcli import ttypes as tt
+from tests.conftest import wait_until
 from tests.server import thrift_fuzz as F
 
 SEED = 20261125
@@ -68,13 +69,9 @@ def _conn_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "dfsql-conn"]
 
 
+
 def _wait(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+    return wait_until(predicate, seconds)
 
 
 def _exchange(port: int, data: bytes, timeout: float = 20.0) -> bytes:

@@ -28,7 +28,12 @@ import pytest
 
 import dfsql
 from dfsql.server import Server
-from tests.conftest import paper_stream_dir, register_paper_tables, register_sample_tables
+from tests.conftest import (
+    paper_stream_dir,
+    register_paper_tables,
+    register_sample_tables,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {f["name"]: f for f in json.loads(
@@ -654,12 +659,7 @@ def _active_jobs(spark, group: str) -> list[int]:
 
 
 def _wait(predicate, seconds: float = 30.0) -> bool:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
+    return wait_until(predicate, seconds)
 
 
 def test_cancel_stops_the_spark_job(spark, endpoint):
