@@ -12,11 +12,11 @@ thread per connection; when a binary client goes away its sessions close, their
 operations are cancelled and their Spark jobs with them. Loopback only unless told
 otherwise; files only under the data roots (:mod:`dfsql.server.paths`; none unless
 configured); nothing that runs code on the server (:mod:`dfsql.server.judge`, on
-Spark's plan) unless allowed; statements time out and idle sessions and operations close when told to.
-If Spark dies under it, it stops accepting and stops (:mod:`dfsql.server.watchdog`):
-never an endpoint that accepts connections and fails every session. With a state
-directory its continuous queries outlive it and start again with it
-(:mod:`dfsql.server.state`).
+Spark's plan) unless allowed; statements time out and idle sessions and operations
+close when told to. If Spark dies under it, it stops accepting and stops
+(:mod:`dfsql.server.watchdog`): never an endpoint that accepts connections and fails
+every session. With a state directory its continuous queries outlive it and start
+again with it (:mod:`dfsql.server.state`).
 
 Bounded against what a client sends: no SASL frame, Thrift string or method name over
 ``max_message_mb`` is read (the announcement ends the connection before anything is

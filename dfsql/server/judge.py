@@ -127,15 +127,16 @@ class Judge:
             return
         try:
             stmt = parse_any(text)
-            if isinstance(stmt, ContinuousStatement):
-                if stmt.kind != "create":
-                    return
-                self.check_continuous(text, stmt)
-                stmt = parse_statement(stmt.query)
-        except DfsqlError as e:
-            if isinstance(e, NotAllowedError):
-                raise
+        except DfsqlError:
             return
+        if isinstance(stmt, ContinuousStatement):
+            if stmt.kind != "create":
+                return
+            self.check_continuous(text, stmt)
+            try:
+                stmt = parse_statement(stmt.query)
+            except DfsqlError:
+                return
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
             return
         self.check(spark, stmt.spark_sql(), exact=True)
@@ -186,13 +187,9 @@ class Judge:
         if code and re.match(r"Create\w*Function", name):
             return _code(text, node, "CREATE FUNCTION defines code for the server to run "
                          "(a JVM class or a SQL body): this server does not allow it")
-        if name in _RESOURCES:
-            if code:
-                return _code(text, node, f"ADD {_RESOURCES[name]} loads code or files into "
-                             "the server's JVM: this server does not allow it")
-            found = self._paths(text, node, node.values_under("paths"))
-            if found is not None:
-                return found
+        if code and name in _RESOURCES:  # allowed, its ``paths`` are checked below
+            return _code(text, node, f"ADD {_RESOURCES[name]} loads code or files into "
+                         "the server's JVM: this server does not allow it")
         if code and name == "UnresolvedFunction":
             parts = node.values_under("nameParts")
             if parts and parts[-1].lower() in JVM_FUNCTIONS:
@@ -310,9 +307,8 @@ class Judge:
         roots = self.policy.data_roots
         if roots is None:
             return None
-        cwd = self._cwd or "/"
         for path in paths:
-            why = outside(path, roots, cwd)
+            why = outside(path, roots, self._working_dir())
             if why is not None:
                 return Refusal(PathNotAllowedError, f"this server reads and writes files "
                                f"only under its data roots ({roots_text(roots)}): {path!r} "
@@ -360,9 +356,12 @@ class Judge:
             cls = None
         with self._lock:
             self._sources[key] = cls
-            if self._cwd is None:
-                self._cwd = jvm.java.lang.System.getProperty("user.dir")
         return cls
+
+    def _working_dir(self) -> str:
+        """What a relative path is relative to: the JVM's working directory (Hadoop's
+        local one), learnt at :meth:`prepare`; this process's before that."""
+        return self._cwd or os.getcwd()
 
     def _allowed(self, spark: SparkSession) -> frozenset[str]:
         if self._allowed_classes is None:
@@ -383,9 +382,9 @@ class Judge:
                              "--allow-jvm-functions")
         self._global_temp = spark.conf.get("spark.sql.globalTempDatabase",
                                            "global_temp").lower()
-        if self.policy.judges:
-            self._allowed(spark)
-            self.refusal(spark, "SELECT 1")
+        self._cwd = spark.sparkContext._jvm.java.lang.System.getProperty("user.dir")
+        self._allowed(spark)
+        self.refusal(spark, "SELECT 1")
 
     # ---------------------------------------------------------------- dfsql's own
     def check_continuous(self, text: str, stmt: ContinuousStatement) -> None:
@@ -395,7 +394,7 @@ class Judge:
         if roots is None or stmt.kind != "create":
             return
         for path in (stmt.path, stmt.checkpoint):
-            why = None if path is None else outside(path, roots, self._cwd or os.getcwd())
+            why = None if path is None else outside(path, roots, self._working_dir())
             if why is not None:
                 at = text.find(path, stmt.name_offset)  # type: ignore[arg-type]
                 raise Source(text).error(

@@ -110,8 +110,6 @@ class Service:
             log.warning("Spark schedules FIFO (spark.scheduler.mode, set when its context "
                         "started): one client's long statement holds the others' until it "
                         "ends; dfsql.session() starts Spark with FAIR")
-        #: where statements may read and write files (None: anywhere)
-        self.data_roots = data_roots
         #: whether statements may run code on the server (:mod:`dfsql.server.judge`)
         self.allow_jvm_functions = allow_jvm_functions
         #: what judges each statement on its plan before Spark runs it

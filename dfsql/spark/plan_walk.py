@@ -45,7 +45,7 @@ public class DfsqlPlanWalk implements java.util.function.Function {
     private final int maxValues;
     private final int maxDepth;
 
-    public DfsqlPlanWalk() { this(200000, 3000); }
+    public DfsqlPlanWalk() { this(MAX_VALUES, MAX_DEPTH); }
     public DfsqlPlanWalk(int maxValues, int maxDepth) { this.maxValues = maxValues; this.maxDepth = maxDepth; }
 
     public Object apply(Object root) {
@@ -226,7 +226,8 @@ def _walker(spark: SparkSession) -> Any:
             compiler = jvm.org.codehaus.janino.SimpleCompiler()
             compiler.setParentClassLoader(
                 jvm.java.lang.Thread.currentThread().getContextClassLoader())
-            compiler.cook(_JAVA)
+            compiler.cook(_JAVA.replace("MAX_VALUES", str(MAX_VALUES))
+                          .replace("MAX_DEPTH", str(MAX_DEPTH)))
             cls = compiler.getClassLoader().loadClass("DfsqlPlanWalk")
             walker = cls.getDeclaredConstructor(None).newInstance(None)
             _walkers[key] = walker

@@ -17,15 +17,14 @@ file outside the root?).
 
 from __future__ import annotations
 
-import io
 import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
 from dfsql.server import Server
+from dfsql.server.auth import set_password
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.paths import outside
 from dfsql.spark.plan_walk import walk
@@ -49,15 +48,8 @@ def places(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server(spark, places, tmp_path_factory):
-    from dfsql.cli import main
-
     pw = tmp_path_factory.mktemp("users") / "users"
-    stdin = sys.stdin
-    try:
-        sys.stdin = io.StringIO("pw\n")
-        assert main(["passwd", str(pw), "mallory"]) == 0
-    finally:
-        sys.stdin = stdin
+    set_password(pw, "mallory", "pw")  # `dfsql passwd` itself: test_thrift.py
     srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw),
                  data_roots=[str(places["root"])], statement_timeout=60,
                  session_setup=register_paper_tables).start()
