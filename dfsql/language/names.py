@@ -11,6 +11,10 @@ PANES_TABLE = "__dfsql_panes"
 #: The input stage's event-time and processing-time columns.
 EVENT_TIME = "__event_time"
 PROCESSING_TIME = "__processing_time"
+#: The input stage's flag of the rows its WHERE keeps, where time runs (LANGUAGE.md §4):
+#: every row of the FROM drives the watermark, the clock and the replay's end; only the
+#: rows with this flag true enter windows (:attr:`dfsql.language.stages.Stages.timed_input`).
+IN_QUERY = "__in_query"
 #: The pane columns every windowed result ends with (LANGUAGE.md §7).
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
                 "emit_time", "is_retraction")

@@ -22,9 +22,11 @@ def run(
     watermarks: Iterable[Sequence[Any]] | None = None,
     *,
     fast: bool | None = None,
+    in_query: Sequence[bool] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`dfsql.model.run`, where ``clauses`` may also be the text from WINDOW to EMIT
-    (without PROCESSING TIME the input is batch)."""
+    (without PROCESSING TIME the input is batch); ``in_query``: what a WHERE keeps."""
     if isinstance(clauses, str):
         clauses = parse_clauses(clauses)
-    return reference.run(elements, clauses, aggregate, watermarks, fast=fast)
+    return reference.run(elements, clauses, aggregate, watermarks, fast=fast,
+                         in_query=in_query)

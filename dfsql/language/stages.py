@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dfsql.language.names import PANES_TABLE
+from dfsql.language.names import IN_QUERY, PANES_TABLE
 from dfsql.model.aggregates import HOWS
 
 #: The aggregates a pane can be computed from partial results of (LANGUAGE.md §6), when
@@ -146,6 +146,28 @@ class Stages:
         """The input stage reading inner blocks' results under ``views``' names."""
         return with_views(self.input, views).sql("spark") if views else self.input_sql
 
+    @functools.cached_property
+    def timed_input(self) -> exp.Select:
+        """The input stage of a block that runs in processing time (a replay or a
+        stream): time belongs to the input (LANGUAGE.md §4), so every row the FROM
+        reads, after its joins and before WHERE, drives the watermark, the clock and the
+        replay's end, and WHERE only says which rows enter windows. The WHERE becomes
+        the projected flag :data:`~dfsql.language.names.IN_QUERY` (a NULL condition
+        keeps no row, as in WHERE). Without a WHERE, the input stage itself."""
+        where = self.input.args.get("where")
+        if where is None:
+            return self.input
+        tree = self.input.copy()
+        tree.set("where", None)
+        flag = exp.func("COALESCE", exp.paren(where.this.copy()), exp.false())
+        tree.set("expressions", [*tree.expressions, exp.alias_(flag, IN_QUERY)])
+        return tree
+
+    @property
+    def filters_input(self) -> bool:
+        """Whether the block has a WHERE: its timed input then carries the flag."""
+        return self.input.args.get("where") is not None
+
     @property
     def output_sql(self) -> str:
         return self.output.sql()
@@ -162,6 +184,11 @@ class Stages:
 
     def explain(self) -> str:
         aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)
-        return (f"-- input stage\n{self.input_sql}\n"
+        inp = self.input_sql
+        if self.has_processing_time and self.filters_input:
+            inp = (f"{self.timed_input.sql('spark')}\n-- every row above drives time (the "
+                   f"watermark, the clock, the replay's end); {IN_QUERY} says which enter "
+                   "windows")
+        return (f"-- input stage\n{inp}\n"
                 f"-- aggregates (per key, window and pane)\n  {aggs}\n"
                 f"-- output stage\n{self.output_sql}")

@@ -15,6 +15,7 @@ import numpy as np
 from dfsql.model.clauses import Clauses, GlobalWindows, WatermarkFrom
 from dfsql.model.group_also_by_window import (
     NULL_TIME,
+    end_floor_of,
     group_also_by_window,
     pane_members,
 )
@@ -58,8 +59,14 @@ def run(
     watermarks: Iterable[Sequence[Any]] | None = None,
     *,
     fast: bool | None = None,
+    in_query: Sequence[bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Run a windowed aggregation over tuples; see the module docstring.
+
+    ``in_query`` (one flag per element; default all true) is what a WHERE keeps. Time
+    belongs to the input (LANGUAGE.md §4): the watermark, the clock and the replay's end
+    come from every element, and only the flagged ones enter windows — a row WHERE
+    removes moves time but is never late, dropped or counted.
 
     ``clauses`` are typed (:func:`dfsql.language.reference.run` takes them as the text
     from WINDOW to EMIT); without PROCESSING TIME the input is batch. ``watermarks``
@@ -88,7 +95,15 @@ def run(
     et_s = et[order]
     at_s = None if at is None else at[order]
     timeline = timeline_for(clauses.watermark, et_s, at_s, series)
-    res = group_also_by_window(kid[order], et_s, at_s, clauses, timeline, fast=fast)
+    end_floor = NEG_INF
+    if in_query is not None:
+        kept = np.asarray(in_query, bool)[order]
+        if at_s is not None and len(at_s):  # the input ends at its last arrival, kept or not
+            end_floor = end_floor_of(clauses.trigger, int(at_s.max()), timeline)
+        order, et_s = order[kept], et_s[kept]
+        at_s = None if at_s is None else at_s[kept]
+    res = group_also_by_window(kid[order], et_s, at_s, clauses, timeline, fast=fast,
+                               end_floor=end_floor)
     vals = [els[i][1] for i in order]
     how = _NUMPY_AGGS.get(aggregate)
     if how is not None and all(isinstance(v, int | float) for v in vals):

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
-from dfsql.language.names import EVENT_TIME, LATE_ROW, PANES_TABLE, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.names import (
+    EVENT_TIME,
+    IN_QUERY,
+    LATE_ROW,
+    PANES_TABLE,
+    PROCESSING_TIME,
+    SORT_COLUMNS,
+)
 from dfsql.language.registered import with_registered_defaults
 from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
@@ -81,6 +88,7 @@ class BlockPlan:
         #: the temp views this plan registered (dropped once the statement is planned)
         self.registered: list[str] = []
         self._input: DataFrame | None = None
+        self._timed_input: DataFrame | None = None
         #: the input stage's time columns read as TIMESTAMP (a DATE or TIMESTAMP_NTZ
         #: column, once the type check has seen it: :meth:`_checked_input`)
         self._time_casts: frozenset[str] = frozenset()
@@ -100,12 +108,15 @@ class BlockPlan:
         """The inner blocks' placeholder names → their views in this statement run."""
         return self.block.views(self.uid)
 
-    def input_sql(self) -> str:
+    def input_sql(self, timed: bool = False) -> str:
         """The input stage, reading the inner blocks' results under this run's views, its
-        DATE or TIMESTAMP_NTZ event and processing times read as TIMESTAMPs."""
+        DATE or TIMESTAMP_NTZ event and processing times read as TIMESTAMPs; ``timed``:
+        every row of the FROM, WHERE's verdict as a column (:meth:`timed_input_df`)."""
+        tree = self.stages.timed_input if timed else self.stages.input
         if not self._time_casts:
-            return self.stages.input_sql_for(self.views)
-        tree = with_views(self.stages.input, self.views)  # a copy
+            return with_views(tree, self.views).sql("spark") if self.views \
+                else tree.sql("spark")
+        tree = with_views(tree, self.views)  # a copy
         for e in tree.expressions:
             if isinstance(e, exp.Alias) and e.alias in self._time_casts:
                 e.set("this", exp.cast(e.this, exp.DataType.Type.TIMESTAMP))
@@ -166,6 +177,23 @@ class BlockPlan:
             self._input = self._checked_input()
         return self._input
 
+    def timed_input_df(self) -> DataFrame:
+        """The input of a block that runs in processing time (a replay, a stream, EXPLAIN
+        FIRINGS and WATERMARK): time belongs to the input (LANGUAGE.md §4), so every
+        row the FROM reads drives the watermark, the clock and the replay's end, and the
+        column :data:`~dfsql.language.names.IN_QUERY` says which rows WHERE keeps, the
+        only ones that enter windows (:func:`in_query`). A row WHERE removes that has no
+        processing time never arrives: it is left out. Without a WHERE, the input stage."""
+        inp = self.input_df()
+        if not self.stages.filters_input:
+            return inp
+        if self._timed_input is None:
+            df = self._analysed_input(timed=True)
+            if PROCESSING_TIME in df.columns:
+                df = df.where(f"{IN_QUERY} OR {PROCESSING_TIME} IS NOT NULL")
+            self._timed_input = df
+        return self._timed_input
+
     def _checked_input(self) -> DataFrame:
         """The input stage after checking the ON and PROCESSING TIME types (LANGUAGE.md
         §3, §4). A DATE or TIMESTAMP_NTZ time is read as a TIMESTAMP in the session time
@@ -204,11 +232,11 @@ class BlockPlan:
             df = self._analysed_input()
         return df
 
-    def _analysed_input(self) -> DataFrame:
+    def _analysed_input(self, timed: bool = False) -> DataFrame:
         from pyspark.errors import PySparkException
 
         try:
-            df = self.spark.sql(self.input_sql())
+            df = self.spark.sql(self.input_sql(timed))
             df.schema  # noqa: B018 - analyses it: a mistake is reported here
         except PySparkException as exc:
             mapped = self._map_fragment(exc)
@@ -452,7 +480,7 @@ class BlockPlan:
             if native:
                 panes = native_panes(self)
             else:
-                panes = stream_panes(self, self.input_df())
+                panes = stream_panes(self, self.timed_input_df())
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
@@ -523,3 +551,4 @@ def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
     return block.clauses.processing_time is not None and any(
         stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
         for i in block.inner)
+

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dfsql.language.names import IN_QUERY
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -38,6 +40,11 @@ class ReplayPlan(Protocol):
 
     def input_df(self) -> DataFrame:
         """The input stage, checked (ON / PROCESSING TIME types, no stream)."""
+        ...
+
+    def timed_input_df(self) -> DataFrame:
+        """Every row that drives time, WHERE's verdict in :data:`IN_QUERY` (see
+        :func:`in_query`)."""
         ...
 
 
@@ -92,3 +99,12 @@ def late_row_key_names(plan: ReplayPlan) -> list[str]:
     """The key columns' names in a LATE ROWS INTO view (key_0, key_1, ...): the replay's
     and the stream's dropped rows look the same."""
     return [f"key_{i}" for i in range(len(plan.stages.key_columns))]
+
+
+def in_query(inp: DataFrame) -> DataFrame:
+    """The rows of a timed input (:meth:`ReplayPlan.timed_input_df`) that the query's
+    WHERE keeps, without the flag: the elements that enter windows. Every row of the
+    timed input drives time (LANGUAGE.md §4); only these are the query's."""
+    if IN_QUERY not in inp.columns:
+        return inp
+    return inp.where(IN_QUERY).drop(IN_QUERY)

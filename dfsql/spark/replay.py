@@ -37,7 +37,7 @@ from dfsql.model.changelog import element_panes as pane_members
 from dfsql.model.group_also_by_window import drive, end_floor_of
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
 from dfsql.spark.ordering import shuffle_partitions
-from dfsql.spark.plan_types import Replayed
+from dfsql.spark.plan_types import Replayed, in_query
 from dfsql.spark.plan_types import late_row_key_names as _key_names
 from dfsql.spark.replay_aggregates import kernels_for
 from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, event_types, for_firings, recorded
@@ -65,12 +65,15 @@ def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Rep
     recorded as it made those panes, in the same run."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    inp = plan.input_df()
+    inp = plan.timed_input_df()
     if EVENT_TIME not in inp.columns:
         # GLOBAL without ON: event time plays no part in the window; the watermark still
         # reaches +inf at the end of the bounded input.
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
+    # time belongs to the input (LANGUAGE.md §4): the watermark and the replay's end come
+    # from every row the FROM reads; only the rows WHERE keeps enter windows
     timeline, first_arrival, last_arrival = watermark_timeline(plan, inp)
+    inp = in_query(inp)
 
     # Every slice of keys ends where the whole input ends (not at its own last arrival).
     end_floor = end_floor_of(plan.clauses.trigger,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dfsql.language.names import IN_QUERY
 from dfsql.model.watermarks import Timeline, round_delay
 from dfsql.spark.timelines import count_pairs
 
@@ -63,6 +64,12 @@ class Packer:
             marks = table.filter(is_mark)
             table = table.filter(pc.invert(is_mark)).drop_columns(
                 [c for c in (MARK, WRITER) if c in table.column_names])
+        # every row drives time (LANGUAGE.md §4): the points and Spark's watermark come
+        # from the whole table, the element blobs from the rows WHERE keeps
+        everything = table
+        if IN_QUERY in table.column_names:
+            table = table.filter(table.column(IN_QUERY)).drop_columns([IN_QUERY])
+            everything = everything.drop_columns([IN_QUERY])
         bucket = table.column(BUCKET).to_numpy()
         table = table.drop_columns([BUCKET])
         o = np.argsort(bucket, kind="stable")
@@ -76,21 +83,22 @@ class Packer:
             ids.append(int(b_sorted[lo]))
             kinds.append(KIND_ELEMENT)
             blobs.append(to_ipc(sorted_table.slice(lo, hi - lo)))
-        shared = [(KIND_POINT, to_ipc(self._points(table, marks)))]
+        shared = [(KIND_POINT, to_ipc(self._points(everything, marks)))]
         if marks is not None and self.marks == MARKS_WRITERS and marks.num_rows:
             shared.append((KIND_MARKS, to_ipc(marks.select([AT, ET, WRITER]))))
         # every bucket (per user key: only the keys of this partition, a lower bound on
         # that design's cost; a key without rows would need the points too)
-        targets = range(self.buckets) if self.buckets else np.unique(bucket).tolist()
+        targets = range(self.buckets) if self.buckets else np.unique(
+            everything.column(BUCKET).to_numpy()).tolist()
         for b in targets:
             for kind, blob in shared:
                 ids.append(int(b))
                 kinds.append(kind)
                 blobs.append(blob)
         max_et = pa.array([None] * len(ids), pa.timestamp("us", tz="UTC"))
-        if len(starts) and table.num_rows:
-            et = pc.max(table.column(ET)).as_py()
-            if et is not None:  # on the first element blob: Spark's watermark sees it
+        if ids and everything.num_rows:
+            et = pc.max(everything.column(ET)).as_py()
+            if et is not None:  # on the first row: Spark's watermark sees it
                 max_et = pa.array([et if i == 0 else None for i in range(len(ids))],
                                   pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         yield pa.RecordBatch.from_arrays(

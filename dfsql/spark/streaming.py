@@ -77,7 +77,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dfsql.errors import NotSupportedError, WatermarkError
-from dfsql.language.names import EVENT_TIME, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import late_row_key_names
@@ -131,9 +131,12 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     if engine:  # the engine's clock: every row arrives at its micro-batch's timestamp
         inp = inp.withColumn(PROCESSING_TIME, F.current_timestamp())
     # a row without an arrival time has no place in processing time: it is left out
+    # every row drives time (LANGUAGE.md §4): the packer takes the watermark points and
+    # the frontier from all of them, and the elements from those WHERE keeps
+    flag = [IN_QUERY] if IN_QUERY in inp.columns else []
     elements = inp.where(F.col(PROCESSING_TIME).isNotNull()).select(
         *keys, *payload, F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(ET),
-        F.unix_micros(F.col(PROCESSING_TIME)).alias(AT))
+        F.unix_micros(F.col(PROCESSING_TIME)).alias(AT), *flag)
     static, marks = None, MARKS_NONE
     if isinstance(cl.watermark, c.WatermarkFrom):
         if plan.spark.table(cl.watermark.table).isStreaming:
@@ -319,9 +322,16 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
 
     cl = plan.clauses
     assert isinstance(cl.watermark, c.WatermarkDelay)
-    inp = plan.input_df()
+    inp = plan.timed_input_df()
     inp = inp.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp")).withWatermark(
         EVENT_TIME, f"{cl.watermark.delay.micros // 1000} milliseconds")
+    if IN_QUERY in inp.columns:
+        # every row drives time (LANGUAGE.md §4): WHERE's verdict is applied above the
+        # watermark. Spark's optimizer pushes a filter below EventTimeWatermark unless
+        # it reads the event-time column, so this one does (a NULL event time is in no
+        # window anyway).
+        inp = inp.where(f"CASE WHEN {EVENT_TIME} IS NULL THEN false ELSE {IN_QUERY} END"
+                        ).drop(IN_QUERY)
     view = plan.name("__dfsql_in")
     plan.temp_view(inp, view)
     # the progress' dfsql figures: panes; Spark's own progress has the rest (input rows,

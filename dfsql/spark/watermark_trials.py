@@ -34,6 +34,7 @@ from dfsql.model.watermarks import Timeline, timeline_for
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.ordering import shuffle_partitions
+from dfsql.spark.plan_types import in_query
 from dfsql.spark.replay import by_window, key_runs
 from dfsql.spark.timelines import Shipped, check_processing_time, from_table_timeline, us
 
@@ -75,14 +76,16 @@ def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> Dat
             "and this query reads a stream", where,
             "explain the watermark on a bounded copy of the stream's history, e.g. a "
             "parquet table of its rows")
-    inp = plan.input_df()
+    inp = plan.timed_input_df()
     if EVENT_TIME not in inp.columns:  # GLOBAL without ON, as the replay reads it
         from pyspark.sql import functions as F  # noqa: N812
 
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
     watermarks = [cl.watermark, *(t.watermark for t in tries)]
+    # every row drives time (LANGUAGE.md §4); only those WHERE keeps are replayed and
+    # counted: a row WHERE removes is never late or dropped
     trials = _timelines(plan, inp, watermarks)
-    stats = _replayed(plan, inp, trials)
+    stats = _replayed(plan, in_query(inp), trials)
     labels = [_own_label(plan), *(t.text for t in tries)]
     rows = [_row(label, s) for label, s in zip(labels, stats, strict=True)]
     return plan.spark.createDataFrame(rows, RESULT_SCHEMA)
