@@ -194,7 +194,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "--wheel-dir", str(out), str(src)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    (whl,) = out.glob("dfsql-*.whl")
+    (whl,) = out.glob("dfsql_spark-*.whl")
     return whl
 
 
@@ -284,9 +284,10 @@ def test_the_clients_extra_brings_what_pyhive_needs() -> None:
     from importlib.metadata import requires
 
     extra = {re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
-             for r in requires("dfsql") or [] if 'extra == "clients"' in r}
-    assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy"} <= extra
-    assert "pip install 'dfsql[clients]'" in (REPO / "docs" / "guides" / "endpoint.md").read_text()
+             for r in requires("dfsql-spark") or [] if 'extra == "clients"' in r}
+    assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy", "impyla"} <= extra
+    assert "pip install 'dfsql-spark[clients]'" in (
+        REPO / "docs" / "guides" / "endpoint.md").read_text()
     r = _python("from pyhive import hive; import thrift_sasl, puresasl; print('ok')",
                 cwd=REPO)
     assert r.stdout.strip() == "ok", r.stderr
