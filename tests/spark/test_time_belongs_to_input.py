@@ -34,18 +34,18 @@ def _m(minutes: float) -> datetime:
 # (band, event minute, arrival minute): the in-range readings arrive between the others
 READINGS = [("low", 0, 1), ("in_range", 10, 11), ("in_range", 20, 21), ("low", 5, 22),
             ("high", 25, 26), ("in_range", 40, 41)]
-FILTERED = ("SELECT band, COUNT(*) AS n FROM readings WHERE band <> 'in_range' GROUP BY band "
+FILTERED = ("SELECT band, COUNT(*) AS n FROM band_readings WHERE band <> 'in_range' GROUP BY band "
             "WINDOW FIXED(10 MINUTES) ON et WATERMARK DELAY 2 MINUTES PROCESSING TIME at")
 
 
 @pytest.fixture(scope="module")
-def readings(spark):
+def band_readings(spark):
     spark.createDataFrame([(b, 1.0, _m(e), _m(a)) for b, e, a in READINGS],
                           "band STRING, v DOUBLE, et TIMESTAMP, at TIMESTAMP") \
-        .createOrReplaceTempView("readings")
+        .createOrReplaceTempView("band_readings")
 
 
-def test_filtered_rows_move_the_watermark_by_hand(spark, readings):
+def test_filtered_rows_move_the_watermark_by_hand(spark, band_readings):
     """By hand, the watermark over every row (max event time - 2 min): 11:58 at 12:01,
     12:08 at 12:11, 12:18 at 12:21, still 12:18 at 12:22, 12:23 at 12:26, 12:38 at 12:41.
     low [12:00, 12:10) fires ON_TIME at 12:21 (12:18 >= 12:10) and expires; low's row at
@@ -64,18 +64,18 @@ def test_filtered_rows_move_the_watermark_by_hand(spark, readings):
         == [("low", _m(5), _m(22), _m(18))]
 
 
-def test_a_subquery_that_filters_first_is_another_input(spark, readings):
+def test_a_subquery_that_filters_first_is_another_input(spark, band_readings):
     """The same rows filtered in a subquery: only they drive time (the old behaviour,
     asked for): low's rows both count, and both windows fire at the last of them."""
     df = dfsql.sql(FILTERED.replace(
-        "FROM readings WHERE band <> 'in_range'",
-        "FROM (SELECT * FROM readings WHERE band <> 'in_range') AS r"), spark)
+        "FROM band_readings WHERE band <> 'in_range'",
+        "FROM (SELECT * FROM band_readings WHERE band <> 'in_range') AS r"), spark)
     got = [(r.band, r.n, r.pane_timing, r.emit_time) for r in df.collect()]
     assert got == [("high", 1, "ON_TIME", _m(26)), ("low", 2, "ON_TIME", _m(26))]
     assert dfsql.dropped_late(df) == 0
 
 
-def test_explain_watermark_try_counts_with_the_watermark_over_every_row(spark, readings):
+def test_explain_watermark_try_counts_with_the_watermark_over_every_row(spark, band_readings):
     """Three rows are in the query. DELAY 2 and DELAY 10 MINUTES make low's 12:05 row late
     and dropped (watermark 12:18 / 12:10 at 12:22, window end 12:10); DELAY 20 does not
     (12:00). Latencies (emit - window end): the query's low 11 min, high 11 min; DELAY 20
@@ -90,7 +90,7 @@ def test_explain_watermark_try_counts_with_the_watermark_over_every_row(spark, r
     assert rows[0].late_fraction == pytest.approx(1 / 3)
 
 
-def test_explain_firings_shows_the_filtered_rows_watermark(spark, readings):
+def test_explain_firings_shows_the_filtered_rows_watermark(spark, band_readings):
     rows = dfsql.sql(f"EXPLAIN FIRINGS {FILTERED}", spark).collect()
     dropped = [(r.band, r.at, r.watermark) for r in rows if r.event == "DROPPED"]
     assert dropped == [("low", _m(22), _m(18))]
