@@ -454,14 +454,22 @@ _UNIT_SPELLINGS = {
 }
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|\S")
 CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT"}
-ALL_KEYWORDS = {
-    name for name in (
-        "WINDOW GLOBAL FIXED SLIDING SESSIONS GAP OFFSET ON WATERMARK DELAY FROM BY IDLE TIMEOUT "
-        "PERFECT PERCENTILE PROCESSING TIME ALLOWED LATENESS LATE ROWS ROW INTO TRIGGER THEN "
-        "FINALLY UNTIL AT EARLY AFTER EVERY NEVER ANY ALL REPEAT EMIT DISCARDING ACCUMULATING "
-        "AND RETRACTING INTERVAL"
-    ).split()
-}
+def _words(parser: Lark) -> tuple[frozenset[str], frozenset[str]]:
+    """The grammar's words, read from its terminals (one home: the grammar): the keywords
+    (a terminal that is one whole word in any case) and the unit words of a duration (the
+    alternatives of the ``unit`` rule's terminals)."""
+    keywords = frozenset(t.name for t in parser.terminals
+                         if t.pattern.value == f"(?i:{t.name})\\b")
+    unit_terminals = {sym.name for r in parser.rules if r.origin.name == "unit"
+                      for sym in r.expansion}
+    units = frozenset(w.upper() for t in parser.terminals if t.name in unit_terminals
+                      for w in t.pattern.value.removeprefix("(?i:").removesuffix(")\\b")
+                      .split("|"))
+    return keywords, units
+
+
+#: every keyword of the extension clauses, and the words a duration's unit may be
+ALL_KEYWORDS, UNIT_WORDS = _words(_parser())
 
 
 # Words that may come right after an operand inside an ON / PROCESSING TIME expression.

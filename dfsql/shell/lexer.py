@@ -23,13 +23,13 @@ from pygments.lexers.sql import SqlLexer
 from pygments.token import Keyword, Name
 
 from dfsql.language.names import PANE_COLUMNS
-from dfsql.language.parse import ALL_KEYWORDS
+from dfsql.language.parse import ALL_KEYWORDS, UNIT_WORDS
 
 #: dfsql's words beyond LANGUAGE.md's clause keywords: units, continuous queries
-DFSQL_WORDS = sorted(ALL_KEYWORDS | {
-    "MILLISECOND", "MILLISECONDS", "MS", "SECOND", "SECONDS", "SEC", "MINUTE", "MINUTES",
-    "MIN", "HOUR", "HOURS", "DAY", "DAYS", "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW",
-    "CHECKPOINT", "DIRECTORY", "EXPLAIN", "TRY"})
+# (a one-letter unit, S or H, is more often a table alias: not highlighted)
+DFSQL_WORDS = sorted(ALL_KEYWORDS | {w for w in UNIT_WORDS if len(w) > 1} | {
+    "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW", "CHECKPOINT", "DIRECTORY", "EXPLAIN",
+    "TRY"})
 
 #: the shell's commands and a line of help each
 COMMANDS: dict[str, str] = {

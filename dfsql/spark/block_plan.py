@@ -29,6 +29,7 @@ from dfsql.language.names import (
     EVENT_TIME,
     IN_QUERY,
     LATE_ROW,
+    PANE_COLUMNS,
     PANES_TABLE,
     PROCESSING_TIME,
     SORT_COLUMNS,
@@ -61,9 +62,6 @@ _counter = itertools.count()
 def new_uid() -> str:
     """A suffix unique to one statement's temp view names."""
     return f"{next(_counter)}"
-
-_PANE_COLS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-              "is_retraction")
 
 
 def interval(d: c.Duration) -> str:
@@ -532,7 +530,7 @@ def _unresolved_pane_column(exc: BaseException) -> bool:
         return False
     params = getattr(exc, "getMessageParameters", dict)() or {}
     name = params.get("objectName", "").split(".")[-1].strip("`").lower()
-    return name in _PANE_COLS
+    return name in PANE_COLUMNS
 
 
 def _is_timestamp(df: DataFrame, name: str) -> bool:

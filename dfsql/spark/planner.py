@@ -5,7 +5,7 @@ Inner blocks are registered as temp views under names unique to the statement, s
 outer query (windowed or not) reads them like any table. Planning returns a
 :class:`Planned` value: the result, each block's plan and what its replay computed, and
 the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
-Planned in a map weakly keyed by the result DataFrame, for :func:`dropped_late` and the
+Planned in a map weakly keyed by the result DataFrame, for :func:`dfsql.api.dropped_late` and the
 shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
 The windowed query of ``EXPLAIN WATERMARK`` gives no panes: its block is replayed under
 each watermark by :mod:`dfsql.spark.watermark_trials` instead.
@@ -229,9 +229,3 @@ def is_changelog(df: DataFrame) -> bool:
     return top is not None and plan.block.index == top.index and \
         plan.stmt.kind != "explain_firings" and \
         plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
-
-
-def dropped_late(df: DataFrame) -> int:
-    """Elements dropped as too late by the windowed query that produced ``df``."""
-    planned = planned_of(df)
-    return planned.dropped_count() if planned is not None else 0

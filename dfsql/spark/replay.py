@@ -35,6 +35,7 @@ from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.changelog import changelog_ranks as _changelog_ranks
 from dfsql.model.changelog import element_panes as pane_members
 from dfsql.model.group_also_by_window import drive, end_floor_of
+from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed, in_query
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
 _MEMBERS_ONLY = f"__kind = {KIND_MEMBER}"
-TIMING = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
+TIMING = np.array(TIMING_NAMES, dtype=object)
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40
 # Rows gathered before one driver call (Arrow batches hold 10k rows by default).
