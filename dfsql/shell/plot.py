@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dfsql.errors import DfsqlError
-from dfsql.language.names import EVENT_TIME, FIRINGS_COLUMNS, PANE_COLUMNS, PROCESSING_TIME
+from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
 from dfsql.model.windows import NEG_INF, POS_INF
+from dfsql.shell.plot_firings import firings_as_panes, is_firings
+from dfsql.shell.plot_time import mid, num, time_axis
 from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
@@ -100,7 +102,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
 
     notes: list[tuple[Any, Any, Any, str]] = []
     if is_firings(columns):
-        columns, rows, notes, key = _firings_as_panes(columns, rows)
+        columns, rows, notes, key = firings_as_panes(columns, rows, _label)
         title = f"{key}: {title}" if key else title
     cols = list(columns)
     missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
@@ -209,9 +211,9 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
         y1 = r[at["emit_time"]]
         if lay.retract is not None and r[lay.retract]:
             # a dashed red line across the retracted window, at the retraction's time
-            ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
+            ax.plot([num(x0), num(x1)], [num(y1), num(y1)], color="red",
                     linestyle="--", linewidth=1.2)
-            marks.append((_num(x0), _num(x1), _num(y1), f"-{label}"))
+            marks.append((num(x0), num(x1), num(y1), f"-{label}"))
             summary.retractions.append((panel, ws, label))
             continue
         if batch:
@@ -224,12 +226,12 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
             y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
             drawn.append((ws, we, y1))
         timing = r[at["pane_timing"]]
-        x0n, x1n = _num(x0), _num(x1)
-        y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
+        x0n, x1n = num(x0), num(x1)
+        y0n, y1n = (y0, y1) if batch else (num(y0), num(y1))
         ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
                                facecolor=COLOURS.get(timing, "#999999"),
                                edgecolor="black", linewidth=0.8))
-        texts.append(ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom",
+        texts.append(ax.annotate(label, (mid(x0, x1), y1), ha="center", va="bottom",
                                  fontsize=10, fontweight="bold", xytext=(0, 2),
                                  textcoords="offset points"))
         summary.panes.append((panel, ws, we, label, timing))
@@ -252,10 +254,10 @@ def _set_axes(ax, lay: _Layout) -> None:
     """Event time across (dates, or none for a GLOBAL window), processing time up (or
     nothing for a batch result)."""
 
-    pad = (_num(lay.x_hi) - _num(lay.x_lo)) * 0.03 or 1.0
-    ax.set_xlim(_num(lay.x_lo) - pad, _num(lay.x_hi) + pad)
+    pad = (num(lay.x_hi) - num(lay.x_lo)) * 0.03 or 1.0
+    ax.set_xlim(num(lay.x_lo) - pad, num(lay.x_hi) + pad)
     if lay.times:
-        _date_axis(ax.xaxis, lay.x_lo, lay.x_hi)
+        time_axis(ax.xaxis, lay.x_lo, lay.x_hi)
         ax.set_xlabel("event time")
     else:
         ax.set_xticks([])
@@ -265,21 +267,9 @@ def _set_axes(ax, lay: _Layout) -> None:
         ax.set_yticks([])
         ax.set_ylabel("batch (no processing time)")
     else:
-        ax.set_ylim(_num(lay.y_lo), _num(lay.y_hi))
-        _date_axis(ax.yaxis, lay.y_lo, lay.y_hi)
+        ax.set_ylim(num(lay.y_lo), num(lay.y_hi))
+        time_axis(ax.yaxis, lay.y_lo, lay.y_hi)
         ax.set_ylabel("processing time")
-
-
-def _date_axis(axis, lo: Any, hi: Any) -> None:
-    """Times of day on an axis within one day; dates (and hours) on one across days,
-    where a time of day alone repeats and says nothing."""
-    import matplotlib.dates as mdates
-
-    if isinstance(lo, dt.datetime) and isinstance(hi, dt.datetime) and lo.date() != hi.date():
-        axis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
-        axis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d\n%H:%M"))
-    else:
-        axis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
 
 
 def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:
@@ -303,22 +293,10 @@ def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> Non
             boxes.append(box)
 
 
-def _num(t: Any) -> float:
-    import matplotlib.dates as mdates
-
-    return mdates.date2num(t) if isinstance(t, dt.datetime) else float(t)
-
-
 def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
     """Whether window [s0, s1) lies inside [ws, we) (None: unbounded, GLOBAL)."""
     return (ws is None or (s0 is not None and ws <= s0)) and \
         (we is None or (s1 is not None and s1 <= we))
-
-
-def _mid(a: Any, b: Any) -> Any:
-    if isinstance(a, dt.datetime):
-        return a + (b - a) / 2
-    return (a + b) / 2
 
 
 def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
@@ -354,71 +332,15 @@ def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
     return elements, (wx, wy)
 
 
-_EMITS = "; emits "
-
-
-def is_firings(columns: Sequence[str]) -> bool:
-    """Whether a result is EXPLAIN FIRINGS' (its last columns are FIRINGS_COLUMNS)."""
-    return tuple(columns[-len(FIRINGS_COLUMNS):]) == FIRINGS_COLUMNS
-
-
-def _firings_as_panes(columns: Sequence[str], rows: Sequence[Sequence[Any]]):
-    """One key's FIRE and RETRACT events as the pane rows :func:`plot_result` draws (the
-    value each emitted, read from its detail), the notes to draw beside them (each
-    pane's firing leaf, each merge) and the key drawn."""
-    cols = list(columns)
-    at = {c: i for i, c in enumerate(cols)}
-    keys = cols[: -len(FIRINGS_COLUMNS)]
-
-    def key_of(r: Sequence[Any]) -> tuple:
-        return tuple(r[at[k]] for k in keys)
-
-    fired = [key_of(r) for r in rows if r[at["event"]] == "FIRE"]
-    first = fired[0] if fired else (key_of(rows[0]) if rows else ())
-    out, notes, name = [], [], "value"
-    for r in rows:
-        if key_of(r) != first:
-            continue
-        event, detail = r[at["event"]], r[at["detail"]] or ""
-        ws, we, t = r[at["window_start"]], r[at["window_end"]], r[at["at"]]
-        if event in ("FIRE", "RETRACT"):
-            text = (detail.rsplit(_EMITS, 1)[-1] if event == "FIRE"
-                    else detail.split("; ", 1)[0].removeprefix("retracts "))
-            name, value = _named_value(text)
-            out.append((value, ws, we, r[at["pane_index"]], r[at["pane_timing"]], t,
-                        event == "RETRACT"))
-            if event == "FIRE":
-                leaves = detail.split(_EMITS)[0].split("; ")[0].split(" and ")
-                notes.append((ws, we, t, " + ".join(x.split(" in ")[0] for x in leaves)))
-        elif event == "MERGE":
-            merged = detail.split("→", 1)[-1].split(";")[0].strip()
-            notes.append((ws, we, t, f"MERGE → {merged}"))
-    columns = [name, "window_start", "window_end", "pane_index", "pane_timing", "emit_time",
-               "is_retraction"]
-    return columns, out, notes, ", ".join(f"{k}={_label(v)}" for k, v in zip(keys, first,
-                                                                             strict=True))
-
-
-def _named_value(text: str) -> tuple[str, Any]:
-    """``total=7`` → ("total", 7.0); several aggregates keep their text as the label."""
-    name, eq, v = text.partition("=")
-    if eq and "," not in v:
-        try:
-            return name, float(v)
-        except ValueError:
-            return name, v
-    return "value", text
-
-
 def _annotate(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> None:
     """The firing leaf under each pane's top and each merge where it happened."""
     for ws, we, t, text in notes:
         x0 = ws if ws is not None else lay.x_lo
         x1 = we if we is not None else lay.x_hi
         merge = text.startswith("MERGE")
-        ax.annotate(text, (_num(_mid(x0, x1)) if not merge else _num(x0), _num(t)),
+        ax.annotate(text, (num(mid(x0, x1)) if not merge else num(x0), num(t)),
                     fontsize=6, color="#7a1f1f" if merge else "#333333",
                     ha="left" if merge else "center", va="top", xytext=(2, -3),
                     textcoords="offset points")
         if merge:
-            ax.plot([_num(x0)], [_num(t)], marker="D", color="#7a1f1f", markersize=4)
+            ax.plot([num(x0)], [num(t)], marker="D", color="#7a1f1f", markersize=4)
