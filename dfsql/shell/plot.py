@@ -35,6 +35,7 @@ from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
 MAX_ELEMENTS = 2000
+DPI = 110  # the figure's, so what is measured on screen is what is saved
 COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
 
 
@@ -91,20 +92,56 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                 title: str = "", plan=None) -> PlotSummary | TradeoffSummary:
     """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
     ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark.
-    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`)."""
+    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`).
+    A result that cannot be drawn, or a file that cannot be written, raises a
+    DfsqlError: the shell and the notebook show its message, not a traceback."""
     if is_tradeoff(columns):
         return plot_tradeoff(columns, rows, path, title)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     notes: list[tuple[Any, Any, Any, str]] = []
     if is_firings(columns):
         columns, rows, notes, key = firings_as_panes(columns, rows, _label)
         title = f"{key}: {title}" if key else title
     cols = list(columns)
+    rows = [tuple(_plain(v) for v in r) for r in rows]
+    _check(cols, rows)
+    lay, keyed = _layout(cols, rows, plan)
+    try:
+        fig, summary = _figure(path, rows, lay, keyed, title, notes)
+    except (ValueError, TypeError, OverflowError) as exc:  # matplotlib's refusals
+        raise DfsqlError(f"\\plot cannot draw this result: {exc}",
+                         hint="\\plot draws the rows of a windowed query as it returns "
+                              "them") from exc
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise DfsqlError(f"\\plot cannot write {path}: {exc.strerror or exc}",
+                         hint="name a PNG file in a directory you can write") from None
+    finally:
+        plt.close(fig)
+    summary.figure = fig
+    return summary
+
+
+def _plain(v: Any) -> Any:
+    """A value as Spark's collect() gives it: the notebook's rows come through pandas,
+    where a NULL time is NaT (a datetime whose arithmetic gives NaN axis limits), a
+    NULL number NaN, a time a pandas Timestamp and an integer a numpy one."""
+    if isinstance(v, float | decimal.Decimal | dt.datetime) and v != v:
+        return None  # NaN, NaT
+    if isinstance(v, dt.datetime) and hasattr(v, "to_pydatetime"):
+        return v.to_pydatetime()
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _check(cols: list[str], rows: list[tuple]) -> None:
+    """Refuse, with what is wrong, a result \\plot cannot draw."""
     missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
                if c not in cols]
     if missing:
@@ -112,12 +149,33 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                          f"{', '.join(missing)}", hint="run a query with WINDOW first")
     if not rows:
         raise DfsqlError("\\plot: the last windowed result has no rows")
-    lay, keyed = _layout(cols, rows, plan)
+    if all(c in PANE_COLUMNS for c in cols):
+        raise DfsqlError("\\plot: the result has only window and pane columns, no value to "
+                         "label its panes with", hint="select an aggregate too")
+    for c in ("window_start", "window_end", "emit_time"):
+        odd = {type(v).__name__ for v in (r[cols.index(c)] for r in rows)
+               if v is not None and not isinstance(v, dt.datetime)}
+        if odd:
+            raise DfsqlError(f"\\plot: {c} holds {', '.join(sorted(odd))}, not times",
+                             hint="plot a windowed result as its query returns it")
+    emits = {r[cols.index("emit_time")] is None for r in rows}
+    if len(emits) > 1:
+        raise DfsqlError("\\plot: some panes have an emit_time and some have none",
+                         hint="a windowed result has emit times on every pane (PROCESSING "
+                              "TIME) or on none (a batch query)")
+
+
+def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title: str,
+            notes: list) -> tuple[Any, PlotSummary]:
+    """The figure: one panel per key and aggregate, its legend, its title; unsaved."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
     # one panel per key and aggregate: (its name, its key's panel, its aggregate)
     panels = [(k if len(lay.values) == 1 else v if k == "all" else f"{k}: {v}", k, v)
               for k in keyed for v in lay.values][:MAX_PANELS]
-
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), dpi=DPI,
+                             squeeze=False)
     summary = PlotSummary(path, lay.value_col, [p[0] for p in panels])
     retraction_labels: list[tuple[Any, list, list]] = []
     for ax, (name, key, value) in zip(axes[:, 0], panels, strict=True):
@@ -144,10 +202,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
         fig.tight_layout()
     _place_retraction_labels(fig, retraction_labels)
     _annotate(axes[0, 0], notes, lay)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    summary.figure = fig
-    return summary
+    return fig, summary
 
 
 def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layout, list[str]]:
