@@ -79,3 +79,51 @@ def test_a_file_it_cannot_write_is_refused_with_a_message(tmp_path) -> None:
     path = tmp_path / "no such directory" / "x.png"
     with pytest.raises(DfsqlError, match=r"cannot write .*no such directory.*: No such file"):
         plot_result(COLS, _fig10_as_pandas_gives_it(), str(path))
+
+
+#: round steps for time ticks, in seconds: whole seconds, minutes, hours dividing a day
+ROUND_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+               21600, 43200]
+
+
+def _assert_round_ticks(axis, limits: tuple[float, float]) -> None:
+    """Every tick inside the axis is a round instant for the span: 3 to 9 ticks, evenly
+    a round step apart (a day or more: each at midnight), each a multiple of that step
+    since midnight."""
+    import matplotlib.dates as mdates
+
+    lo, hi = limits
+    ticks = [mdates.num2date(x).replace(tzinfo=None) for x in axis.get_ticklocs()
+             if lo <= x <= hi]
+    assert 3 <= len(ticks) <= 9, ticks
+    steps = {(b - a).total_seconds() for a, b in zip(ticks, ticks[1:], strict=False)}
+    for t in ticks:
+        since_midnight = t.hour * 3600 + t.minute * 60 + t.second
+        assert t.microsecond == 0, ticks
+        if min(steps) >= 86400:
+            assert since_midnight == 0, ticks
+        else:
+            assert len(steps) == 1 and min(steps) in ROUND_STEPS, ticks
+            assert since_midnight % min(steps) == 0, ticks
+
+
+@pytest.mark.parametrize(("window_minutes", "emit_after", "emit_apart"), [
+    (2, 0, 8),       # the paper's 12:00-12:10 (ticks were 12:01:26 ...), emits 32 s apart
+    (24, 180, 1440),  # 12:00-14:24 (ticks were 12:28:48 ...), emits 3 min after each end
+    (720, 0, 600),    # 12-hour windows: three days across, emits 10 minutes apart
+])
+def test_time_ticks_are_round_instants(tmp_path, window_minutes, emit_after,
+                                       emit_apart) -> None:
+    """Issue #32: ticks landed on decimal fractions of a day (02:24, 04:48). Both axes
+    of five windows from 12:00 of ``window_minutes`` each, emitted ``emit_after`` seconds
+    after the last window's end and ``emit_apart`` seconds apart."""
+    from datetime import timedelta
+
+    width, start = timedelta(minutes=window_minutes), _t("12:00:00")
+    last_end = start + 5 * width
+    rows = [("k", i, start + i * width, start + (i + 1) * width, 0, "ON_TIME", True,
+             last_end + timedelta(seconds=emit_after + i * emit_apart), False)
+            for i in range(5)]
+    ax = plot_result(COLS, rows, str(tmp_path / "ticks.png")).figure.axes[0]
+    _assert_round_ticks(ax.xaxis, ax.get_xlim())
+    _assert_round_ticks(ax.yaxis, ax.get_ylim())
