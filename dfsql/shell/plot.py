@@ -27,14 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dfsql.errors import DfsqlError
-from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME
-from dfsql.model.windows import NEG_INF, POS_INF
+from dfsql.language.names import PANE_COLUMNS
 from dfsql.shell.plot_firings import firings_as_panes, is_firings
+from dfsql.shell.plot_input import Input, read_input
 from dfsql.shell.plot_time import mid, num, time_axis
 from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
-MAX_ELEMENTS = 2000
 DPI = 110  # the figure's, so what is measured on screen is what is saved
 COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
 
@@ -50,8 +49,10 @@ class PlotSummary:
     panes: list[tuple[str, Any, Any, str, str]] = field(default_factory=list)
     #: (panel, window_start, value label) per retraction
     retractions: list[tuple[str, Any, str]] = field(default_factory=list)
-    elements: int = 0
+    elements: int = 0  # the input elements read (of every panel's key)
     watermark_points: int = 0
+    #: what the picture leaves out, and why
+    notes: list[str] = field(default_factory=list)
     #: the matplotlib Figure drawn (closed: saved, not shown), its axes one per panel
     figure: Any = None
 
@@ -81,11 +82,17 @@ class _Layout:
     x_hi: Any
     y_lo: Any
     y_hi: Any
-    elements: dict | None  # the replayed input (one panel only)
-    timeline: tuple | None  # the watermark line (one panel only)
+    input: Input | None  # the replayed input of the keys shown, and the watermark
 
     def key_of(self, r: Sequence[Any]) -> str:
+        """The name of the panel of a row's key."""
         return ", ".join(f"{k}={_label(r[self.at[k]])}" for k in self.keys) or "all"
+
+    def elements_of(self, r: Sequence[Any]) -> list[tuple[Any, Any, Any, tuple]]:
+        """The input elements of a row's key."""
+        if self.input is None:
+            return []
+        return self.input.of(tuple(r[self.at[k]] for k in self.input.key_columns))
 
 
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
@@ -187,7 +194,13 @@ def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title:
         ax.grid(alpha=0.25)
     handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
                for t, c in COLOURS.items()]
-    if lay.timeline is not None:
+    if lay.input is not None:
+        summary.elements = len(lay.input.elements)
+        summary.notes += [f"input elements not drawn: the key column {k} is not itself a "
+                          "GROUP BY key, so which panel each element belongs to is unknown"
+                          for k in lay.input.unmatched]
+    if lay.input is not None and lay.input.watermark is not None:
+        summary.watermark_points = len(lay.input.watermark[0])
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
@@ -206,8 +219,8 @@ def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title:
 
 
 def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layout, list[str]]:
-    """The value and key columns, the panels (one per key), the replayed input and the
-    watermark (for one panel of a replay), and the axes' ranges."""
+    """The value and key columns, the panels (one per key), the replayed input of their
+    keys and the watermark (of a replay), and the axes' ranges."""
     at = {c: cols.index(c) for c in cols}
     values = [c for c in cols if c not in PANE_COLUMNS
               and any(_is_number(r[at[c]]) for r in rows)]
@@ -215,17 +228,21 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
     batch = all(r[at["emit_time"]] is None for r in rows)
     lay = _Layout(at, value_col, values or [value_col], keys, at.get("is_retraction"),
-                  batch, [], None, None, None, None, None, None)
-    panels = list(dict.fromkeys(lay.key_of(r) for r in rows))[:MAX_PANELS]
-    if plan is not None and not batch and len(panels) == 1:
-        lay.elements, lay.timeline = _input_and_watermark(plan)
+                  batch, [], None, None, None, None, None)
+    firsts: dict[str, Sequence[Any]] = {}  # each panel's first row
+    for r in rows:
+        firsts.setdefault(lay.key_of(r), r)
+    panels = list(firsts)[:MAX_PANELS]
+    if plan is not None and not batch:
+        lay.input = read_input(plan, keys, [tuple(firsts[p][at[k]] for k in keys)
+                                            for p in panels])
 
     times = [r[at[c]] for r in rows for c in ("window_start", "window_end")
              if r[at[c]] is not None]
     emits = [r[at["emit_time"]] for r in rows if r[at["emit_time"]] is not None]
-    if lay.elements is not None and len(lay.elements):
-        times += list(lay.elements["e"])
-        emits += list(lay.elements["p"])
+    if lay.input is not None:
+        times += [el[0] for el in lay.input.elements]
+        emits += [el[1] for el in lay.input.elements]
     lay.times = times
     # a GLOBAL window with no event times to show spans an axis without dates
     lay.x_lo, lay.x_hi = (min(times), max(times)) if times else (0.0, 1.0)
@@ -246,15 +263,14 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
     from matplotlib.patches import Rectangle
 
     at, x_lo, x_hi, y_lo, batch = lay.at, lay.x_lo, lay.x_hi, lay.y_lo, lay.batch
-    elements = lay.elements
+    elements = lay.elements_of(mine[0])
     first_arrival: dict[Any, Any] = {}
-    if elements is not None:
-        for e, p in zip(elements["e"], elements["p"], strict=True):
-            for r in mine:
-                ws, we = r[at["window_start"]], r[at["window_end"]]
-                if (ws is None or ws <= e) and (we is None or e < we):
-                    key = (ws, we)
-                    first_arrival[key] = min(first_arrival.get(key, p), p)
+    for e, p, _, _ in elements:
+        for r in mine:
+            ws, we = r[at["window_start"]], r[at["window_end"]]
+            if (ws is None or ws <= e) and (we is None or e < we):
+                key = (ws, we)
+                first_arrival[key] = min(first_arrival.get(key, p), p)
     drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
     texts: list[Any] = []  # the panes' value labels
     marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
@@ -290,17 +306,16 @@ def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
                                  fontsize=10, fontweight="bold", xytext=(0, 2),
                                  textcoords="offset points"))
         summary.panes.append((panel, ws, we, label, timing))
-    if elements is not None:
-        ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
-        for e, p, v in zip(elements["e"], elements["p"], elements["v"], strict=True):
+    if elements:
+        ax.scatter([num(el[0]) for el in elements], [num(el[1]) for el in elements], s=14,
+                   color="black", zorder=3)
+        for e, p, v, _ in elements:
             if v is not None:
-                ax.annotate(_label(v), (e, p), fontsize=7, xytext=(3, 3),
+                ax.annotate(_label(v), (num(e), num(p)), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")
-        summary.elements = len(elements["e"])
-    if lay.timeline is not None:
-        wx, wy = lay.timeline
+    if lay.input is not None and lay.input.watermark is not None:
+        wx, wy = lay.input.watermark  # the same line in every panel: it is global
         ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
-        summary.watermark_points = len(wx)
     _set_axes(ax, lay)
     return marks, texts
 
@@ -352,39 +367,6 @@ def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
     """Whether window [s0, s1) lies inside [ws, we) (None: unbounded, GLOBAL)."""
     return (ws is None or (s0 is not None and ws <= s0)) and \
         (we is None or (s1 is not None and s1 <= we))
-
-
-def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
-    """The replayed input's elements (event time, arrival, first value read by an
-    aggregate), at most MAX_ELEMENTS, and the watermark line as (event time, processing
-    time) points: the timeline sampled at its change points and on a fine grid, so steps
-    and rising segments both show."""
-    import numpy as np
-
-    # here, not at the top: the timeline loads Spark's planner (sqlglot, pyspark), which
-    # the shell's prompt need not wait for
-    from dfsql.spark.timelines import watermark_timeline
-
-    inp = plan.input_df()
-    if PROCESSING_TIME not in inp.columns or EVENT_TIME not in inp.columns:
-        return None, None
-    payload = [c for c in inp.columns if c.startswith("__c")]
-    # collect(), as the result's rows were: the same (local) reading of a TIMESTAMP
-    got = inp.select(EVENT_TIME, PROCESSING_TIME, *payload[:1]).limit(MAX_ELEMENTS).collect()
-    got = [r for r in got if r[0] is not None and r[1] is not None]
-    elements = {"e": [r[0] for r in got], "p": [r[1] for r in got],
-                "v": [r[2] if payload else None for r in got]}
-    timeline, first, last = watermark_timeline(plan, inp)
-    if first is None:
-        return elements, None
-    end = max(last, timeline.end)
-    inside = timeline.times[(timeline.times >= first) & (timeline.times <= end)]
-    grid = np.unique(np.r_[np.linspace(first, end, 400).astype(np.int64), inside, inside - 1])
-    wm = timeline.at(grid)
-    ok = (wm > NEG_INF) & (wm < POS_INF)
-    wx = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in wm[ok]]
-    wy = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in grid[ok]]
-    return elements, (wx, wy)
 
 
 def _annotate(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> None:

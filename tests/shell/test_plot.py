@@ -8,7 +8,7 @@ read from the plot's own output."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 import pytest
@@ -23,6 +23,11 @@ COLS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing
 def _t(hms: str) -> datetime:
     """An instant of the paper's day, 2015-09-01."""
     return datetime.fromisoformat(f"2015-09-01 {hms}")
+
+
+def _hms(x: float) -> str:
+    """A matplotlib date number as the time of day it plots, to the second."""
+    return (datetime(1970, 1, 1) + timedelta(seconds=round(x * 86400))).strftime("%H:%M:%S")
 
 
 def _fig10_as_pandas_gives_it() -> list[list]:
@@ -117,8 +122,6 @@ def test_time_ticks_are_round_instants(tmp_path, window_minutes, emit_after,
     """Issue #32: ticks landed on decimal fractions of a day (02:24, 04:48). Both axes
     of five windows from 12:00 of ``window_minutes`` each, emitted ``emit_after`` seconds
     after the last window's end and ``emit_apart`` seconds apart."""
-    from datetime import timedelta
-
     width, start = timedelta(minutes=window_minutes), _t("12:00:00")
     last_end = start + 5 * width
     rows = [("k", i, start + i * width, start + (i + 1) * width, 0, "ON_TIME", True,
@@ -127,3 +130,92 @@ def test_time_ticks_are_round_instants(tmp_path, window_minutes, emit_after,
     ax = plot_result(COLS, rows, str(tmp_path / "ticks.png")).figure.axes[0]
     _assert_round_ticks(ax.xaxis, ax.get_xlim())
     _assert_round_ticks(ax.yaxis, ax.get_ylim())
+
+
+#: a second key beside the paper's k: (value, event time, arrival time)
+J_ELEMENTS = [(2, "12:01:00", "12:05:00"), (6, "12:05:10", "12:06:10"),
+              (4, "12:06:40", "12:08:30")]
+#: the paper's ten elements of k (events.csv)
+K_ELEMENTS = [(5, "12:00:30", "12:04:30"), (7, "12:02:10", "12:04:40"),
+              (3, "12:03:20", "12:05:20"), (4, "12:03:40", "12:05:30"),
+              (3, "12:04:00", "12:05:40"), (8, "12:02:50", "12:06:20"),
+              (9, "12:01:20", "12:07:20"), (3, "12:06:30", "12:07:40"),
+              (8, "12:07:10", "12:08:20"), (1, "12:07:50", "12:08:40")]
+
+
+@pytest.fixture(scope="module")
+def two_keys(spark, paper_tables):
+    """Figure 12's query (fixed 2-minute windows, the paper's watermark) over the paper's
+    scores and three elements of a second key j; the result's rows and its plan."""
+    import dfsql
+    from dfsql.spark.planner import top_plan
+    from tests.shell.test_script_and_display import FIGURES
+
+    values = ", ".join(f"('j', {v}, TIMESTAMP '2015-09-01 {e}', TIMESTAMP '2015-09-01 {a}')"
+                       for v, e, a in J_ELEMENTS)
+    spark.sql("CREATE OR REPLACE TEMP VIEW plot_two_keys AS SELECT * FROM scores UNION ALL "
+              f"SELECT * FROM VALUES {values} AS t(key, value, event_time, arrival_time)")
+    query = FIGURES["fig12_fixed_streaming"]["query"].replace("FROM scores",
+                                                               "FROM plot_two_keys")
+    df = dfsql.sql(query, spark)
+    return df.columns, [tuple(r) for r in df.collect()], top_plan(df), query
+
+
+def test_every_keys_panel_has_its_input_and_the_watermark(two_keys, tmp_path) -> None:
+    """Issue #32: with several keys no panel had input dots or the watermark line. Each
+    key's panel has its own elements (dots at (event, arrival), labelled with the
+    value), and the same watermark line. j's panes by hand under the paper's watermark
+    (12:06 → 12:02, 12:08 → 12:06, 12:09 → 12:09): [12:00,12:02) fires 2 ON_TIME at
+    12:06, [12:04,12:06) 6 at 12:08, [12:06,12:08) 4 at 12:09, each rising from its
+    element's arrival; k's are the paper's Figure 12."""
+    columns, rows, plan, query = two_keys
+    summary = plot_result(columns, rows, str(tmp_path / "keys.png"), query, plan=plan)
+    assert summary.panels == ["key=j", "key=k"]
+    assert summary.elements == 13
+    by_panel = {p: [(label, timing) for q, _, _, label, timing in summary.panes if q == p]
+                for p in summary.panels}
+    assert by_panel["key=j"] == [("2", "ON_TIME"), ("6", "ON_TIME"), ("4", "ON_TIME")]
+    assert by_panel["key=k"] == [("5", "ON_TIME"), ("22", "ON_TIME"), ("14", "LATE"),
+                                 ("3", "ON_TIME"), ("12", "ON_TIME")]
+    ax_j, ax_k = summary.figure.axes
+    assert [ax.get_title() for ax in (ax_j, ax_k)] == ["key=j", "key=k"]
+    for ax, elements in ((ax_j, J_ELEMENTS), (ax_k, K_ELEMENTS)):
+        (dots,) = ax.collections
+        assert sorted((_hms(x), _hms(y)) for x, y in dots.get_offsets()) == sorted(
+            (e, a) for _, e, a in elements)
+        labels = sorted(t.get_text() for t in ax.texts if t.get_fontsize() == 7)
+        assert labels == sorted(str(v) for v, _, _ in elements)
+    # j's panes: from the first element's arrival up to the emit time
+    assert [(_hms(p.get_x()), _hms(p.get_y()), _hms(p.get_x() + p.get_width()),
+             _hms(p.get_y() + p.get_height())) for p in ax_j.patches] == [
+        ("12:00:00", "12:05:00", "12:02:00", "12:06:00"),
+        ("12:04:00", "12:06:10", "12:06:00", "12:08:00"),
+        ("12:06:00", "12:08:30", "12:08:00", "12:09:00")]
+    (wm_j,), (wm_k,) = ([ln for ln in ax.get_lines() if ln.get_color() == "#1f5fbf"]
+                        for ax in (ax_j, ax_k))
+    assert list(wm_j.get_xdata()) == list(wm_k.get_xdata()) and len(wm_j.get_xdata()) > 10
+    assert list(wm_j.get_ydata()) == list(wm_k.get_ydata())
+    # watermarks.csv: from processing time 12:07:00 to 12:08:00 the watermark is 12:05:10
+    held = {x for x, y in zip(wm_j.get_xdata(), wm_j.get_ydata(), strict=True)
+            if _t("12:07:05") <= y <= _t("12:07:55")}
+    assert held == {_t("12:05:10")}
+
+
+def test_elements_of_a_key_that_is_no_group_by_key_are_left_out_and_said(
+        two_keys, spark, tmp_path) -> None:
+    """``SELECT UPPER(key) AS k ... GROUP BY key``: which panel an element belongs to is
+    unknown, so no panel shows dots (they would be every key's), the summary says why,
+    and both panels still have the watermark."""
+    import dfsql
+    from dfsql.spark.planner import top_plan
+
+    query = two_keys[3].replace("SELECT key,", "SELECT UPPER(key) AS k,")
+    df = dfsql.sql(query, spark)
+    summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
+                          str(tmp_path / "upper.png"), query, plan=top_plan(df))
+    assert summary.panels == ["k=J", "k=K"] and summary.elements == 0
+    assert summary.notes == ["input elements not drawn: the key column k is not itself a "
+                             "GROUP BY key, so which panel each element belongs to is unknown"]
+    for ax in summary.figure.axes:
+        assert len(ax.collections) == 0  # no dots
+        assert [ln.get_color() for ln in ax.get_lines()] == ["#1f5fbf"]  # the watermark
