@@ -4,17 +4,21 @@ Event time runs across, processing time up. Each pane is a rectangle over its wi
 ``[window_start, window_end)``, from the previous pane of that window (or the window's
 first element) up to the pane's ``emit_time``, coloured by timing (EARLY, ON_TIME, LATE)
 and labelled with its value at the top; a retraction is a dashed red line across its
-window at the instant it was emitted, labelled ``-value``. Where the query replays a table (PROCESSING TIME), the input elements are
-dots at (event time, arrival time) labelled with the value they carry, and the watermark
-is a line: at each processing time, the event time the watermark has reached. A result
-with several keys gets one panel per key, and one with several aggregates one panel per
-aggregate and key (at most :data:`MAX_PANELS`), each with the input and the watermark.
-The figure's title is the whole query, wrapped; an axis whose times span several days
-shows dates.
+window at the instant it was emitted, labelled ``-value``. Where the query replays a
+table (PROCESSING TIME), the input elements are dots at (event time, arrival time)
+labelled with the value they carry, and the watermark is a line: at each processing
+time, the event time the watermark has reached. A result with several keys gets one
+panel per key, and one with several aggregates one panel per aggregate and key (at most
+:data:`MAX_PANELS`), each with that key's input (:mod:`.plot_input`) and the watermark,
+which is global. A batch result (no emit times) draws each pane as a bar over its
+window, with no processing axis. Labels never overlap: where there is no room, one is
+left out (:mod:`.plot_labels`); time ticks are round instants (:mod:`.plot_time`). The
+figure's title is the whole query, wrapped.
 
 An EXPLAIN FIRINGS result is drawn as the same picture for one key (the first that
 fired): its FIRE and RETRACT events are the panes and retractions, each pane annotated
-with the trigger leaf that fired it, and each MERGE marked where it happened.
+with the trigger leaf that fired it, and each MERGE marked where it happened
+(:mod:`.plot_firings`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ from dfsql.errors import DfsqlError
 from dfsql.language.names import PANE_COLUMNS
 from dfsql.shell.plot_firings import firings_as_panes, is_firings
 from dfsql.shell.plot_input import Input, read_input
-from dfsql.shell.plot_time import mid, num, time_axis
+from dfsql.shell.plot_labels import Label, Placer, Spot, above, at_ends, beside
+from dfsql.shell.plot_time import num, nums, time_axis
 from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
 
 MAX_PANELS = 6
 DPI = 110  # the figure's, so what is measured on screen is what is saved
 COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
+WATERMARK_COLOUR = "#1f5fbf"
+#: a batch pane's bar, in a panel whose processing axis is [0, 1]: below the top, so
+#: its value label fits above it
+BATCH_BAR = (0.05, 0.85)
 
 
 @dataclass
@@ -51,6 +60,8 @@ class PlotSummary:
     retractions: list[tuple[str, Any, str]] = field(default_factory=list)
     elements: int = 0  # the input elements read (of every panel's key)
     watermark_points: int = 0
+    #: value labels left out where they would overlap others (dense panels)
+    labels_left_out: int = 0
     #: what the picture leaves out, and why
     notes: list[str] = field(default_factory=list)
     #: the matplotlib Figure drawn (closed: saved, not shown), its axes one per panel
@@ -174,9 +185,9 @@ def _check(cols: list[str], rows: list[tuple]) -> None:
 
 def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title: str,
             notes: list) -> tuple[Any, PlotSummary]:
-    """The figure: one panel per key and aggregate, its legend, its title; unsaved."""
+    """The figure: one panel per key and aggregate, its legend, its title, and then
+    (once laid out, where they will be) every panel's labels; unsaved."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     # one panel per key and aggregate: (its name, its key's panel, its aggregate)
     panels = [(k if len(lay.values) == 1 else v if k == "all" else f"{k}: {v}", k, v)
@@ -184,27 +195,22 @@ def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title:
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), dpi=DPI,
                              squeeze=False)
     summary = PlotSummary(path, lay.value_col, [p[0] for p in panels])
-    retraction_labels: list[tuple[Any, list, list]] = []
-    for ax, (name, key, value) in zip(axes[:, 0], panels, strict=True):
-        marks, texts = _draw_panel(ax, name, [r for r in rows if lay.key_of(r) == key],
+    labels: list[list[Label]] = []  # per panel, in order of importance
+    for i, (ax, (name, key, value)) in enumerate(zip(axes[:, 0], panels, strict=True)):
+        values, dots = _draw_panel(ax, name, [r for r in rows if lay.key_of(r) == key],
                                    lay, summary, value)
-        retraction_labels.append((ax, marks, texts))
+        labels.append(values + (_firing_notes(ax, notes, lay) if i == 0 else []) + dots)
         if len(panels) > 1 or lay.keys:
             ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.25)
-    handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
-               for t, c in COLOURS.items()]
     if lay.input is not None:
         summary.elements = len(lay.input.elements)
         summary.notes += [f"input elements not drawn: the key column {k} is not itself a "
                           "GROUP BY key, so which panel each element belongs to is unknown"
                           for k in lay.input.unmatched]
-    if lay.input is not None and lay.input.watermark is not None:
-        summary.watermark_points = len(lay.input.watermark[0])
-        from matplotlib.lines import Line2D
-
-        handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
-    axes[0, 0].legend(handles=handles, loc="upper left", fontsize=8)
+        if lay.input.watermark is not None:
+            summary.watermark_points = len(lay.input.watermark[0])
+    legend = _legend(axes[0, 0], summary.watermark_points > 0)
     title = " ".join(title.lstrip("-").split())
     if title:
         lines = textwrap.wrap(title, 130)
@@ -213,9 +219,29 @@ def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title:
         fig.tight_layout(rect=(0, 0, 1, 1 - (0.16 * len(lines) + 0.1) / (4.2 * len(panels))))
     else:
         fig.tight_layout()
-    _place_retraction_labels(fig, retraction_labels)
-    _annotate(axes[0, 0], notes, lay)
+    renderer = fig.canvas.get_renderer()
+    for ax, mine in zip(axes[:, 0], labels, strict=True):
+        placer = Placer(ax, renderer, [legend.get_window_extent(renderer).extents]
+                        if ax is axes[0, 0] else [])
+        for label in mine:  # in order of importance (see _draw_panel)
+            placer.place(label)
+        summary.labels_left_out += placer.left_out
+    if summary.labels_left_out:
+        summary.notes.append(f"{summary.labels_left_out} value labels left out where they "
+                             "would overlap others")
     return fig, summary
+
+
+def _legend(ax, watermark: bool):
+    """The timings' colours (and the watermark's line) in the first panel's corner."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
+               for t, c in COLOURS.items()]
+    if watermark:
+        handles.append(Line2D([], [], color=WATERMARK_COLOUR, label="watermark"))
+    return ax.legend(handles=handles, loc="upper left", fontsize=8)
 
 
 def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layout, list[str]]:
@@ -251,73 +277,85 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     else:
         y_lo, y_hi = min(emits), max(emits)
         pad = max((y_hi - y_lo) * 0.05, dt.timedelta(seconds=1))
-        lay.y_lo, lay.y_hi = y_lo - pad, y_hi + pad
+        lay.y_lo, lay.y_hi = y_lo - pad, y_hi + 2 * pad  # room for the top panes' labels
     return lay, panels
 
 
 def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
-                value: str) -> tuple[list[tuple[float, float, float, str]], list]:
+                value: str) -> tuple[list[Label], list[Label]]:
     """One key's panes, retractions, input elements and watermark on ``ax``, and its
-    axes; returns the retractions' marks and the panes' value labels (for placing the
-    retraction labels once the figure is laid out)."""
-    from matplotlib.patches import Rectangle
-
-    at, x_lo, x_hi, y_lo, batch = lay.at, lay.x_lo, lay.x_hi, lay.y_lo, lay.batch
+    axes; returns their labels, to place once the figure is laid out: the panes' values
+    in order of importance (ON_TIME first: the watermark's answer, then LATE, then
+    EARLY) and the retractions', and apart, the input elements'."""
     elements = lay.elements_of(mine[0])
-    first_arrival: dict[Any, Any] = {}
+    panes, retractions = _draw_panes(ax, panel, mine, lay, summary, value,
+                                     _first_arrivals(mine, elements, lay.at))
+    dots: list[Label] = []
+    if elements:
+        xs, ys = nums([el[0] for el in elements]), nums([el[1] for el in elements])
+        ax.scatter(xs, ys, s=14, color="black", zorder=3)
+        dots = [Label(_label(el[2]), beside(x, y), {"fontsize": 7})
+                for x, y, el in zip(xs, ys, elements, strict=True) if el[2] is not None]
+    if lay.input is not None and lay.input.watermark is not None:
+        wx, wy = lay.input.watermark  # the same line in every panel: it is global
+        ax.plot(nums(wx), nums(wy), color=WATERMARK_COLOUR, linewidth=1.6, label="watermark")
+    _set_axes(ax, lay)
+    rank = {"ON_TIME": 0, "LATE": 1, "EARLY": 2}
+    return [label for _, label in sorted(panes, key=lambda p: rank.get(p[0], 3))] \
+        + retractions, dots
+
+
+def _first_arrivals(mine: list, elements: list, at: dict[str, int]) -> dict[tuple, Any]:
+    """Each window's first element's arrival (where its first pane starts)."""
+    first: dict[tuple, Any] = {}
     for e, p, _, _ in elements:
         for r in mine:
             ws, we = r[at["window_start"]], r[at["window_end"]]
             if (ws is None or ws <= e) and (we is None or e < we):
-                key = (ws, we)
-                first_arrival[key] = min(first_arrival.get(key, p), p)
+                first[(ws, we)] = min(first.get((ws, we), p), p)
+    return first
+
+
+def _draw_panes(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary, value: str,
+                first_arrival: dict[tuple, Any]) -> tuple[list[tuple[str, Label]],
+                                                          list[Label]]:
+    """Each pane a rectangle, each retraction a dashed line; their labels, the panes'
+    with their timing."""
+    from matplotlib.patches import Rectangle
+
+    at = lay.at
     drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
-    texts: list[Any] = []  # the panes' value labels
-    marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
+    panes: list[tuple[str, Label]] = []
+    retractions: list[Label] = []
     for r in mine:
         ws, we = r[at["window_start"]], r[at["window_end"]]
-        x0 = ws if ws is not None else x_lo
-        x1 = we if we is not None else x_hi
-        label = _label(r[at[value]])
-        y1 = r[at["emit_time"]]
+        x0, x1 = num(ws if ws is not None else lay.x_lo), num(we if we is not None else lay.x_hi)
+        label, y1 = _label(r[at[value]]), r[at["emit_time"]]
         if lay.retract is not None and r[lay.retract]:
             # a dashed red line across the retracted window, at the retraction's time
-            ax.plot([num(x0), num(x1)], [num(y1), num(y1)], color="red",
-                    linestyle="--", linewidth=1.2)
-            marks.append((num(x0), num(x1), num(y1), f"-{label}"))
+            ax.plot([x0, x1], [num(y1), num(y1)], color="red", linestyle="--", linewidth=1.2)
+            retractions.append(Label(f"-{label}", at_ends(x0, x1, num(y1)),
+                                     {"color": "red", "fontsize": 9, "fontweight": "bold"}))
             summary.retractions.append((panel, ws, label))
             continue
-        if batch:
-            y0, y1 = 0.05, 0.95
+        if lay.batch:
+            y0, y1 = BATCH_BAR
         else:
             # on top of every earlier pane this window covers (its own earlier panes,
             # and those of the windows a merged session absorbed), else from its
             # first element's arrival
             below = [e for s0, s1, e in drawn if _within(s0, s1, ws, we)]
-            y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
+            y0 = max(below) if below else first_arrival.get((ws, we), lay.y_lo)
             drawn.append((ws, we, y1))
+            y0, y1 = num(y0), num(y1)
         timing = r[at["pane_timing"]]
-        x0n, x1n = num(x0), num(x1)
-        y0n, y1n = (y0, y1) if batch else (num(y0), num(y1))
-        ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, alpha=0.45,
                                facecolor=COLOURS.get(timing, "#999999"),
                                edgecolor="black", linewidth=0.8))
-        texts.append(ax.annotate(label, (mid(x0, x1), y1), ha="center", va="bottom",
-                                 fontsize=10, fontweight="bold", xytext=(0, 2),
-                                 textcoords="offset points"))
+        panes.append((timing, Label(label, above((x0 + x1) / 2, y1),
+                                    {"fontsize": 10, "fontweight": "bold"})))
         summary.panes.append((panel, ws, we, label, timing))
-    if elements:
-        ax.scatter([num(el[0]) for el in elements], [num(el[1]) for el in elements], s=14,
-                   color="black", zorder=3)
-        for e, p, v, _ in elements:
-            if v is not None:
-                ax.annotate(_label(v), (num(e), num(p)), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
-    if lay.input is not None and lay.input.watermark is not None:
-        wx, wy = lay.input.watermark  # the same line in every panel: it is global
-        ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
-    _set_axes(ax, lay)
-    return marks, texts
+    return panes, retractions
 
 
 def _set_axes(ax, lay: _Layout) -> None:
@@ -342,42 +380,25 @@ def _set_axes(ax, lay: _Layout) -> None:
         ax.set_ylabel("processing time")
 
 
-def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:
-    """Each retraction's ``-value`` at one end of its dashed line, above or below it,
-    wherever it overlaps no pane label or earlier retraction label (retractions of
-    merged sessions share instants and window starts, so one fixed place collides)."""
-    renderer = fig.canvas.get_renderer()
-    for ax, marks, texts in per_axis:
-        boxes = [t.get_window_extent(renderer) for t in texts]
-        for x0, x1, y, label in marks:
-            places = [(x0, "left", 1, "bottom"), (x1, "right", 1, "bottom"),
-                      (x0, "left", -1, "top"), (x1, "right", -1, "top")]
-            for i, (x, ha, dy, va) in enumerate(places):
-                text = ax.annotate(label, (x, y), color="red", ha=ha, va=va, fontsize=9,
-                                   fontweight="bold", textcoords="offset points",
-                                   xytext=(2 if ha == "left" else -2, dy))
-                box = text.get_window_extent(renderer)
-                if i == len(places) - 1 or not any(box.overlaps(b) for b in boxes):
-                    break
-                text.remove()
-            boxes.append(box)
-
-
 def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
     """Whether window [s0, s1) lies inside [ws, we) (None: unbounded, GLOBAL)."""
     return (ws is None or (s0 is not None and ws <= s0)) and \
         (we is None or (s1 is not None and s1 <= we))
 
 
-def _annotate(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> None:
-    """The firing leaf under each pane's top and each merge where it happened."""
+def _firing_notes(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> list[Label]:
+    """Each merge marked where it happened; the labels: each pane's firing leaf under
+    its top, each merge's result beside its mark."""
+    out = []
     for ws, we, t, text in notes:
-        x0 = ws if ws is not None else lay.x_lo
-        x1 = we if we is not None else lay.x_hi
-        merge = text.startswith("MERGE")
-        ax.annotate(text, (num(mid(x0, x1)) if not merge else num(x0), num(t)),
-                    fontsize=6, color="#7a1f1f" if merge else "#333333",
-                    ha="left" if merge else "center", va="top", xytext=(2, -3),
-                    textcoords="offset points")
-        if merge:
-            ax.plot([num(x0)], [num(t)], marker="D", color="#7a1f1f", markersize=4)
+        x0 = num(ws if ws is not None else lay.x_lo)
+        x1 = num(we if we is not None else lay.x_hi)
+        if text.startswith("MERGE"):
+            ax.plot([x0], [num(t)], marker="D", color="#7a1f1f", markersize=4)
+            out.append(Label(text, beside(x0, num(t), 2), {"fontsize": 6,
+                                                           "color": "#7a1f1f"}))
+        else:
+            out.append(Label(text, [Spot((x0 + x1) / 2, num(t), 0, -3, "center", "top"),
+                                    Spot((x0 + x1) / 2, num(t), 0, -11, "center", "top")],
+                             {"fontsize": 6, "color": "#333333"}))
+    return out

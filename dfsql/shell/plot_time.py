@@ -5,6 +5,7 @@ times of day, or with dates where the span crosses midnight."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 #: the steps time ticks may take, per unit: each divides a minute, an hour or a day (or
@@ -21,11 +22,11 @@ def num(t: Any) -> float:
     return mdates.date2num(t) if isinstance(t, dt.datetime) else float(t)
 
 
-def mid(a: Any, b: Any) -> Any:
-    """The instant (or number) halfway between ``a`` and ``b``."""
-    if isinstance(a, dt.datetime):
-        return a + (b - a) / 2
-    return (a + b) / 2
+def nums(ts: Sequence[dt.datetime]) -> list[float]:
+    """Many times as matplotlib's floats, at once (date2num is slow one by one)."""
+    import matplotlib.dates as mdates
+
+    return [float(x) for x in mdates.date2num(list(ts))] if len(ts) else []
 
 
 def time_axis(axis, lo: Any, hi: Any) -> None:
