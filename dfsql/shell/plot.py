@@ -36,7 +36,7 @@ from dfsql.shell.plot_firings import firings_as_panes, is_firings
 from dfsql.shell.plot_input import Input, read_input
 from dfsql.shell.plot_labels import Label, Placer, Spot, above, at_ends, beside
 from dfsql.shell.plot_time import num, nums, time_axis
-from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff, save
 
 MAX_PANELS = 6
 DPI = 110  # the figure's, so what is measured on screen is what is saved
@@ -113,19 +113,14 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
     An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`).
     A result that cannot be drawn, or a file that cannot be written, raises a
     DfsqlError: the shell and the notebook show its message, not a traceback."""
+    rows = [tuple(_plain(v) for v in r) for r in rows]
     if is_tradeoff(columns):
         return plot_tradeoff(columns, rows, path, title)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     notes: list[tuple[Any, Any, Any, str]] = []
     if is_firings(columns):
         columns, rows, notes, key = firings_as_panes(columns, rows, _label)
         title = f"{key}: {title}" if key else title
     cols = list(columns)
-    rows = [tuple(_plain(v) for v in r) for r in rows]
     _check(cols, rows)
     lay, keyed = _layout(cols, rows, plan)
     try:
@@ -134,13 +129,7 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
         raise DfsqlError(f"\\plot cannot draw this result: {exc}",
                          hint="\\plot draws the rows of a windowed query as it returns "
                               "them") from exc
-    try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise DfsqlError(f"\\plot cannot write {path}: {exc.strerror or exc}",
-                         hint="name a PNG file in a directory you can write") from None
-    finally:
-        plt.close(fig)
+    save(fig, path, DPI)
     summary.figure = fig
     return summary
 
@@ -187,6 +176,9 @@ def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title:
             notes: list) -> tuple[Any, PlotSummary]:
     """The figure: one panel per key and aggregate, its legend, its title, and then
     (once laid out, where they will be) every panel's labels; unsaved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     # one panel per key and aggregate: (its name, its key's panel, its aggregate)
