@@ -190,7 +190,9 @@ def _png(df: Any, path: str | None) -> bytes:
     fd, out = tempfile.mkstemp(suffix=".png", prefix="dfsql-plot-") if path is None \
         else (None, path)
     try:
-        plot_result(columns, rows, out, text, plan=top_plan(spark_df))
+        summary = plot_result(columns, rows, out, text, plan=top_plan(spark_df))
+        for note in getattr(summary, "notes", ()):  # what the picture leaves out
+            print(f"note: {note}")
         with open(out, "rb") as f:
             return f.read()
     finally:

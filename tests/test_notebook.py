@@ -106,6 +106,30 @@ def test_plot_of_a_cell_keeps_its_rows_as_the_cells_value(ip, fig14, capsys) -> 
     assert "note: \\plot: the last windowed result has no rows" in capsys.readouterr().out
 
 
+def test_plot_of_a_batch_query_draws_and_a_bad_path_shows_no_traceback(ip, capsys,
+                                                                        tmp_path) -> None:
+    """Issue #32: ``%%dfsql --plot`` of a batch FIXED query (Figure 10: no PROCESSING
+    TIME, so every emit_time is NULL, NaT in pandas) failed with NaN axis limits and a
+    traceback; it draws. A file \\plot cannot write is a message, not a traceback."""
+    cell = (PAPER_DATA / "fig10_fixed_batch.sql").read_text()
+    got = ip.run_cell("%%dfsql --plot\n" + cell)
+    assert got.success, got.error_in_exec
+    frame = ip.user_ns["_"].sort_values("window_start")
+    assert frame["total"].tolist() == [14, 22, 3, 12]  # 5+9, 7+3+4+8, 3, 3+8+1
+    shown = capsys.readouterr()
+    assert "note:" not in shown.out and "Traceback" not in shown.out + shown.err
+    got = ip.run_cell("%dfsql --plot")
+    assert got.success, got.error_in_exec
+    assert got.result.data[:8] == PNG_SIGNATURE
+    got = ip.run_cell(f"import dfsql; dfsql.plot(path={str(tmp_path / 'none' / 'x.png')!r})")
+    from dfsql.errors import DfsqlError
+
+    assert isinstance(got.error_in_exec, DfsqlError)
+    shown = capsys.readouterr()
+    assert "Traceback" not in shown.out + shown.err
+    assert "cannot write" in shown.out + shown.err
+
+
 def test_a_mistake_shows_the_position_and_no_traceback(ip, capsys) -> None:
     # the mistake is on line 2 of the cell: BANANAS, at column 37 (1-based) of that line
     cell = "SELECT 1 AS x;\nSELECT * FROM scores WINDOW FIXED(2 BANANAS) ON event_time\n"

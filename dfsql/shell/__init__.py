@@ -11,7 +11,10 @@ matplotlib (``\\plot``). Pieces:
 * :mod:`dfsql.shell.display` — result tables (pane columns, retractions marked) and
   errors with a caret under their position;
 * :mod:`dfsql.shell.lexer` — highlighting and completion of Spark SQL and dfsql's clauses;
-* :mod:`dfsql.shell.plot` — a windowed result drawn the way the paper draws its figures;
+* :mod:`dfsql.shell.plot` — a windowed result drawn the way the paper draws its figures
+  (its time axes in :mod:`~dfsql.shell.plot_time`, an EXPLAIN FIRINGS result read by
+  :mod:`~dfsql.shell.plot_firings`, an EXPLAIN WATERMARK one drawn by
+  :mod:`~dfsql.shell.tradeoff`);
 * :mod:`dfsql.shell.repl` — the shell and its backslash commands.
 """
 

@@ -4,17 +4,21 @@ Event time runs across, processing time up. Each pane is a rectangle over its wi
 ``[window_start, window_end)``, from the previous pane of that window (or the window's
 first element) up to the pane's ``emit_time``, coloured by timing (EARLY, ON_TIME, LATE)
 and labelled with its value at the top; a retraction is a dashed red line across its
-window at the instant it was emitted, labelled ``-value``. Where the query replays a table (PROCESSING TIME), the input elements are
-dots at (event time, arrival time) labelled with the value they carry, and the watermark
-is a line: at each processing time, the event time the watermark has reached. A result
-with several keys gets one panel per key, and one with several aggregates one panel per
-aggregate and key (at most :data:`MAX_PANELS`), each with the input and the watermark.
-The figure's title is the whole query, wrapped; an axis whose times span several days
-shows dates.
+window at the instant it was emitted, labelled ``-value``. Where the query replays a
+table (PROCESSING TIME), the input elements are dots at (event time, arrival time)
+labelled with the value they carry, and the watermark is a line: at each processing
+time, the event time the watermark has reached. A result with several keys gets one
+panel per key, and one with several aggregates one panel per aggregate and key (at most
+:data:`MAX_PANELS`), each with that key's input (:mod:`.plot_input`) and the watermark,
+which is global. A batch result (no emit times) draws each pane as a bar over its
+window, with no processing axis. Labels never overlap: where there is no room, one is
+left out (:mod:`.plot_labels`); time ticks are round instants (:mod:`.plot_time`). The
+figure's title is the whole query, wrapped.
 
 An EXPLAIN FIRINGS result is drawn as the same picture for one key (the first that
 fired): its FIRE and RETRACT events are the panes and retractions, each pane annotated
-with the trigger leaf that fired it, and each MERGE marked where it happened.
+with the trigger leaf that fired it, and each MERGE marked where it happened
+(:mod:`.plot_firings`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dfsql.errors import DfsqlError
-from dfsql.language.names import EVENT_TIME, FIRINGS_COLUMNS, PANE_COLUMNS, PROCESSING_TIME
-from dfsql.model.windows import NEG_INF, POS_INF
-from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff
+from dfsql.language.names import PANE_COLUMNS
+from dfsql.shell.plot_firings import firings_as_panes, is_firings
+from dfsql.shell.plot_input import Input, read_input
+from dfsql.shell.plot_labels import Label, Placer, Spot, above, at_ends, beside
+from dfsql.shell.plot_time import num, nums, time_axis
+from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff, save
 
 MAX_PANELS = 6
-MAX_ELEMENTS = 2000
+DPI = 110  # the figure's, so what is measured on screen is what is saved
 COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
+WATERMARK_COLOUR = "#1f5fbf"
+#: a batch pane's bar, in a panel whose processing axis is [0, 1]: below the top, so
+#: its value label fits above it
+BATCH_BAR = (0.05, 0.85)
 
 
 @dataclass
@@ -47,8 +58,12 @@ class PlotSummary:
     panes: list[tuple[str, Any, Any, str, str]] = field(default_factory=list)
     #: (panel, window_start, value label) per retraction
     retractions: list[tuple[str, Any, str]] = field(default_factory=list)
-    elements: int = 0
+    elements: int = 0  # the input elements read (of every panel's key)
     watermark_points: int = 0
+    #: value labels left out where they would overlap others (dense panels)
+    labels_left_out: int = 0
+    #: what the picture leaves out, and why
+    notes: list[str] = field(default_factory=list)
     #: the matplotlib Figure drawn (closed: saved, not shown), its axes one per panel
     figure: Any = None
 
@@ -78,31 +93,62 @@ class _Layout:
     x_hi: Any
     y_lo: Any
     y_hi: Any
-    elements: dict | None  # the replayed input (one panel only)
-    timeline: tuple | None  # the watermark line (one panel only)
+    input: Input | None  # the replayed input of the keys shown, and the watermark
 
     def key_of(self, r: Sequence[Any]) -> str:
+        """The name of the panel of a row's key."""
         return ", ".join(f"{k}={_label(r[self.at[k]])}" for k in self.keys) or "all"
+
+    def elements_of(self, r: Sequence[Any]) -> list[tuple[Any, Any, Any, tuple]]:
+        """The input elements of a row's key."""
+        if self.input is None:
+            return []
+        return self.input.of(tuple(r[self.at[k]] for k in self.input.key_columns))
 
 
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
                 title: str = "", plan=None) -> PlotSummary | TradeoffSummary:
     """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
     ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark.
-    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`)."""
+    An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`).
+    A result that cannot be drawn, or a file that cannot be written, raises a
+    DfsqlError: the shell and the notebook show its message, not a traceback."""
+    rows = [tuple(_plain(v) for v in r) for r in rows]
     if is_tradeoff(columns):
         return plot_tradeoff(columns, rows, path, title)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
     notes: list[tuple[Any, Any, Any, str]] = []
     if is_firings(columns):
-        columns, rows, notes, key = _firings_as_panes(columns, rows)
+        columns, rows, notes, key = firings_as_panes(columns, rows, _label)
         title = f"{key}: {title}" if key else title
     cols = list(columns)
+    _check(cols, rows)
+    lay, keyed = _layout(cols, rows, plan)
+    try:
+        fig, summary = _figure(path, rows, lay, keyed, title, notes)
+    except (ValueError, TypeError, OverflowError) as exc:  # matplotlib's refusals
+        raise DfsqlError(f"\\plot cannot draw this result: {exc}",
+                         hint="\\plot draws the rows of a windowed query as it returns "
+                              "them") from exc
+    save(fig, path, DPI)
+    summary.figure = fig
+    return summary
+
+
+def _plain(v: Any) -> Any:
+    """A value as Spark's collect() gives it: the notebook's rows come through pandas,
+    where a NULL time is NaT (a datetime whose arithmetic gives NaN axis limits), a
+    NULL number NaN, a time a pandas Timestamp and an integer a numpy one."""
+    if isinstance(v, float | decimal.Decimal | dt.datetime) and v != v:
+        return None  # NaN, NaT
+    if isinstance(v, dt.datetime) and hasattr(v, "to_pydatetime"):
+        return v.to_pydatetime()
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _check(cols: list[str], rows: list[tuple]) -> None:
+    """Refuse, with what is wrong, a result \\plot cannot draw."""
     missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
                if c not in cols]
     if missing:
@@ -110,28 +156,53 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
                          f"{', '.join(missing)}", hint="run a query with WINDOW first")
     if not rows:
         raise DfsqlError("\\plot: the last windowed result has no rows")
-    lay, keyed = _layout(cols, rows, plan)
+    if all(c in PANE_COLUMNS for c in cols):
+        raise DfsqlError("\\plot: the result has only window and pane columns, no value to "
+                         "label its panes with", hint="select an aggregate too")
+    for c in ("window_start", "window_end", "emit_time"):
+        odd = {type(v).__name__ for v in (r[cols.index(c)] for r in rows)
+               if v is not None and not isinstance(v, dt.datetime)}
+        if odd:
+            raise DfsqlError(f"\\plot: {c} holds {', '.join(sorted(odd))}, not times",
+                             hint="plot a windowed result as its query returns it")
+    emits = {r[cols.index("emit_time")] is None for r in rows}
+    if len(emits) > 1:
+        raise DfsqlError("\\plot: some panes have an emit_time and some have none",
+                         hint="a windowed result has emit times on every pane (PROCESSING "
+                              "TIME) or on none (a batch query)")
+
+
+def _figure(path: str, rows: list[tuple], lay: _Layout, keyed: list[str], title: str,
+            notes: list) -> tuple[Any, PlotSummary]:
+    """The figure: one panel per key and aggregate, its legend, its title, and then
+    (once laid out, where they will be) every panel's labels; unsaved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     # one panel per key and aggregate: (its name, its key's panel, its aggregate)
     panels = [(k if len(lay.values) == 1 else v if k == "all" else f"{k}: {v}", k, v)
               for k in keyed for v in lay.values][:MAX_PANELS]
-
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), dpi=DPI,
+                             squeeze=False)
     summary = PlotSummary(path, lay.value_col, [p[0] for p in panels])
-    retraction_labels: list[tuple[Any, list, list]] = []
-    for ax, (name, key, value) in zip(axes[:, 0], panels, strict=True):
-        marks, texts = _draw_panel(ax, name, [r for r in rows if lay.key_of(r) == key],
+    labels: list[list[Label]] = []  # per panel, in order of importance
+    for i, (ax, (name, key, value)) in enumerate(zip(axes[:, 0], panels, strict=True)):
+        values, dots = _draw_panel(ax, name, [r for r in rows if lay.key_of(r) == key],
                                    lay, summary, value)
-        retraction_labels.append((ax, marks, texts))
+        labels.append(values + (_firing_notes(ax, notes, lay) if i == 0 else []) + dots)
         if len(panels) > 1 or lay.keys:
             ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.25)
-    handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
-               for t, c in COLOURS.items()]
-    if lay.timeline is not None:
-        from matplotlib.lines import Line2D
-
-        handles.append(Line2D([], [], color="#1f5fbf", label="watermark"))
-    axes[0, 0].legend(handles=handles, loc="upper left", fontsize=8)
+    if lay.input is not None:
+        summary.elements = len(lay.input.elements)
+        summary.notes += [f"input elements not drawn: the key column {k} is not itself a "
+                          "GROUP BY key, so which panel each element belongs to is unknown"
+                          for k in lay.input.unmatched]
+        if lay.input.watermark is not None:
+            summary.watermark_points = len(lay.input.watermark[0])
+    legend = _legend(axes[0, 0], summary.watermark_points > 0)
     title = " ".join(title.lstrip("-").split())
     if title:
         lines = textwrap.wrap(title, 130)
@@ -140,17 +211,34 @@ def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str
         fig.tight_layout(rect=(0, 0, 1, 1 - (0.16 * len(lines) + 0.1) / (4.2 * len(panels))))
     else:
         fig.tight_layout()
-    _place_retraction_labels(fig, retraction_labels)
-    _annotate(axes[0, 0], notes, lay)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    summary.figure = fig
-    return summary
+    renderer = fig.canvas.get_renderer()
+    for ax, mine in zip(axes[:, 0], labels, strict=True):
+        placer = Placer(ax, renderer, [legend.get_window_extent(renderer).extents]
+                        if ax is axes[0, 0] else [])
+        for label in mine:  # in order of importance (see _draw_panel)
+            placer.place(label)
+        summary.labels_left_out += placer.left_out
+    if summary.labels_left_out:
+        summary.notes.append(f"{summary.labels_left_out} value labels left out where they "
+                             "would overlap others")
+    return fig, summary
+
+
+def _legend(ax, watermark: bool):
+    """The timings' colours (and the watermark's line) in the first panel's corner."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=c, alpha=0.45, edgecolor="black", label=t)
+               for t, c in COLOURS.items()]
+    if watermark:
+        handles.append(Line2D([], [], color=WATERMARK_COLOUR, label="watermark"))
+    return ax.legend(handles=handles, loc="upper left", fontsize=8)
 
 
 def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layout, list[str]]:
-    """The value and key columns, the panels (one per key), the replayed input and the
-    watermark (for one panel of a replay), and the axes' ranges."""
+    """The value and key columns, the panels (one per key), the replayed input of their
+    keys and the watermark (of a replay), and the axes' ranges."""
     at = {c: cols.index(c) for c in cols}
     values = [c for c in cols if c not in PANE_COLUMNS
               and any(_is_number(r[at[c]]) for r in rows)]
@@ -158,17 +246,21 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     keys = [c for c in cols[: at[value_col]] if c not in PANE_COLUMNS]
     batch = all(r[at["emit_time"]] is None for r in rows)
     lay = _Layout(at, value_col, values or [value_col], keys, at.get("is_retraction"),
-                  batch, [], None, None, None, None, None, None)
-    panels = list(dict.fromkeys(lay.key_of(r) for r in rows))[:MAX_PANELS]
-    if plan is not None and not batch and len(panels) == 1:
-        lay.elements, lay.timeline = _input_and_watermark(plan)
+                  batch, [], None, None, None, None, None)
+    firsts: dict[str, Sequence[Any]] = {}  # each panel's first row
+    for r in rows:
+        firsts.setdefault(lay.key_of(r), r)
+    panels = list(firsts)[:MAX_PANELS]
+    if plan is not None and not batch:
+        lay.input = read_input(plan, keys, [tuple(firsts[p][at[k]] for k in keys)
+                                            for p in panels])
 
     times = [r[at[c]] for r in rows for c in ("window_start", "window_end")
              if r[at[c]] is not None]
     emits = [r[at["emit_time"]] for r in rows if r[at["emit_time"]] is not None]
-    if lay.elements is not None and len(lay.elements):
-        times += list(lay.elements["e"])
-        emits += list(lay.elements["p"])
+    if lay.input is not None:
+        times += [el[0] for el in lay.input.elements]
+        emits += [el[1] for el in lay.input.elements]
     lay.times = times
     # a GLOBAL window with no event times to show spans an axis without dates
     lay.x_lo, lay.x_hi = (min(times), max(times)) if times else (0.0, 1.0)
@@ -177,85 +269,95 @@ def _layout(cols: list[str], rows: Sequence[Sequence[Any]], plan) -> tuple[_Layo
     else:
         y_lo, y_hi = min(emits), max(emits)
         pad = max((y_hi - y_lo) * 0.05, dt.timedelta(seconds=1))
-        lay.y_lo, lay.y_hi = y_lo - pad, y_hi + pad
+        lay.y_lo, lay.y_hi = y_lo - pad, y_hi + 2 * pad  # room for the top panes' labels
     return lay, panels
 
 
 def _draw_panel(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary,
-                value: str) -> tuple[list[tuple[float, float, float, str]], list]:
+                value: str) -> tuple[list[Label], list[Label]]:
     """One key's panes, retractions, input elements and watermark on ``ax``, and its
-    axes; returns the retractions' marks and the panes' value labels (for placing the
-    retraction labels once the figure is laid out)."""
+    axes; returns their labels, to place once the figure is laid out: the panes' values
+    in order of importance (ON_TIME first: the watermark's answer, then LATE, then
+    EARLY) and the retractions', and apart, the input elements'."""
+    elements = lay.elements_of(mine[0])
+    panes, retractions = _draw_panes(ax, panel, mine, lay, summary, value,
+                                     _first_arrivals(mine, elements, lay.at))
+    dots: list[Label] = []
+    if elements:
+        xs, ys = nums([el[0] for el in elements]), nums([el[1] for el in elements])
+        ax.scatter(xs, ys, s=14, color="black", zorder=3)
+        dots = [Label(_label(el[2]), beside(x, y), {"fontsize": 7})
+                for x, y, el in zip(xs, ys, elements, strict=True) if el[2] is not None]
+    if lay.input is not None and lay.input.watermark is not None:
+        wx, wy = lay.input.watermark  # the same line in every panel: it is global
+        ax.plot(nums(wx), nums(wy), color=WATERMARK_COLOUR, linewidth=1.6, label="watermark")
+    _set_axes(ax, lay)
+    rank = {"ON_TIME": 0, "LATE": 1, "EARLY": 2}
+    return [label for _, label in sorted(panes, key=lambda p: rank.get(p[0], 3))] \
+        + retractions, dots
+
+
+def _first_arrivals(mine: list, elements: list, at: dict[str, int]) -> dict[tuple, Any]:
+    """Each window's first element's arrival (where its first pane starts)."""
+    first: dict[tuple, Any] = {}
+    for e, p, _, _ in elements:
+        for r in mine:
+            ws, we = r[at["window_start"]], r[at["window_end"]]
+            if (ws is None or ws <= e) and (we is None or e < we):
+                first[(ws, we)] = min(first.get((ws, we), p), p)
+    return first
+
+
+def _draw_panes(ax, panel: str, mine: list, lay: _Layout, summary: PlotSummary, value: str,
+                first_arrival: dict[tuple, Any]) -> tuple[list[tuple[str, Label]],
+                                                          list[Label]]:
+    """Each pane a rectangle, each retraction a dashed line; their labels, the panes'
+    with their timing."""
     from matplotlib.patches import Rectangle
 
-    at, x_lo, x_hi, y_lo, batch = lay.at, lay.x_lo, lay.x_hi, lay.y_lo, lay.batch
-    elements = lay.elements
-    first_arrival: dict[Any, Any] = {}
-    if elements is not None:
-        for e, p in zip(elements["e"], elements["p"], strict=True):
-            for r in mine:
-                ws, we = r[at["window_start"]], r[at["window_end"]]
-                if (ws is None or ws <= e) and (we is None or e < we):
-                    key = (ws, we)
-                    first_arrival[key] = min(first_arrival.get(key, p), p)
+    at = lay.at
     drawn: list[tuple[Any, Any, Any]] = []  # (window_start, window_end, emit_time)
-    texts: list[Any] = []  # the panes' value labels
-    marks: list[tuple[float, float, float, str]] = []  # retractions: x0, x1, y, label
+    panes: list[tuple[str, Label]] = []
+    retractions: list[Label] = []
     for r in mine:
         ws, we = r[at["window_start"]], r[at["window_end"]]
-        x0 = ws if ws is not None else x_lo
-        x1 = we if we is not None else x_hi
-        label = _label(r[at[value]])
-        y1 = r[at["emit_time"]]
+        x0, x1 = num(ws if ws is not None else lay.x_lo), num(we if we is not None else lay.x_hi)
+        label, y1 = _label(r[at[value]]), r[at["emit_time"]]
         if lay.retract is not None and r[lay.retract]:
             # a dashed red line across the retracted window, at the retraction's time
-            ax.plot([_num(x0), _num(x1)], [_num(y1), _num(y1)], color="red",
-                    linestyle="--", linewidth=1.2)
-            marks.append((_num(x0), _num(x1), _num(y1), f"-{label}"))
+            ax.plot([x0, x1], [num(y1), num(y1)], color="red", linestyle="--", linewidth=1.2)
+            retractions.append(Label(f"-{label}", at_ends(x0, x1, num(y1)),
+                                     {"color": "red", "fontsize": 9, "fontweight": "bold"}))
             summary.retractions.append((panel, ws, label))
             continue
-        if batch:
-            y0, y1 = 0.05, 0.95
+        if lay.batch:
+            y0, y1 = BATCH_BAR
         else:
             # on top of every earlier pane this window covers (its own earlier panes,
             # and those of the windows a merged session absorbed), else from its
             # first element's arrival
             below = [e for s0, s1, e in drawn if _within(s0, s1, ws, we)]
-            y0 = max(below) if below else first_arrival.get((ws, we), y_lo)
+            y0 = max(below) if below else first_arrival.get((ws, we), lay.y_lo)
             drawn.append((ws, we, y1))
+            y0, y1 = num(y0), num(y1)
         timing = r[at["pane_timing"]]
-        x0n, x1n = _num(x0), _num(x1)
-        y0n, y1n = (y0, y1) if batch else (_num(y0), _num(y1))
-        ax.add_patch(Rectangle((x0n, y0n), x1n - x0n, y1n - y0n, alpha=0.45,
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, alpha=0.45,
                                facecolor=COLOURS.get(timing, "#999999"),
                                edgecolor="black", linewidth=0.8))
-        texts.append(ax.annotate(label, (_mid(x0, x1), y1), ha="center", va="bottom",
-                                 fontsize=10, fontweight="bold", xytext=(0, 2),
-                                 textcoords="offset points"))
+        panes.append((timing, Label(label, above((x0 + x1) / 2, y1),
+                                    {"fontsize": 10, "fontweight": "bold"})))
         summary.panes.append((panel, ws, we, label, timing))
-    if elements is not None:
-        ax.scatter(elements["e"], elements["p"], s=14, color="black", zorder=3)
-        for e, p, v in zip(elements["e"], elements["p"], elements["v"], strict=True):
-            if v is not None:
-                ax.annotate(_label(v), (e, p), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
-        summary.elements = len(elements["e"])
-    if lay.timeline is not None:
-        wx, wy = lay.timeline
-        ax.plot(wx, wy, color="#1f5fbf", linewidth=1.6, label="watermark")
-        summary.watermark_points = len(wx)
-    _set_axes(ax, lay)
-    return marks, texts
+    return panes, retractions
 
 
 def _set_axes(ax, lay: _Layout) -> None:
     """Event time across (dates, or none for a GLOBAL window), processing time up (or
     nothing for a batch result)."""
 
-    pad = (_num(lay.x_hi) - _num(lay.x_lo)) * 0.03 or 1.0
-    ax.set_xlim(_num(lay.x_lo) - pad, _num(lay.x_hi) + pad)
+    pad = (num(lay.x_hi) - num(lay.x_lo)) * 0.03 or 1.0
+    ax.set_xlim(num(lay.x_lo) - pad, num(lay.x_hi) + pad)
     if lay.times:
-        _date_axis(ax.xaxis, lay.x_lo, lay.x_hi)
+        time_axis(ax.xaxis, lay.x_lo, lay.x_hi)
         ax.set_xlabel("event time")
     else:
         ax.set_xticks([])
@@ -265,48 +367,9 @@ def _set_axes(ax, lay: _Layout) -> None:
         ax.set_yticks([])
         ax.set_ylabel("batch (no processing time)")
     else:
-        ax.set_ylim(_num(lay.y_lo), _num(lay.y_hi))
-        _date_axis(ax.yaxis, lay.y_lo, lay.y_hi)
+        ax.set_ylim(num(lay.y_lo), num(lay.y_hi))
+        time_axis(ax.yaxis, lay.y_lo, lay.y_hi)
         ax.set_ylabel("processing time")
-
-
-def _date_axis(axis, lo: Any, hi: Any) -> None:
-    """Times of day on an axis within one day; dates (and hours) on one across days,
-    where a time of day alone repeats and says nothing."""
-    import matplotlib.dates as mdates
-
-    if isinstance(lo, dt.datetime) and isinstance(hi, dt.datetime) and lo.date() != hi.date():
-        axis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
-        axis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d\n%H:%M"))
-    else:
-        axis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
-
-
-def _place_retraction_labels(fig, per_axis: list[tuple[Any, list, list]]) -> None:
-    """Each retraction's ``-value`` at one end of its dashed line, above or below it,
-    wherever it overlaps no pane label or earlier retraction label (retractions of
-    merged sessions share instants and window starts, so one fixed place collides)."""
-    renderer = fig.canvas.get_renderer()
-    for ax, marks, texts in per_axis:
-        boxes = [t.get_window_extent(renderer) for t in texts]
-        for x0, x1, y, label in marks:
-            places = [(x0, "left", 1, "bottom"), (x1, "right", 1, "bottom"),
-                      (x0, "left", -1, "top"), (x1, "right", -1, "top")]
-            for i, (x, ha, dy, va) in enumerate(places):
-                text = ax.annotate(label, (x, y), color="red", ha=ha, va=va, fontsize=9,
-                                   fontweight="bold", textcoords="offset points",
-                                   xytext=(2 if ha == "left" else -2, dy))
-                box = text.get_window_extent(renderer)
-                if i == len(places) - 1 or not any(box.overlaps(b) for b in boxes):
-                    break
-                text.remove()
-            boxes.append(box)
-
-
-def _num(t: Any) -> float:
-    import matplotlib.dates as mdates
-
-    return mdates.date2num(t) if isinstance(t, dt.datetime) else float(t)
 
 
 def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
@@ -315,110 +378,19 @@ def _within(s0: Any, s1: Any, ws: Any, we: Any) -> bool:
         (we is None or (s1 is not None and s1 <= we))
 
 
-def _mid(a: Any, b: Any) -> Any:
-    if isinstance(a, dt.datetime):
-        return a + (b - a) / 2
-    return (a + b) / 2
-
-
-def _input_and_watermark(plan) -> tuple[dict | None, tuple | None]:
-    """The replayed input's elements (event time, arrival, first value read by an
-    aggregate), at most MAX_ELEMENTS, and the watermark line as (event time, processing
-    time) points: the timeline sampled at its change points and on a fine grid, so steps
-    and rising segments both show."""
-    import numpy as np
-
-    # here, not at the top: the timeline loads Spark's planner (sqlglot, pyspark), which
-    # the shell's prompt need not wait for
-    from dfsql.spark.timelines import watermark_timeline
-
-    inp = plan.input_df()
-    if PROCESSING_TIME not in inp.columns or EVENT_TIME not in inp.columns:
-        return None, None
-    payload = [c for c in inp.columns if c.startswith("__c")]
-    # collect(), as the result's rows were: the same (local) reading of a TIMESTAMP
-    got = inp.select(EVENT_TIME, PROCESSING_TIME, *payload[:1]).limit(MAX_ELEMENTS).collect()
-    got = [r for r in got if r[0] is not None and r[1] is not None]
-    elements = {"e": [r[0] for r in got], "p": [r[1] for r in got],
-                "v": [r[2] if payload else None for r in got]}
-    timeline, first, last = watermark_timeline(plan, inp)
-    if first is None:
-        return elements, None
-    end = max(last, timeline.end)
-    inside = timeline.times[(timeline.times >= first) & (timeline.times <= end)]
-    grid = np.unique(np.r_[np.linspace(first, end, 400).astype(np.int64), inside, inside - 1])
-    wm = timeline.at(grid)
-    ok = (wm > NEG_INF) & (wm < POS_INF)
-    wx = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in wm[ok]]
-    wy = [dt.datetime.fromtimestamp(int(v) / 1e6) for v in grid[ok]]
-    return elements, (wx, wy)
-
-
-_EMITS = "; emits "
-
-
-def is_firings(columns: Sequence[str]) -> bool:
-    """Whether a result is EXPLAIN FIRINGS' (its last columns are FIRINGS_COLUMNS)."""
-    return tuple(columns[-len(FIRINGS_COLUMNS):]) == FIRINGS_COLUMNS
-
-
-def _firings_as_panes(columns: Sequence[str], rows: Sequence[Sequence[Any]]):
-    """One key's FIRE and RETRACT events as the pane rows :func:`plot_result` draws (the
-    value each emitted, read from its detail), the notes to draw beside them (each
-    pane's firing leaf, each merge) and the key drawn."""
-    cols = list(columns)
-    at = {c: i for i, c in enumerate(cols)}
-    keys = cols[: -len(FIRINGS_COLUMNS)]
-
-    def key_of(r: Sequence[Any]) -> tuple:
-        return tuple(r[at[k]] for k in keys)
-
-    fired = [key_of(r) for r in rows if r[at["event"]] == "FIRE"]
-    first = fired[0] if fired else (key_of(rows[0]) if rows else ())
-    out, notes, name = [], [], "value"
-    for r in rows:
-        if key_of(r) != first:
-            continue
-        event, detail = r[at["event"]], r[at["detail"]] or ""
-        ws, we, t = r[at["window_start"]], r[at["window_end"]], r[at["at"]]
-        if event in ("FIRE", "RETRACT"):
-            text = (detail.rsplit(_EMITS, 1)[-1] if event == "FIRE"
-                    else detail.split("; ", 1)[0].removeprefix("retracts "))
-            name, value = _named_value(text)
-            out.append((value, ws, we, r[at["pane_index"]], r[at["pane_timing"]], t,
-                        event == "RETRACT"))
-            if event == "FIRE":
-                leaves = detail.split(_EMITS)[0].split("; ")[0].split(" and ")
-                notes.append((ws, we, t, " + ".join(x.split(" in ")[0] for x in leaves)))
-        elif event == "MERGE":
-            merged = detail.split("→", 1)[-1].split(";")[0].strip()
-            notes.append((ws, we, t, f"MERGE → {merged}"))
-    columns = [name, "window_start", "window_end", "pane_index", "pane_timing", "emit_time",
-               "is_retraction"]
-    return columns, out, notes, ", ".join(f"{k}={_label(v)}" for k, v in zip(keys, first,
-                                                                             strict=True))
-
-
-def _named_value(text: str) -> tuple[str, Any]:
-    """``total=7`` → ("total", 7.0); several aggregates keep their text as the label."""
-    name, eq, v = text.partition("=")
-    if eq and "," not in v:
-        try:
-            return name, float(v)
-        except ValueError:
-            return name, v
-    return "value", text
-
-
-def _annotate(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> None:
-    """The firing leaf under each pane's top and each merge where it happened."""
+def _firing_notes(ax, notes: list[tuple[Any, Any, Any, str]], lay: _Layout) -> list[Label]:
+    """Each merge marked where it happened; the labels: each pane's firing leaf under
+    its top, each merge's result beside its mark."""
+    out = []
     for ws, we, t, text in notes:
-        x0 = ws if ws is not None else lay.x_lo
-        x1 = we if we is not None else lay.x_hi
-        merge = text.startswith("MERGE")
-        ax.annotate(text, (_num(_mid(x0, x1)) if not merge else _num(x0), _num(t)),
-                    fontsize=6, color="#7a1f1f" if merge else "#333333",
-                    ha="left" if merge else "center", va="top", xytext=(2, -3),
-                    textcoords="offset points")
-        if merge:
-            ax.plot([_num(x0)], [_num(t)], marker="D", color="#7a1f1f", markersize=4)
+        x0 = num(ws if ws is not None else lay.x_lo)
+        x1 = num(we if we is not None else lay.x_hi)
+        if text.startswith("MERGE"):
+            ax.plot([x0], [num(t)], marker="D", color="#7a1f1f", markersize=4)
+            out.append(Label(text, beside(x0, num(t), 2), {"fontsize": 6,
+                                                           "color": "#7a1f1f"}))
+        else:
+            out.append(Label(text, [Spot((x0 + x1) / 2, num(t), 0, -3, "center", "top"),
+                                    Spot((x0 + x1) / 2, num(t), 0, -11, "center", "top")],
+                             {"fontsize": 6, "color": "#333333"}))
+    return out

@@ -432,6 +432,8 @@ class Shell:
                        f"{len(summary.retractions)} retractions"
                        + (f", {summary.elements} input elements" if summary.elements else "")
                        + (", the watermark" if summary.watermark_points else ""))
+        for note in summary.notes:
+            self.err.print(f"note: {note}", style="yellow")
 
     def _watch(self, rest: str, at: int) -> None:
         text = rest.rstrip(";").rstrip()

@@ -68,7 +68,20 @@ def plot_tradeoff(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: s
     if title:
         ax.set_title("\n".join(textwrap.wrap(title, 110)), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     summary.figure = fig
     return summary
+
+
+def save(fig, path: str, dpi: int = 110) -> None:
+    """Write ``fig`` to ``path`` and close it (it is saved, not shown); a file that
+    cannot be written is a DfsqlError, shown without a traceback (also \\plot's panes)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=dpi)
+    except OSError as exc:
+        raise DfsqlError(f"\\plot cannot write {path}: {exc.strerror or exc}",
+                         hint="name a PNG file in a directory you can write") from None
+    finally:
+        plt.close(fig)
