@@ -46,7 +46,12 @@ def read_input(plan, key_columns: Sequence[str], shown: Sequence[tuple]) -> Inpu
     """The input elements of the ``shown`` keys (their values in the result's
     ``key_columns``) and the watermark line of ``plan``'s replay; None if its input has
     no event and processing time."""
-    inp = plan.input_df()
+    from dfsql.spark.plan_types import in_query
+
+    # time belongs to the input: the watermark line comes from every row the FROM reads,
+    # the dots are the rows WHERE keeps (the query's elements)
+    timed = plan.timed_input_df()
+    inp = in_query(timed)
     if PROCESSING_TIME not in inp.columns or EVENT_TIME not in inp.columns:
         return None
     by_name = {g.output_name: g.column for g in plan.stages.group_keys if g.output_name}
@@ -54,7 +59,7 @@ def read_input(plan, key_columns: Sequence[str], shown: Sequence[tuple]) -> Inpu
     out = Input([key_columns[i] for i in at])
     unmatched = [k for k in key_columns if by_name.get(k) not in inp.columns]
     if unmatched and len(shown) > 1:  # which panel an element belongs to is unknown
-        out.unmatched, out.watermark = unmatched, _watermark(plan, inp)
+        out.unmatched, out.watermark = unmatched, _watermark(plan, timed)
         return out
     cols = [by_name[k] for k in out.key_columns]
     keys = list(dict.fromkeys(tuple(s[i] for i in at) for s in shown))
@@ -63,7 +68,7 @@ def read_input(plan, key_columns: Sequence[str], shown: Sequence[tuple]) -> Inpu
     out.elements = [(r[0], r[1], r[2 + len(cols)] if payload else None,
                      tuple(r[2:2 + len(cols)])) for r in got
                     if r[0] is not None and r[1] is not None]
-    out.watermark = _watermark(plan, inp)
+    out.watermark = _watermark(plan, timed)
     return out
 
 

@@ -313,3 +313,28 @@ def test_the_shell_says_what_the_picture_leaves_out(two_keys, spark, capsys,
     assert "upper.png: 8 panes, 0 retractions, the watermark\n" in out  # j's 3, k's 5
     assert "note: input elements not drawn: the key column k is not itself a GROUP BY " \
         "key" in " ".join(out.split())
+
+
+def test_the_watermark_line_comes_from_every_row_the_dots_from_those_where_keeps(
+        spark, paper_tables, tmp_path) -> None:
+    """Time belongs to the input (issue #32): over the scores of 5 or more, the dots are
+    those five, and the watermark (DELAY 0: the largest event time arrived) is 12:04:00
+    between 12:05:40 and 12:06:20, the 3 of 12:04:00 that WHERE leaves out; over the
+    five alone it would be 12:02:10 there."""
+    import dfsql
+    from dfsql.spark.planner import top_plan
+
+    query = ("SELECT key, SUM(value) AS total FROM scores WHERE value >= 5 GROUP BY key "
+             "WINDOW FIXED(2 MINUTES) ON event_time PROCESSING TIME arrival_time")
+    df = dfsql.sql(query, spark)
+    summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
+                          str(tmp_path / "where.png"), query, plan=top_plan(df))
+    (ax,) = summary.figure.axes
+    (dots,) = ax.collections
+    assert sorted((_hms(x), _hms(y)) for x, y in dots.get_offsets()) == [
+        ("12:00:30", "12:04:30"), ("12:01:20", "12:07:20"), ("12:02:10", "12:04:40"),
+        ("12:02:50", "12:06:20"), ("12:07:10", "12:08:20")]
+    (wm,) = [ln for ln in ax.get_lines() if ln.get_color() == "#1f5fbf"]
+    held = {_hms(x) for x, y in zip(wm.get_xdata(), wm.get_ydata(), strict=True)
+            if "12:05:45" <= _hms(y) <= "12:06:15"}
+    assert held == {"12:04:00"}
