@@ -35,7 +35,33 @@ if TYPE_CHECKING:
     from dfsql.spark.planner import Planned
 
 
-_REGISTRY: dict[str, Registration] = {}
+#: the registrations of each session (:func:`register`), by the session's id: a
+#: registered source is a temp view of one session, and so are its defaults (the
+#: endpoint's clients each have a session of their own)
+_REGISTRIES: dict[str, dict[str, Registration]] = {}
+
+
+def _registry(spark: SparkSession | None) -> dict[str, Registration]:
+    """The registrations of ``spark`` (empty for None, or a session without any)."""
+    if spark is None:
+        return {}
+    return _REGISTRIES.get(_session_id(spark), {})
+
+
+def _session_id(spark: SparkSession) -> str:
+    """A session's identity as Spark knows it (the Python object may be one of several
+    wrappers of the same session): Spark Connect's session id, classic Spark's UUID."""
+    sid = getattr(spark, "session_id", None)
+    if isinstance(sid, str) and sid:
+        return sid
+    return str(spark._jsparkSession.sessionUUID())
+
+
+def _active_session() -> SparkSession | None:
+    """The session this thread uses, if one exists (none is created for it)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
@@ -90,8 +116,8 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
         sync_catalog(s, text)  # a table this statement made: its definition, for later runs
         return Planned(df)
     if stmt.kind == "explain":
-        return Planned(s.createDataFrame([(explain_statement(stmt),)], "plan string"))
-    planned = execute(stmt, s, _REGISTRY)
+        return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
+    planned = execute(stmt, s, _registry(s))
     if stmt.kind == "write":
         sync_catalog(s, text)  # the table the statement made or filled, for later runs
     return planned
@@ -136,15 +162,16 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     return query
 
 
-def explain_statement(stmt: Statement) -> str:
+def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
     """The windowed blocks of a statement: every clause in force (a registered source's
-    defaults marked with the table they came from, and those not in force said so), the
-    trigger tree and the three stages — of the block the planner runs."""
+    defaults in ``spark`` marked with the table they came from, and those not in force
+    said so), the trigger tree and the three stages — of the block the planner runs."""
     if not stmt.windowed:
         return "plain Spark SQL: passed to Spark unchanged"
+    registry = _registry(spark)
     out = []
     for b in stmt.blocks:
-        defaulted = registered_defaults(b, _REGISTRY)
+        defaulted = registered_defaults(b, registry)
         st = rewrite(defaulted.block, stmt.source)
         head = f"== windowed block {b.index}" + (" (the statement)" if b is stmt.top else
                                                   f" (registered as {b.view_name})")
@@ -189,11 +216,13 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     return "\n".join(lines)
 
 
-def explain(text: str) -> str:
+def explain(text: str, spark: SparkSession | None = None) -> str:
     """Show how dfsql runs ``text``: per windowed block, every clause in force (the
-    defaults of a registered source marked), its trigger tree in the specification's
-    notation, and the input / aggregate / output stages."""
-    return explain_statement(parse_statement(text))
+    defaults of a source registered in ``spark``, by default the active session, marked),
+    its trigger tree in the specification's notation, and the input / aggregate / output
+    stages. No session is started for it."""
+    return explain_statement(parse_statement(text),
+                             spark if spark is not None else _active_session())
 
 
 def _planned_of(df: DataFrame) -> Planned | None:
@@ -242,7 +271,8 @@ def batch_notes(df: DataFrame) -> list[str]:
 def _dropped_text(plan, n: int) -> str:
     """The words of one block's warning (see :func:`dropped_warnings`)."""
     cl = plan.clauses
-    marks = registered_defaults(plan.stmt.blocks[plan.block.index], _REGISTRY).registered
+    marks = registered_defaults(plan.stmt.blocks[plan.block.index],
+                                _registry(plan.spark)).registered
 
     def said(field: str, value: object) -> str:
         if field not in marks:
@@ -289,13 +319,15 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
         if expr is not None:
             _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
-    _REGISTRY[name.lower()] = Registration(name, event_time, processing_time, wm,
-                                           streaming=df.isStreaming)
+    registry = _REGISTRIES.setdefault(_session_id(df.sparkSession), {})
+    registry[name.lower()] = Registration(name, event_time, processing_time, wm,
+                                          streaming=df.isStreaming)
 
 
-def registration(name: str) -> Registration | None:
-    """The defaults ``name`` was registered with (:func:`register`), or None."""
-    return _REGISTRY.get(name.lower())
+def registration(name: str, spark: SparkSession | None = None) -> Registration | None:
+    """The defaults ``name`` was registered with in ``spark`` (by default the active
+    session) by :func:`register`, or None."""
+    return _registry(spark if spark is not None else _active_session()).get(name.lower())
 
 
 def _registered_watermark(text: str) -> Watermark:

@@ -276,7 +276,7 @@ class Shell:
             for col in ("name", "database", "kind", "event time", "processing time"):
                 table.add_column(col, no_wrap=True)
             for t in sorted(spark.catalog.listTables(), key=lambda t: t.name):
-                reg = registration(t.name)
+                reg = registration(t.name, spark)
                 kind = "temp view" if t.isTemporary else (t.tableType or "").lower()
                 if t.isTemporary and spark.table(t.name).isStreaming:
                     kind = "streaming view"
@@ -298,7 +298,7 @@ class Shell:
         for f in schema.fields:
             table.add_row(f.name, f.dataType.simpleString(), "yes" if f.nullable else "no")
         self.out.print(table)
-        reg = registration(rest)
+        reg = registration(rest, spark)
         if reg is not None:
             self.out.print(f"registered with event time {reg.event_time or '-'}, processing "
                            f"time {reg.processing_time or '-'}"
@@ -397,7 +397,7 @@ class Shell:
             self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text)
             return
         try:
-            plan = dfsql.explain(text)
+            plan = dfsql.explain(text, self._spark)
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)

@@ -181,3 +181,24 @@ def test_explain_of_a_mistake_over_a_registered_source_is_positioned(registered)
         dfsql.explain("SELECT k, COUNT(*) AS n FROM reg_events GROUP BY k\n"
                       "WINDOW FIXED(1 MINUT)")
     assert (info.value.line, info.value.column) == (2, 16) and "MINUT" in str(info.value)
+
+
+def test_a_registration_belongs_to_its_session(spark, registered):
+    """Registrations are a session's, as its temp views are: another session (an
+    endpoint client's, say) neither sees reg_events' defaults nor shares its own."""
+    from dfsql.api import registration
+
+    other = spark.newSession()
+    assert registration("reg_events", spark).event_time == "et"
+    assert registration("reg_events", other) is None
+    df = spark.table("reg_events")
+    other.createDataFrame(df.toPandas()).createOrReplaceTempView("reg_events")
+    with pytest.raises(DfsqlError) as err:  # no default ON in the other session
+        dfsql.sql("SELECT k, COUNT(*) AS n FROM reg_events GROUP BY k WINDOW FIXED(1 MINUTE)",
+                  other)
+    assert "ON <event time> is required" in str(err.value)
+    dfsql.register("reg_other", other.table("reg_events"), event_time="at")
+    assert registration("reg_other", other).event_time == "at"
+    assert registration("reg_other", spark) is None
+    assert "-- registered with reg_events" in dfsql.explain(
+        "SELECT k, COUNT(*) AS n FROM reg_events GROUP BY k WINDOW FIXED(1 MINUTE)", spark)
