@@ -17,6 +17,7 @@ from typing import Any
 
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model.windows import NEG_INF, POS_INF
+from dfsql.spark.plan_types import in_query
 
 MAX_ELEMENTS = 2000  # per key shown
 _SCALARS = (str, int, float, bool, decimal.Decimal, dt.date, type(None))
@@ -46,8 +47,6 @@ def read_input(plan, key_columns: Sequence[str], shown: Sequence[tuple]) -> Inpu
     """The input elements of the ``shown`` keys (their values in the result's
     ``key_columns``) and the watermark line of ``plan``'s replay; None if its input has
     no event and processing time."""
-    from dfsql.spark.plan_types import in_query
-
     # time belongs to the input: the watermark line comes from every row the FROM reads,
     # the dots are the rows WHERE keeps (the query's elements)
     timed = plan.timed_input_df()

@@ -39,8 +39,11 @@ def test_soak_keeps_up_and_state_and_memory_stay_bounded(spark, tmp_path):
                         settle=SETTLE)
     assert len(samples) >= 6
     first, second = samples[1:len(samples) // 2], samples[len(samples) // 2:]
-    # the whole offered stream went through, and was turned into panes and retractions
-    assert samples[-1]["rows_in"] >= 0.8 * RATE * samples[-1]["t"]
+    # the whole offered stream went through (but the batches in flight: rows are counted
+    # a whole batch at a time, and on a loaded machine a batch of two trigger periods' rows
+    # may be running as the last sample is taken), and was turned into panes and retractions
+    in_flight = 2 * soak.TRIGGER_SECONDS * RATE
+    assert samples[-1]["rows_in"] >= 0.8 * RATE * samples[-1]["t"] - in_flight
     assert samples[-1]["rows_out"] > samples[-1]["rows_in"] / soak.BURST
     assert samples[-1]["late_dropped"] > 0  # the jitter makes some rows too late
     # keeping up: over the second half the backlog (rows offered, less rows processed)
