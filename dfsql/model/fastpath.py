@@ -39,7 +39,7 @@ from dfsql.model.result import (
 )
 from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, concat_ranges, merge_sessions, sat_add
+from dfsql.model.windows import I64, NEG_INF, POS_INF, concat_ranges, expiry, merge_sessions
 
 FINAL = POS_INF  # placeholder ordinal of the final round until E is known
 
@@ -145,7 +145,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None
     wfirst = np.nonzero(neww)[0]
     nw = len(wfirst)
     w_end = e_o[wfirst]
-    w_exp = sat_add(w_end, lateness)
+    w_exp = expiry(w_end, lateness)
     ord_on = _ord_of(tl, w_end, end=e_time)
     ord_exp = _ord_of(tl, w_exp, end=e_time)
     wm_prev = tl.before(a_o)

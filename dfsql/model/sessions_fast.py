@@ -52,8 +52,9 @@ from dfsql.model.windows import (
     NEG_INF,
     POS_INF,
     concat_ranges,
+    expired,
+    expiry,
     merge_sessions,
-    sat_add,
     segmented_cummax,
 )
 
@@ -287,7 +288,7 @@ def _steps(s: _Sessions, c_off: np.ndarray, ch: _Chains, tl: Timeline, end_time:
         fo = s.first_of_instant[i]
         if fo.any():
             Af = A[fo]
-            alive = has_win[Af] & (e_wmp[i[fo]] < sat_add(hi[Af], lateness))
+            alive = has_win[Af] & ~expired(hi[Af], lateness, e_wmp[i[fo]])
             dead = Af[~alive]
             if len(dead):
                 has_win[dead] = False
@@ -343,7 +344,7 @@ def _steps(s: _Sessions, c_off: np.ndarray, ch: _Chains, tl: Timeline, end_time:
         fire1 = t1 < nb
         main1 = fire1 & (e_star <= t1)
         final1 = fire1 & (o_end <= t1)
-        exp_thr = sat_add(whi, lateness)
+        exp_thr = expiry(whi, lateness)
         wm1 = _wm_at(tl, t1)
         timing1 = np.where(wm1 < whi, EARLY, np.where(lb | od, LATE, ON_TIME))
         if fire1.any():
@@ -383,7 +384,7 @@ def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray,
 
     # 1. Dropped on arrival: the element's own window already expired (window-independent).
     wm_prev = tl.before(arr).astype(I64)
-    dropped = wm_prev >= sat_add(end, lateness)
+    dropped = expired(end, lateness, wm_prev)
     live = np.nonzero(~dropped)[0]
 
     # 2. Final sessions of the live elements; each session's windows: a closed-form

@@ -37,7 +37,7 @@ from dfsql.model.result import (
     instances_of,
 )
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, sat_add
+from dfsql.model.windows import I64, NEG_INF, POS_INF, expired, expiry
 
 if TYPE_CHECKING:
     from dfsql.model.firings import Recorder
@@ -131,7 +131,7 @@ class _KeyRun:
         return sorted((w for w in ws if w.alive), key=lambda w: (w.start, w.end))
 
     def _new_window(self, start: int, end: int, trig: tr.Node, wm_prev: int) -> WindowState:
-        w = WindowState(start, end, int(sat_add(end, self.sh.lateness)), trig, wm_prev >= end)
+        w = WindowState(start, end, int(expiry(end, self.sh.lateness)), trig, wm_prev >= end)
         for thr in (w.end, w.expiry):
             heapq.heappush(self.holds, (thr, next(self.sh.seq), w))
         return w
@@ -147,7 +147,7 @@ class _KeyRun:
     def _add(self, i: int, p: int, wm_prev: int, touched: dict[int, WindowState]) -> None:
         sh = self.sh
         s, e = int(sh.inst_start[i]), int(sh.inst_end[i])
-        if wm_prev >= sat_add(e, sh.lateness):
+        if expired(e, sh.lateness, wm_prev):
             sh.drop_reason[i], sh.drop_wm[i] = DROP_EXPIRED, wm_prev
             return
         self.closed.forget_expired(wm_prev)

@@ -54,6 +54,20 @@ def sat_add(a: np.ndarray | int, b: int) -> np.ndarray | int:
     return POS_INF if a > POS_INF - b else a + b
 
 
+def expiry(window_end: np.ndarray | int, lateness: int) -> np.ndarray | int:
+    """When a window's state is released (LANGUAGE.md §4, ALLOWED LATENESS): once the
+    watermark reaches ``window_end + lateness`` (saturating: GLOBAL's never comes)."""
+    return sat_add(window_end, lateness)
+
+
+def expired(window_end: np.ndarray | int, lateness: int,
+            watermark: np.ndarray | int) -> np.ndarray | bool:
+    """Whether a window has expired at ``watermark``: its state is gone, its closing pane
+    has fired, and an element for it is dropped. The one home of the rule; the model's
+    drivers and the stream's state retention call it."""
+    return watermark >= expiry(window_end, lateness)
+
+
 def assign(
     spec: WindowSpec, t: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

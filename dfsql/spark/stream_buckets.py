@@ -33,7 +33,7 @@ from dfsql.model.watermarks import (
     percentile_lags,
     writers_timeline,
 )
-from dfsql.model.windows import NULL_EVENT_TIME, merge_sessions
+from dfsql.model.windows import NULL_EVENT_TIME, expired, merge_sessions
 from dfsql.spark.replay import TIMING
 from dfsql.spark.stream_packing import (
     AT,
@@ -513,8 +513,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
             np.maximum.at(live_end, r.element_row, r.element_window_end)
         # an element in no window (a gap between SLIDING sampling windows: live_end
         # stays NEG) is never needed again once its instant is done
-        expired = (live_end + lateness < wm) & done
-        return keep & ~expired
+        gone = expired(live_end, lateness, wm) & done
+        return keep & ~gone
 
 
 def _fold_start(t: np.ndarray, oldest: int) -> int:
