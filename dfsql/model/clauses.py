@@ -33,6 +33,12 @@ class Pos:
 NOWHERE = Pos(0, 0, -1)
 
 
+def line_col(pos: Pos | None) -> tuple[int | None, int | None]:
+    """An error's (line, column) at ``pos``; (None, None) for no place (NOWHERE: a
+    clause that was not written, a registered default)."""
+    return (pos.line, pos.column) if pos is not None and pos.line else (None, None)
+
+
 def _pos_field() -> Pos:
     return field(default=NOWHERE, compare=False, repr=False)  # type: ignore[return-value]
 

@@ -121,9 +121,6 @@ class BlockPlan:
         return tree.sql("spark")
 
     # ------------------------------------------------------------------ validation
-    def _where(self, pos: c.Pos | None):
-        return (pos.line, pos.column) if pos is not None and pos.line else (None, None)
-
     def _map_fragment(self, exc: BaseException) -> DfsqlError | None:
         """Map a Spark error on a generated stage back to the user's text by its fragment."""
         mapped = map_spark_error(exc, None)
@@ -207,7 +204,7 @@ class BlockPlan:
         if EVENT_TIME in df.columns:
             t = schema[EVENT_TIME].dataType
             if not isinstance(t, TimestampType | TimestampNTZType | DateType):
-                line, col = self._where(self.clauses.on.pos if self.clauses.on else None)
+                line, col = c.line_col(self.clauses.on.pos if self.clauses.on else None)
                 raise AnalysisError(
                     f"the ON expression must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but "
                     f"{self.clauses.on} is {t.simpleString()}", line, col,
@@ -218,7 +215,7 @@ class BlockPlan:
             t = schema[PROCESSING_TIME].dataType
             if not isinstance(t, TimestampType | TimestampNTZType | DateType):
                 pt = self.clauses.processing_time
-                line, col = self._where(pt.pos if pt else None)
+                line, col = c.line_col(pt.pos if pt else None)
                 raise AnalysisError(
                     f"PROCESSING TIME must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but {pt} "
                     f"is {t.simpleString()}", line, col,
@@ -250,11 +247,11 @@ class BlockPlan:
     def check_clauses(self) -> None:
         cl = self.clauses
         if isinstance(cl.watermark, c.WatermarkPerfect) and cl.processing_time is None:
-            line, col = self._where(cl.watermark.pos)
+            line, col = c.line_col(cl.watermark.pos)
             raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", line, col,
                                  "the perfect watermark looks ahead in a replayed table")
         if cl.on is None and not isinstance(cl.window, c.GlobalWindows):
-            line, col = self._where(cl.window.pos)
+            line, col = c.line_col(cl.window.pos)
             raise AnalysisError("ON <event time> is required for this window", line, col,
                                 "write e.g. ON event_time after the window, or register the "
                                 "source with dfsql.register(name, df, event_time=...)")

@@ -245,7 +245,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 def check_streamable(plan: ReplayPlan) -> None:
     """What a stream cannot do, as positioned errors at plan time (LANGUAGE.md §9)."""
     cl = plan.clauses
-    where = plan._where  # type: ignore[attr-defined]
+    where = c.line_col
     wm = cl.watermark
     if isinstance(wm, c.WatermarkPerfect):
         raise WatermarkError("WATERMARK PERFECT looks ahead in a bounded input: not on a "
@@ -266,7 +266,7 @@ def _check_engine_clock(plan: ReplayPlan) -> None:
     """A stream without PROCESSING TIME runs on the engine's clock (each micro-batch an
     instant, Spark's watermark): its watermark is WATERMARK DELAY d (Spark's own rule)."""
     cl = plan.clauses
-    where = plan._where  # type: ignore[attr-defined]
+    where = c.line_col
     hint = ("on the engine's clock the watermark is WATERMARK DELAY d; name the arrival "
             "column (PROCESSING TIME arrival_time) for FROM and PERCENTILE")
     if isinstance(cl.window, c.GlobalWindows) and cl.trigger in ENGINE_CLOCK_TRIGGERS:
@@ -369,7 +369,7 @@ def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
         ok = call.decomposable and call.filter is None and (call.column is not None
                                                              or call.star)
         if not ok:
-            line, column = plan._where(plan.clauses.pos)  # type: ignore[attr-defined]
+            line, column = c.line_col(plan.clauses.pos)
             raise NotSupportedError(
                 f"{call.sql.replace('__c', 'column ')} on a stream: a stream computes SUM, "
                 "COUNT, MIN, MAX and AVG of a column", line, column,
