@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_spark import WORKLOADS, dataset  # noqa: E402
+from benchmarks.bench_spark import WORKLOADS, cached_events, dataset  # noqa: E402
 
 QUERY = WORKLOADS["sessions_early_late_retracting"][0]
 SELECT = "SELECT 1 AS one"
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from dfsql.server import Server
 
     spark = dfsql.session()
-    events = spark.read.parquet(str(dataset(args.events))).cache()
-    events.count()
+    cached_events(spark, args.events, view=None)
 
     def setup(session) -> None:
         # the cached frame under the same plan: each client session reads it from memory

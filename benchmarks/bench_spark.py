@@ -85,6 +85,16 @@ def dataset(events: int) -> Path:
     return out
 
 
+def cached_events(spark, events: int, view: str | None = "events"):
+    """The generator's ``events`` rows read, cached in memory (and counted, so the cache
+    is filled before anything is timed), registered as ``view`` unless None."""
+    frame = spark.read.parquet(str(dataset(events))).cache()
+    frame.count()
+    if view is not None:
+        frame.createOrReplaceTempView(view)
+    return frame
+
+
 def timed(fns, runs: int, warmup: bool = True) -> list[list[float]]:
     """Seconds of each function in each round; runs interleaved, so that a change in the
     machine's load over the benchmark weighs on every side alike."""

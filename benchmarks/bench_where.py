@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_spark import dataset, timed  # noqa: E402
+from bench_spark import cached_events, timed  # noqa: E402
 
 CLAUSES = ("GROUP BY key WINDOW SESSIONS(GAP 30 SECONDS) ON event_time "
            "WATERMARK DELAY 10 SECONDS PROCESSING TIME arrival_time "
@@ -51,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import dfsql
 
     spark = dfsql.session()
-    events = spark.read.parquet(str(dataset(args.events))).cache()
-    events.count()
-    events.createOrReplaceTempView("events")
+    cached_events(spark, args.events)
 
     def run(q: str, windowed: bool = True):
         def go():
