@@ -142,9 +142,13 @@ class Stages:
         """The input stage's Spark SQL, inner blocks under their placeholder names."""
         return self.input.sql("spark")
 
-    def input_sql_for(self, views: Mapping[str, str]) -> str:
-        """The input stage reading inner blocks' results under ``views``' names."""
-        return with_views(self.input, views).sql("spark") if views else self.input_sql
+    def input_sql_for(self, views: Mapping[str, str], timed: bool = False) -> str:
+        """The input stage reading inner blocks' results under ``views``' names; ``timed``:
+        :attr:`timed_input`'s."""
+        tree = self.timed_input if timed else self.input
+        if views:
+            return with_views(tree, views).sql("spark")
+        return tree.sql("spark") if timed else self.input_sql
 
     @functools.cached_property
     def timed_input(self) -> exp.Select:

@@ -110,11 +110,10 @@ class BlockPlan:
         """The input stage, reading the inner blocks' results under this run's views, its
         DATE or TIMESTAMP_NTZ event and processing times read as TIMESTAMPs; ``timed``:
         every row of the FROM, WHERE's verdict as a column (:meth:`timed_input_df`)."""
-        tree = self.stages.timed_input if timed else self.stages.input
         if not self._time_casts:
-            return with_views(tree, self.views).sql("spark") if self.views \
-                else tree.sql("spark")
-        tree = with_views(tree, self.views)  # a copy
+            return self.stages.input_sql_for(self.views, timed)
+        tree = with_views(self.stages.timed_input if timed else self.stages.input,
+                          self.views)  # a copy
         for e in tree.expressions:
             if isinstance(e, exp.Alias) and e.alias in self._time_casts:
                 e.set("this", exp.cast(e.this, exp.DataType.Type.TIMESTAMP))
@@ -546,4 +545,3 @@ def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
     return block.clauses.processing_time is not None and any(
         stmt.blocks[i].clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
         for i in block.inner)
-
