@@ -6,13 +6,13 @@ DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.pl
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import run as run_continuous
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import ContinuousStatement
-from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.language.registered import (
     CLAUSE_WORDS,
     Defaulted,
@@ -20,7 +20,7 @@ from dfsql.language.registered import (
     registered_defaults,
 )
 from dfsql.language.rewrite import rewrite
-from dfsql.language.scan import scan_text
+from dfsql.language.scan import Scanned, scan_text
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
@@ -75,9 +75,18 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     stmt = parse_any(text, scanned)
     if isinstance(stmt, ContinuousStatement):
         return run_continuous(stmt, text, _spark(spark), start)
-    from dfsql.spark.planner import remember  # Spark's modules load with the first query
+    planned = _planned(stmt, text, scanned, _spark(spark))
+    stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
+    if stores:
+        # the user starts this streaming DataFrame, on the session's settings: put the
+        # session on the state store its stateful operator needs (dfsql.start does not)
+        planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
+    return _planner().remember(planned)
 
-    s = _spark(spark)
+
+def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession) -> Planned:
+    """The one pipeline of :func:`sql` and :func:`start`: the catalog brought up to date,
+    persistent windowed views expanded into their queries, the statement planned."""
     sync_catalog(s)  # the tables and views other processes made, filled or dropped since
     expanded = views.expand(text, s, scanned.tokens)  # windowed views: their queries instead
     try:
@@ -87,24 +96,17 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
                 (stmt.windowed or expanded.spans):
             made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
             sync_catalog(s, text)  # its definition, for other processes
-            return made
-        planned = _plan(stmt, expanded.text, s)
+            return _planner().Planned(made)
+        return _plan(stmt, expanded.text, s)
     except DfsqlError as err:
         raise expanded.remap(err) from None
-    stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
-    if stores:
-        # the user starts this streaming DataFrame, on the session's settings: put the
-        # session on the state store its stateful operator needs (dfsql.start does not)
-        planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
-    return remember(planned)
 
 
 def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
     text, a windowed statement by :mod:`dfsql.spark.planner` (the caller has brought the
     catalog up to date: :func:`~dfsql.spark.catalog.sync`)."""
-    from dfsql.spark.planner import Planned, execute
-
+    Planned = _planner().Planned  # noqa: N806
     quiet_spark_loggers()
     s = _spark(spark)
     if not stmt.windowed and stmt.kind != "explain_firings":
@@ -117,7 +119,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
         return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
-    planned = execute(stmt, s, _registry(s))
+    planned = _planner().execute(stmt, s, _registry(s))
     if stmt.kind == "write":
         sync_catalog(s, text)  # the table the statement made or filled, for later runs
     return planned
@@ -144,10 +146,10 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
     Connect."""
 
     stream = None
-    stmt = parse_any(text)
+    scanned = scan_text(text)
+    stmt = parse_any(text, scanned)
     if not isinstance(stmt, ContinuousStatement):
-        sync_catalog(_spark(spark))  # the tables other processes made, filled or dropped
-        planned = _plan(stmt, text, spark)
+        planned = _planned(stmt, text, scanned, _spark(spark))
         stream = planned.stream if planned.result.isStreaming else None
     if stream is None:
         raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
@@ -157,8 +159,6 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
         query = start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
                              late_view=stream.late_view, state_store=stream.state_store,
                              key_names=stream.key_names)
-    hidden = [c for c in (*SORT_COLUMNS, LATE_ROW) if c in stream.df.columns]
-    query.panes_schema = stream.df.drop(*hidden).schema  # the sink's columns
     return query
 
 
@@ -169,14 +169,30 @@ def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
     if not stmt.windowed:
         return "plain Spark SQL: passed to Spark unchanged"
     registry = _registry(spark)
+    runs_as = _runs_as(stmt, spark, registry)
     out = []
-    for b in stmt.blocks:
+    for b, runs in zip(stmt.blocks, runs_as, strict=True):
         defaulted = registered_defaults(b, registry)
         st = rewrite(defaulted.block, stmt.source)
         head = f"== windowed block {b.index}" + (" (the statement)" if b is stmt.top else
                                                   f" (registered as {b.view_name})")
-        out.append(f"{head} ==\n{clauses_in_force(defaulted)}\n{st.explain()}")
+        out.append(f"{head} ==\n{clauses_in_force(defaulted)}\n{runs}\n{st.explain()}")
     return "\n\n".join(out)
+
+
+def _runs_as(stmt: Statement, spark: SparkSession | None, registry: dict) -> list[str]:
+    """EXPLAIN's ``-- runs as:`` line of each block: the executor Spark's analysis of its
+    input chooses (:func:`dfsql.spark.physical.choose`), or why it is not known."""
+    if spark is None:
+        return ["-- runs as: chosen on Spark from the input (no Spark session here)"] * len(
+            stmt.blocks)
+    lines = []
+    for p in _planner().physical_plans(stmt, spark, registry):
+        lines.append(p.line() if not isinstance(p, DfsqlError)
+                     else f"-- runs as: not known: {str(p).splitlines()[0]}")
+    lines += ["-- runs as: not known: an inner block cannot be planned"] * (
+        len(stmt.blocks) - len(lines))
+    return lines
 
 
 def clauses_in_force(defaulted: Defaulted) -> str:
@@ -226,9 +242,15 @@ def explain(text: str, spark: SparkSession | None = None) -> str:
 
 
 def _planned_of(df: DataFrame) -> Planned | None:
-    from dfsql.spark.planner import planned_of  # Spark's modules load with the first query
+    return _planner().planned_of(df)
 
-    return planned_of(df)
+
+def _planner() -> ModuleType:
+    """:mod:`dfsql.spark.planner`, imported with the first query that needs it: Spark's
+    modules are not loaded for parsing, EXPLAIN without a session or the CLI's start."""
+    from dfsql.spark import planner
+
+    return planner
 
 
 def dropped_late(df: DataFrame) -> int:

@@ -279,8 +279,6 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
                                                 "CREATE STREAMING QUERY runs"),
                               p.line, p.column, e.hint) from None
         raise
-    if isinstance(sink, TableSink):
-        sink.publish_initial(spark, query.panes_schema)
     if keeper is not None and not restarting:
         try:  # written down before CREATE answers: a query reported started is kept
             keeper.keep(stmt, text, spark, owner)

@@ -15,11 +15,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dfsql.language.names import IN_QUERY, PANES_TABLE
-from dfsql.model.aggregates import HOWS
-
-#: The aggregates a pane can be computed from partial results of (LANGUAGE.md §6), when
-#: without DISTINCT and without another aggregate inside: the model's kernels.
-DECOMPOSABLE = frozenset(HOWS)
+from dfsql.model import aggregates as model_aggregates
 
 
 @dataclass(frozen=True)
@@ -58,8 +54,9 @@ class AggregateCall:
 
     @property
     def decomposable(self) -> bool:
-        """SUM, COUNT, MIN, MAX or AVG without DISTINCT or a nested aggregate."""
-        return self.function in DECOMPOSABLE and not self.distinct and not self.nested
+        """Whether partial results over deltas give its panes (the model's rule:
+        :func:`dfsql.model.aggregates.decomposable`)."""
+        return model_aggregates.decomposable(self.function, self.distinct, self.nested)
 
 
 def aggregate_call(node: exp.Expression, alias: str,

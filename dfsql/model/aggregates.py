@@ -24,8 +24,20 @@ from dataclasses import dataclass
 import numpy as np
 
 I64 = np.int64
-#: the aggregates the kernels compute
+#: the aggregates the kernels compute: the decomposable ones
 HOWS = ("count", "sum", "min", "max", "avg")
+#: how the partial results of a decomposable aggregate merge into a pane's value (AVG's
+#: partials are a SUM and a COUNT, so it has no one-column merge)
+PARTIAL_MERGES = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+
+
+def decomposable(function: str, distinct: bool, nested: bool) -> bool:
+    """Whether a pane's value of the aggregate ``function`` (lower-case Spark name) can be
+    computed from partial results over its deltas, the one rule every executor asks
+    (LANGUAGE.md §6's accumulation over deltas): COUNT, SUM, MIN, MAX and AVG, with
+    DISTINCT only where it changes nothing (MIN, MAX), and no aggregate inside."""
+    return (function in HOWS and not nested
+            and (not distinct or function in ("min", "max")))
 
 
 @dataclass(frozen=True)

@@ -42,16 +42,17 @@ from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.ordering import in_emit_order, shuffle_partitions
-from dfsql.spark.plan_types import Replayed, StreamPlan
-from dfsql.spark.replay import KIND_DROPPED, replay_panes
-from dfsql.spark.streaming import (
-    NATIVE_CONF,
-    ROCKSDB,
-    check_streamable,
-    native_panes,
-    runs_natively,
-    stream_panes,
+from dfsql.spark.physical import choose
+from dfsql.spark.plan_types import (
+    BUCKET_PROCESSOR,
+    NATIVE_BATCH,
+    NATIVE_STREAM,
+    PhysicalPlan,
+    Replayed,
+    StreamPlan,
 )
+from dfsql.spark.replay import KIND_DROPPED, replay_panes
+from dfsql.spark.streaming import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -371,12 +372,14 @@ class BlockPlan:
                 f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
                 f"WHERE {EVENT_TIME} IS NULL")
 
-    def _output_df(self, panes_sql: str | None = None, ordered: bool = True) -> DataFrame:
-        """The output stage over the panes: the temp view, or else the given subquery;
-        without its default ORDER BY when not ``ordered`` (the stage must have one)."""
+    def _output_df(self, panes_sql: str | None = None, ordered: bool = True,
+                   stages: Stages | None = None) -> DataFrame:
+        """The output stage (of ``stages``, by default the block's) over the panes: the
+        temp view, or else the given subquery; without its default ORDER BY when not
+        ``ordered`` (the stage must have one)."""
         view = self.name(PANES_TABLE)
         source = view if panes_sql is None else f"({panes_sql}) AS {view}"
-        out_sql = self.stages.output.sql(source, ordered)
+        out_sql = (stages or self.stages).output.sql(source, ordered)
         from pyspark.errors import PySparkException
 
         try:
@@ -409,14 +412,15 @@ class BlockPlan:
         planning it computed beside."""
         self.check_clauses()
         names = self.analyse_original()
-        if self.is_streaming():
-            return self._stream_result(names)
-        if self.clauses.processing_time is None:
+        physical = choose(self)
+        if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
+            return self._stream_result(names, physical)
+        if physical.executor == NATIVE_BATCH:
             df = self._batch_result()
             if self.clauses.late_rows_into:
                 self._batch_late_rows().createOrReplaceTempView(self.clauses.late_rows_into)
-            return self._with_original_names(df, names), PlannedBlock(self)
-        replayed = replay_panes(self)
+            return self._with_original_names(df, names), PlannedBlock(self, physical)
+        replayed = replay_panes(self, physical)
         self.temp_view(replayed.panes, self.name(PANES_TABLE))
         order_by = self.stages.default_order_by
         if order_by is not None and not ordered:
@@ -432,7 +436,18 @@ class BlockPlan:
                 df = self._output_df()
         else:
             df = self._output_df()
-        return self._with_original_names(df, names), PlannedBlock(self, replay=replayed)
+        return self._with_original_names(df, names), PlannedBlock(self, physical, replayed)
+
+    def shape(self) -> DataFrame:
+        """A DataFrame with the block's result columns that runs nothing when made
+        (EXPLAIN's stand-in for an inner block): a stream's result as planned, else the
+        batch result, whose columns a replay's result has too."""
+        self.check_clauses()
+        names = self.analyse_original()
+        physical = choose(self)
+        if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
+            return self._stream_result(names, physical)[0]
+        return self._with_original_names(self._batch_result(), names)
 
     def _batch_late_rows(self) -> DataFrame:
         """LATE ROWS INTO of a batch block: its elements without an event time."""
@@ -446,30 +461,35 @@ class BlockPlan:
             "TIMESTAMP) AS watermark_at_arrival WHERE false")
 
     def _with_original_names(self, df: DataFrame, names: list[str] | None,
-                             hidden: tuple[str, ...] = ()) -> DataFrame:
+                             hidden: tuple[str, ...] = (),
+                             stages: Stages | None = None) -> DataFrame:
         """The output columns under the names the user's query gives them (Spark's own
         analysis of the original text), the ``hidden`` columns after them kept as they are."""
         if names is None:
             return df
-        wanted = list(names) + [n for n in self.stages.output_names[len(names):]]
+        output_names = (stages or self.stages).output_names
+        wanted = list(names) + [n for n in output_names[len(names):]]
         visible = [n for n in df.columns if n not in hidden]
         if len(wanted) == len(visible) and wanted != visible:
             df = df.toDF(*wanted, *[h for h in hidden if h in df.columns])
         return df
 
-    def _stream_result(self, names: list[str] | None) -> tuple[DataFrame, PlannedBlock]:
+    def _stream_result(self, names: list[str] | None,
+                       physical: PhysicalPlan) -> tuple[DataFrame, PlannedBlock]:
         """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
         through the output stage, each micro-batch's rows in no order (a streaming
         DataFrame cannot be sorted); its :class:`StreamPlan` keeps the hidden sort columns
         and the state store the query needs (the session's is left as it is)."""
         cl = self.clauses
-        native = runs_natively(cl) and self.spark.conf.get(NATIVE_CONF, "true") != "false"
+        native = physical.executor == NATIVE_STREAM
+        stages = self.stages
         if cl.processing_time is None or cl.late_rows_into:
             # the engine's clock is still a changelog; dropped rows ride with the panes
-            self.stages = rewrite(self.block, self.src, changelog=cl.processing_time is None,
-                                  late_rows=bool(cl.late_rows_into),
-                                  signed=reads_changelog(self.stmt, self.block))
-        check_streamable(self)
+            # (the output stage differs, the input and the aggregates do not)
+            stages = rewrite(self.block, self.src, changelog=cl.processing_time is None,
+                             late_rows=bool(cl.late_rows_into),
+                             signed=reads_changelog(self.stmt, self.block))
+        check_streamable(self, stages)
         with spark_errors(self.src):
             if native:
                 panes = native_panes(self)
@@ -478,13 +498,14 @@ class BlockPlan:
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
-        df = self._with_original_names(self._output_df(ordered=False), names, hidden)
+        df = self._with_original_names(self._output_df(ordered=False, stages=stages), names,
+                                       hidden, stages)
         # transformWithState runs only on RocksDB: the stream starts on it (dfsql.start)
-        stream = StreamPlan(df, self.stages.default_order_by, late,
-                            None if native else ROCKSDB, self.stages.key_output_names)
+        stream = StreamPlan(df, stages.default_order_by, late, physical.state_store,
+                            stages.key_output_names)
         if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
             df = df.where(f"{LATE_ROW} IS NULL")
-        return df.drop(*hidden), PlannedBlock(self, stream=stream)
+        return df.drop(*hidden), PlannedBlock(self, physical, stream=stream)
 
     def null_time_count(self) -> int:
         """How many elements have no event time (what a batch block drops)."""
@@ -500,6 +521,8 @@ class PlannedBlock:
     which :func:`dfsql.spark.planner.remember` keys weakly)."""
 
     plan: BlockPlan
+    #: the executor it ran on (:func:`dfsql.spark.physical.choose`)
+    physical: PhysicalPlan
     replay: Replayed | None = None
     stream: StreamPlan | None = None
 

@@ -21,6 +21,7 @@ from dfsql.language.names import FIRINGS_COLUMNS
 from dfsql.model.panes import DROP_REASONS
 from dfsql.spark.block_plan import PlannedBlock
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.physical import choose
 from dfsql.spark.plan_types import FiringsRequest
 from dfsql.spark.replay import replay_panes
 
@@ -70,7 +71,8 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
     residual, pushed = _split_where(plan, stmt.firings_where)
     tz = plan.spark.conf.get("spark.sql.session.timeZone")
     with spark_errors(plan.src):
-        replayed = replay_panes(plan, FiringsRequest(pushed, tz))
+        physical = choose(plan)
+        replayed = replay_panes(plan, physical, FiringsRequest(pushed, tz))
     df = _events(plan, replayed)
     if residual is not None:
         offset, text = residual
@@ -81,7 +83,7 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
     # two are few; the whole table's sort in one task is still a plain external sort)
     df = df.repartition(1).sortWithinPartitions("at", *names, "window_start", "__seq") \
         .drop("__seq")
-    return df, PlannedBlock(plan, replay=replayed)
+    return df, PlannedBlock(plan, physical, replayed)
 
 
 def _split_where(plan: BlockPlan, where: tuple[int, str] | None):

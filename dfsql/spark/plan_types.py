@@ -42,10 +42,63 @@ class ReplayPlan(Protocol):
         """The input stage, checked (ON / PROCESSING TIME types, no stream)."""
         ...
 
+    def is_streaming(self) -> bool:
+        """Whether the block reads a streaming source."""
+        ...
+
     def timed_input_df(self) -> DataFrame:
         """Every row that drives time, WHERE's verdict in :data:`IN_QUERY` (see
         :func:`in_query`)."""
         ...
+
+
+NATIVE_BATCH = "native batch"
+REPLAY = "replay"
+NATIVE_STREAM = "native stream"
+BUCKET_PROCESSOR = "bucket processor"
+
+#: how a replay computes its aggregates (:func:`dfsql.spark.physical.choose`)
+KERNELS, TWO_LEVEL, EXPLODED = "the model's kernels", "Spark, two levels", "Spark, per element"
+
+
+@dataclass(frozen=True)
+class PhysicalPlan:
+    """The executor a block runs on, with everything the executor needs to know of the
+    choice (it decides nothing again)."""
+
+    executor: str
+    #: the replay's aggregates: KERNELS, TWO_LEVEL or EXPLODED (None for another executor)
+    aggregates: str | None = None
+    #: the kernels, for KERNELS (:class:`~dfsql.spark.replay_aggregates.Kernels`)
+    kernels: Any = None
+    #: the two-level merges (:func:`~dfsql.spark.replay_pane_sql.two_level_merges`)
+    merges: tuple[tuple[str, ...], ...] | None = None
+    #: the state store provider a stream must start on (None: the session's own)
+    state_store: str | None = None
+    #: LATE ROWS INTO: the temp view (bounded) or side sink (stream) of dropped rows
+    late_rows: str | None = None
+    #: the aggregates' Spark names, for :meth:`line`
+    functions: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The choice as EXPLAIN prints it."""
+        fns = ", ".join(dict.fromkeys(f.upper() for f in self.functions)) or "no aggregate"
+        text = {
+            NATIVE_BATCH: "native batch (Spark's GROUP BY window: one ON_TIME pane per window)",
+            REPLAY: f"replay in the model's driver; aggregates ({fns}) by {self.aggregates}",
+            NATIVE_STREAM: "native stream (Spark's append-mode aggregation, the session's "
+                           "state store)",
+            BUCKET_PROCESSOR: f"stream in the bucket processor; aggregates ({fns}) by the "
+                              f"model's kernels; state store {_short(self.state_store)}",
+        }[self.executor]
+        if self.late_rows:
+            text += f"; dropped rows to {self.late_rows}"
+        return f"-- runs as: {text}"
+
+
+def _short(provider: str | None) -> str:
+    """A state store provider's class name without its package."""
+    return "the session's" if provider is None else provider.rsplit(".", 1)[-1]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfsql.errors import AnalysisError
+from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.blocks import executor_view
 from dfsql.language.functions import resolve_aggregates
 from dfsql.language.statement import Statement
@@ -26,7 +26,8 @@ from dfsql.session import spark_context
 from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.firings import firings_result, refuse
-from dfsql.spark.plan_types import StreamPlan
+from dfsql.spark.physical import choose
+from dfsql.spark.plan_types import PhysicalPlan, StreamPlan
 from dfsql.spark.watermark_trials import explain_watermark
 from dfsql.spark.writes import finish as finish_write
 from dfsql.spark.writes import write
@@ -177,6 +178,39 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         return Planned(write(stmt, final, spark), tuple(blocks))
     with spark_errors(stmt.source):
         return Planned(spark.sql(final), tuple(blocks))
+
+
+def physical_plans(stmt: Statement, spark: SparkSession,
+                   registry: dict) -> list[PhysicalPlan | DfsqlError]:
+    """What each windowed block runs on (EXPLAIN's ``-- runs as:``), innermost first,
+    decided as :func:`execute` decides it but from analysis alone: an inner block's
+    result is stood in for by its :meth:`~BlockPlan.shape`, so nothing runs. A block that
+    cannot be planned gives its error, and the blocks after it are not planned."""
+    uid = new_uid()
+    out: list[PhysicalPlan | DfsqlError] = []
+    registered: list[str] = []
+    try:
+        for block in stmt.blocks:
+            plans: list[BlockPlan] = []
+            try:
+                plans.append(BlockPlan(stmt, block, spark, uid, registry))
+                resolved = resolve_aggregates(block, stmt.source, spark, plans[0].views)
+                if resolved is not block:
+                    plans.append(BlockPlan(stmt, resolved, spark, uid, registry))
+                plans[-1].check_clauses()
+                out.append(choose(plans[-1]))
+                if block is not stmt.top:
+                    plans[-1].shape().createOrReplaceTempView(executor_view(block.index, uid))
+                    registered.append(executor_view(block.index, uid))
+            except DfsqlError as err:
+                out.append(err)
+                break
+            finally:
+                registered += [v for p in plans for v in p.registered]
+    finally:
+        for name in registered:
+            spark.catalog.dropTempView(name)
+    return out
 
 
 #: each remembered result's blocks, weakly keyed by the result DataFrame (the blocks hold

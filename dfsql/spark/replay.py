@@ -40,19 +40,23 @@ from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed, in_query
 from dfsql.spark.plan_types import late_row_key_names as _key_names
-from dfsql.spark.replay_aggregates import kernels_for
 from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, event_types, for_firings, recorded
+from dfsql.spark.replay_pane_sql import (
+    KIND_DROPPED,
+    KIND_MARKER,
+    KIND_MEMBER,
+    panes_exploded,
+    panes_two_level,
+    quoted,
+)
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import FiringsRequest, ReplayPlan
+    from dfsql.spark.plan_types import FiringsRequest, PhysicalPlan, ReplayPlan
 
-KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
-#: Aggregates see only the elements, not the pane markers beside them.
-_MEMBERS_ONLY = f"__kind = {KIND_MEMBER}"
 TIMING = np.array(TIMING_NAMES, dtype=object)
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40
@@ -60,10 +64,12 @@ _PARTITION_SHIFT = 40
 _MIN_ROWS_PER_RUN = 200_000
 
 
-def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Replayed:
+def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
+                 firings: FiringsRequest | None = None) -> Replayed:
     """The panes table of a replayed block (keys, aggregates, pane columns), and what the
-    driver computed beside it; with ``firings`` (EXPLAIN FIRINGS), the events the driver
-    recorded as it made those panes, in the same run."""
+    driver computed beside it, its aggregates computed as ``physical`` chose; with
+    ``firings`` (EXPLAIN FIRINGS), the events the driver recorded as it made those panes,
+    in the same run."""
     from pyspark.sql import functions as F  # noqa: N812
 
     inp = plan.timed_input_df()
@@ -91,7 +97,7 @@ def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Rep
     clauses = plan.clauses
 
     # COUNT / SUM / MIN / MAX / AVG: the driver computes them (None: Spark aggregates)
-    kernels = kernels_for(plan, inp)
+    kernels = physical.kernels
     # The union schema of what the driver emits: pane members (one row per element a pane
     # aggregates; not with kernels), one marker row per pane with its metadata (and with
     # kernels its aggregates), and dropped elements.
@@ -117,7 +123,7 @@ def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Rep
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
-    merges = _two_level(plan, inp) if kernels is None else None
+    merges = physical.merges
     inp, per_window, driver_clauses = by_window(inp, clauses)
     group = [*keys, *per_window]
     driver_partitions = shuffle_partitions(plan.spark) if group else 1
@@ -141,12 +147,12 @@ def replay_panes(plan: ReplayPlan, firings: FiringsRequest | None = None) -> Rep
     if kernels is not None:
         panes_sql = kernels.panes_sql(view, f"__kind = {KIND_MARKER}", keys, meta, ranked)
     elif merges is not None:
-        panes_sql = _panes_two_level(view, keys, meta, merges, ranked)
+        panes_sql = panes_two_level(view, keys, meta, merges, ranked)
     else:
-        panes_sql = _panes_exploded(plan, view, keys, payload, meta, ranked)
+        panes_sql = panes_exploded(plan, view, keys, payload, meta, ranked)
     timing = "element_at(array({}), CAST(shiftright(__pane_info, 1) & 3 AS INT) + 1)".format(
         ", ".join(f"'{t}'" for t in TIMING))
-    cols = ", ".join([*_q(keys), *_q(alias for _, alias in plan.stages.aggregates),
+    cols = ", ".join([*quoted(keys), *quoted(alias for _, alias in plan.stages.aggregates),
                       "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
                       f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
     if retracting:
@@ -224,103 +230,6 @@ def _dropped_accumulator(spark):
 
     sc = spark_context(spark)
     return None if sc is None else sc.accumulator({}, PerPartition())
-
-
-def _q(names) -> list[str]:
-    return [f"`{n}`" for n in names]
-
-
-def _panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta,
-                    ranked: bool = False) -> str:
-    """Any aggregate: one aggregation over every (pane, element) pair (SQL over ``view``).
-
-    A marker's list holds just its own pane. Aggregates see only the members
-    (FILTER), so a pane without new elements gets the empty-set value. An element row
-    lists the panes that aggregate it; exploding it in the JVM is far cheaper than
-    shipping one Arrow row per (pane, element). Element rows carry their keys and the
-    pane metadata is fixed-width (NULL on element rows, so max() is the marker's value):
-    no aggregation buffer holds a string, so Spark can hash-aggregate rather than sort
-    every (pane, element) row."""
-    aggs = [f"{_filtered(sql, _MEMBERS_ONLY)} AS `{alias}`"
-            for sql, alias in plan.stages.aggregates]
-    marked = ("SELECT explode(__gids) AS __pane, "
-              + ", ".join(["__kind", *_q(keys), *_q(payload), *meta])
-              + f" FROM {view} WHERE __kind <= {KIND_MARKER}")
-    return ("SELECT " + ", ".join([*_q(keys), *aggs, *[f"max({m}) AS {m}" for m in meta],
-                                   *_RANK[ranked]])
-            + f" FROM ({marked}) AS __marked GROUP BY " + ", ".join(["__pane", *_q(keys)]))
-
-
-#: a ranked pane's id is its §7 rank (see _PartitionDriver): the pane query passes it on
-_RANK = {False: [], True: ["__pane AS __pane_rank"]}
-
-
-def _panes_two_level(view: str, keys, meta, merges, ranked: bool = False) -> str:
-    """Decomposable aggregates (SUM, COUNT, MIN, MAX): Spark aggregates each *delta* —
-    the elements first emitted by the same pane, which share one list of covering panes
-    — then merges the deltas' values into every pane that covers them. In accumulating
-    modes a window's k panes cover its elements about k times over; this way only the
-    (pane, delta) pairs are repeated, not the (pane, element) pairs. (SQL over ``view``.)
-
-    Both levels read the driver's output once: a marker is a group of its own in the
-    first level (its pane id, negated, as a one-element list), so the driver runs once."""
-    maxes = [f"max({m}) AS {m}" for m in meta]
-    # a marker's list is [-1 - its pane id]: a group of its own
-    first = ("SELECT " + ", ".join(
-        ["__gids AS __group", *_q(keys),
-         *[f"{_filtered(sql, _MEMBERS_ONLY)} AS `{part}`" for sql, part, _, _, _ in merges],
-         *maxes])
-        + f" FROM {view} WHERE __kind <= {KIND_MARKER} GROUP BY "
-        + ", ".join(["__gids", *_q(keys)]))
-    pane = "CASE WHEN __group[0] >= 0 THEN __group ELSE array(-1 - __group[0]) END"
-    covered = ("SELECT " + ", ".join(
-        [f"explode({pane}) AS __pane", *_q(keys), *_q(part for _, part, _, _, _ in merges),
-         *meta]) + f" FROM ({first}) AS __deltas")
-    return ("SELECT " + ", ".join(
-        [*_q(keys), *[f"CAST({second} AS {dtype}) AS `{alias}`"
-                      for _, _, second, alias, dtype in merges], *maxes, *_RANK[ranked]])
-        + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *_q(keys)]))
-
-
-def _two_level(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
-    """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
-    aggregate, or None unless every one is SUM, COUNT, MIN or MAX without DISTINCT (an
-    aggregate's own FILTER applies to the elements, in the first level)."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    aggs = plan.stages.aggregates
-    if not aggs:
-        return None
-    second_level = {"sum": "SUM(`{}`)", "count": "COALESCE(SUM(`{}`), 0)",
-                    "min": "MIN(`{}`)", "max": "MAX(`{}`)"}
-    out = []
-    for call in plan.stages.aggregate_calls:
-        if not call.decomposable or call.function not in second_level:
-            return None
-        part = f"__p_{call.alias}"
-        out.append((call.sql, part, second_level[call.function].format(part), call.alias))
-    from pyspark.errors import PySparkException
-
-    try:  # the types a one-level aggregate would have (analysis only, nothing runs)
-        types = inp.groupBy().agg(*[F.expr(sql) for sql, _ in aggs]).schema
-    except PySparkException:  # let the one-level path report it
-        return None
-    return [(*m, f.dataType.simpleString()) for m, f in zip(out, types.fields, strict=True)]
-
-
-def _filtered(agg_sql: str, cond: str) -> str:
-    """``agg FILTER (WHERE cond)``, AND-ed with the aggregate's own FILTER if it has one."""
-    import sqlglot
-    from sqlglot import exp
-
-    node = sqlglot.parse_one(agg_sql, read="spark")
-    extra = sqlglot.parse_one(cond, read="spark")
-    if isinstance(node, exp.Filter):
-        where = node.expression
-        where.set("this", exp.and_(exp.paren(where.this), extra))
-    else:
-        node = exp.Filter(this=node, expression=exp.Where(this=extra))
-    return node.sql("spark")
 
 
 class _PartitionDriver:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dfsql.model.aggregates import HOWS, Route, pane_aggregate
+from dfsql.model.aggregates import Route, pane_aggregate
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -188,19 +188,16 @@ def _arrow(values: np.ndarray, has: np.ndarray, typ: pa.DataType) -> pa.Array:
 
 def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     """The kernels for the block's aggregates, or None when one of them is not a
-    kernel's (or the conf turns them off): then Spark aggregates, the general case."""
+    kernel's: then Spark aggregates, the general case (the choice, and the session
+    setting that turns the kernels off: :func:`dfsql.spark.physical.choose`)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F  # noqa: N812
 
     spark = plan.spark
-    if spark.conf.get(KERNELS_CONF, "true").strip().lower() == "false":
-        return None
     parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
     for call in plan.stages.aggregate_calls:
-        if call.function not in HOWS or call.nested or len(call.arguments) != 1:
-            return None
-        if call.distinct and call.function not in ("min", "max"):
-            return None  # COUNT / SUM / AVG (DISTINCT ...): Spark
+        if not call.decomposable or len(call.arguments) != 1:
+            return None  # the model's rule: dfsql.model.aggregates.decomposable
         if call.arguments == ("*",) and not call.star:
             return None  # only COUNT takes *
         parsed.append((call.alias, call.function, None if call.star else call.arguments[0],

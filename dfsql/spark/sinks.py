@@ -10,7 +10,7 @@ exactly once). :class:`TableSink` keeps the current value of every live window.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +46,6 @@ class TableSink:
         self.global_view = global_view
         self.current = None  # pandas DataFrame
         self.last_batch = -1
-        self.keys: list[str] = []
-        #: the session the view is registered in (the query's own session: a
-        #: foreachBatch batch belongs to a clone whose temp views nobody else sees)
-        self.spark = None
         #: the first batch and :meth:`publish_initial` (another thread) race to register
         #: the view: the initial view must not replace a batch's
         self._publishing = threading.Lock()
@@ -70,16 +66,22 @@ class TableSink:
                     self.last_batch = json.load(f)["batch_id"]
                 self.current = pd.read_parquet(os.path.join(self.path, "table.parquet"))
 
-    def apply(self, batch: DataFrame, batch_id: int) -> None:
+    def receiver(self, keys: tuple[str, ...], spark) -> Callable[[DataFrame, int], None]:
+        """What each micro-batch of a query goes to: ``keys`` are the output columns that
+        select a group key (with the window, a row's identity); the view is registered in
+        ``spark``, the query's own session (a foreachBatch batch belongs to a clone whose
+        temp views nobody else sees)."""
+        return lambda batch, batch_id: self._apply(batch, batch_id, list(keys), spark)
+
+    def _apply(self, batch: DataFrame, batch_id: int, keys: list[str], spark) -> None:
         import pandas as pd
 
-        spark = self.spark or batch.sparkSession
         self._load()
         if batch_id <= self.last_batch:  # applied before a crash: once only
             self._publish(spark, batch)
             return
         rows = batch.toPandas()
-        ident = [*self.keys, "window_start", "window_end"]  # one live window
+        ident = [*keys, "window_start", "window_end"]  # one live window
         if self.current is None:
             self.current = rows.iloc[0:0].drop(columns=["is_retraction"])
         # the last change of each window in this batch decides its row
@@ -232,10 +234,10 @@ def _start(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
            key_names: tuple[str, ...]):
     visible = df.drop(*SORT_COLUMNS)
     if isinstance(sink, TableSink):
-        sink.keys = list(key_names)
-        sink.spark = df.sparkSession
+        sink.publish_initial(df.sparkSession, visible.schema)
+        receive = sink.receiver(key_names, df.sparkSession)
         writer = df.writeStream.foreachBatch(
-            lambda b, i: sink.apply(in_changelog_order(b, order_by), i))
+            lambda b, i: receive(in_changelog_order(b, order_by), i))
     elif callable(sink):
         writer = df.writeStream.foreachBatch(
             lambda b, i: sink(in_changelog_order(b, order_by), i))
@@ -273,9 +275,8 @@ def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink:
     side = AppendView(late_view, spark, late_schema)
     panes_schema = df.drop(*SORT_COLUMNS, LATE_ROW).schema
     if isinstance(sink, TableSink):
-        sink.keys = list(key_names)
-        sink.spark = spark
-        deliver = sink.apply
+        sink.publish_initial(spark, panes_schema)
+        deliver = sink.receiver(key_names, spark)
     elif callable(sink):
         deliver = sink
     elif sink == "console":

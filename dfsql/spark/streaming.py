@@ -101,6 +101,7 @@ from dfsql.spark.timelines import from_table_timeline, watermark_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from dfsql.language.stages import Stages
     from dfsql.spark.plan_types import ReplayPlan
 
 __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "METRICS", "NATIVE_CONF", "ROCKSDB", "STATS",
@@ -242,8 +243,9 @@ def _marks_rows(table: DataFrame) -> DataFrame:
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def check_streamable(plan: ReplayPlan) -> None:
-    """What a stream cannot do, as positioned errors at plan time (LANGUAGE.md §9)."""
+def check_streamable(plan: ReplayPlan, stages: Stages) -> None:
+    """What a stream cannot do, as positioned errors at plan time (LANGUAGE.md §9);
+    ``stages``: the block's as a stream runs them (a changelog, dropped rows riding)."""
     cl = plan.clauses
     where = c.line_col
     wm = cl.watermark
@@ -253,8 +255,7 @@ def check_streamable(plan: ReplayPlan) -> None:
                              "use WATERMARK DELAY d on a streaming source")
     if cl.processing_time is None:
         _check_engine_clock(plan)
-    st = plan.stages
-    if not st.default_order or st.default_order_by is None:
+    if not stages.default_order or stages.default_order_by is None:
         word = _first_word(plan, ("ORDER BY", "LIMIT", "DISTINCT", "OVER"))
         raise NotSupportedError(
             "a stream is ordered only inside each micro-batch: ORDER BY, LIMIT, DISTINCT and "
