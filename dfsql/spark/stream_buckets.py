@@ -7,8 +7,10 @@ live windows, and the watermark's change points. Each call adds a micro-batch's
 elements and points, re-runs the model (:func:`~dfsql.model.group_also_by_window.drive`)
 over the retained elements up to the new frontier, emits exactly the panes and
 retractions whose emit time lies between the previous frontier and the new one (their
-aggregates and §7 places from :mod:`dfsql.model.changelog`), and keeps only what a later
-run needs (see :mod:`dfsql.spark.streaming` for the clocks and the bounds).
+aggregates from :mod:`dfsql.spark.stream_aggregates`, their §7 places from
+:mod:`dfsql.model.changelog`), and keeps only what a later run needs
+(:mod:`dfsql.spark.stream_retention`; see :mod:`dfsql.spark.streaming` for the clocks and
+the bounds).
 """
 
 from __future__ import annotations
@@ -347,7 +349,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         stays retained."""
         import pandas as pd
 
-
         cl = self.clauses
         if not self.percentile:
             t_all, v_all = change_points(t_all, v_all)
@@ -368,41 +369,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       et_raw.fillna(0).to_numpy().astype(np.int64))
         r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
 
-        n_panes = len(r.pane_key)
-        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
-        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
-        retracted = r.retraction_pane[rmask]
-        needed = np.zeros(n_panes, bool)
-        needed[emitted] = True
-        needed[retracted] = True
-        out = None
-        if needed.any():
-            values = bucket_aggregates(r, elems, n_panes, self.aggs)
-            ranks = changelog_ranks(r, r.pane_window_start)
-            e_ids = np.flatnonzero(emitted)
-            ids = np.r_[e_ids, retracted]
-            is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
-            emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
-            rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
-            first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
-            cols = {}
-            for k in self.keys:
-                cols[k] = elems[k].to_numpy()[first_row]
-            for alias, _, _ in self.aggs:
-                cols[alias] = values[alias][ids]
-            ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
-            cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
-            cols["window_start"][ws == NEG] = pd.NA
-            cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
-            cols["window_end"][we == POS] = pd.NA
-            cols["pane_index"] = r.pane_index[ids].astype(np.int64)
-            cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
-            cols["is_last"] = r.pane_is_last[ids].astype(bool)
-            cols["emit_time"] = emit.astype(np.int64)
-            cols["is_retraction"] = is_ret
-            cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
-            out = pd.DataFrame(cols, columns=self.out_names)
-
+        out = self._changelog_rows(r, elems, dense, lo, hi)
         dropped = np.zeros(len(elems), bool)
         dropped[r.dropped_row] = True
         self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
@@ -417,6 +384,47 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         oldest = int(at[keep].min()) if keep.any() else hi
         t_all, v_all = self._fold(t_all, v_all, oldest)
         return out, elems, t_all, v_all
+
+    def _changelog_rows(self, r, elems, dense: np.ndarray, lo: int, hi: int):
+        """The panes and retractions the run emitted in [lo, hi) as rows of the output's
+        schema (aggregates by the model's kernels, §7 places from the model's changelog),
+        or None."""
+        import pandas as pd
+
+        n_panes = len(r.pane_key)
+        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+        retracted = r.retraction_pane[rmask]
+        needed = np.zeros(n_panes, bool)
+        needed[emitted] = True
+        needed[retracted] = True
+        if not needed.any():
+            return None
+        values = bucket_aggregates(r, elems, n_panes, self.aggs)
+        ranks = changelog_ranks(r, r.pane_window_start)
+        e_ids = np.flatnonzero(emitted)
+        ids = np.r_[e_ids, retracted]
+        is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
+        emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
+        rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
+        first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
+        cols = {}
+        for k in self.keys:
+            cols[k] = elems[k].to_numpy()[first_row]
+        for alias, _, _ in self.aggs:
+            cols[alias] = values[alias][ids]
+        ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
+        cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
+        cols["window_start"][ws == NEG] = pd.NA
+        cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
+        cols["window_end"][we == POS] = pd.NA
+        cols["pane_index"] = r.pane_index[ids].astype(np.int64)
+        cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
+        cols["is_last"] = r.pane_is_last[ids].astype(bool)
+        cols["emit_time"] = emit.astype(np.int64)
+        cols["is_retraction"] = is_ret
+        cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+        return pd.DataFrame(cols, columns=self.out_names)
 
     def _writers_timeline(self):
         """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""
