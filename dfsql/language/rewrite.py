@@ -35,6 +35,13 @@ from dfsql.language.names import (
 from dfsql.language.scan import Source
 from dfsql.language.stages import AggregateCall, GroupKey, OutputStage, Stages, aggregate_call
 from dfsql.model import clauses as c
+from dfsql.model.changelog import (
+    CHANGELOG_GROUP,
+    CHANGELOG_ORDER,
+    KEYS,
+    NEXT_PANE,
+    OrderTerm,
+)
 
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
 # others are exp.AggFunc); tests/language/test_functions.py checks the list against the
@@ -442,10 +449,11 @@ def _output_stage(select: exp.Select, items: list[exp.Expression],
 def _changelog_order(select: exp.Select, items: list[exp.Expression],
                      keys: list[exp.Expression], out_names: list[str],
                      cl: c.Clauses) -> tuple[str, ...]:
-    """LANGUAGE.md §7: a changelog ordered by emit_time, keys, window_start and
-    pane_index; a retraction sorts immediately before the row that replaces it, several
-    in their own window_start order. Without merging that row is its window's next pane;
-    where windows merge the replay ranks the rows (hidden SORT_COLUMNS).
+    """LANGUAGE.md §7's changelog order as ORDER BY items, rendered from the model's
+    definition (:data:`dfsql.model.changelog.CHANGELOG_ORDER`). Without merging the row a
+    retraction sorts with is its window's next pane (``NEXT_PANE``), which SQL reads off
+    the row; where windows merge it is another window's pane, so the replay ranks the rows
+    within one emit time and key (``changelog_ranks``, hidden SORT_COLUMNS).
     A batch result (no PROCESSING TIME) has no order, as any Spark SQL result without
     ORDER BY."""
     keys_order = [f"`{out_names[j]}`" for j, i in enumerate(items)
@@ -453,14 +461,28 @@ def _changelog_order(select: exp.Select, items: list[exp.Expression],
     distinct = bool(select.args.get("distinct"))
     retracting = cl.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
     if retracting and not distinct and cl.window.merging:
-        return ("emit_time", *keys_order, *SORT_COLUMNS)
-    if retracting and not distinct:
-        # pane i's retraction sorts with pane i + 1 (a window may fire twice at one
-        # instant: EARLY then ON_TIME)
-        return ("emit_time", *keys_order, "window_start",
-                "pane_index + CAST(is_retraction AS INT)", "is_retraction DESC")
-    # (SELECT DISTINCT can only sort by what it selects)
-    return ("emit_time", *keys_order, "window_start", "pane_index", "is_retraction DESC")
+        return (*_order_items(CHANGELOG_GROUP, keys_order, False), *SORT_COLUMNS)
+    # (SELECT DISTINCT can only sort by what it selects: a retraction by its own pane)
+    return _order_items(CHANGELOG_ORDER, keys_order, retracting and not distinct)
+
+
+def _order_items(terms: tuple[OrderTerm, ...], keys_order: list[str],
+                 next_pane: bool) -> tuple[str, ...]:
+    """ORDER BY items for the model's order ``terms``: a retraction's replacing row read
+    as its window's next pane (``next_pane``) or as itself; a repeated item once."""
+    out: list[str] = []
+    for t in terms:
+        if t.column == KEYS:
+            out += keys_order
+            continue
+        item = t.column
+        step = NEXT_PANE.get(t.column, 0) if t.replacing and next_pane else 0
+        if step:
+            item += f" + {'' if step == 1 else f'{step} * '}CAST(is_retraction AS INT)"
+        item += " DESC" if t.descending else ""
+        if item not in out:
+            out.append(item)
+    return tuple(out)
 
 
 def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple[str, ...],

@@ -10,19 +10,91 @@ One implementation, called by both executors: the bounded replay's ``mapInArrow`
 **Membership.** A pane aggregates the elements of every delta it covers; an element
 belongs to the panes that cover its first delta (:func:`element_panes`).
 
-**Order (§7).** Rows sort by emit time, key, window_start, pane_index; a retraction sorts
-immediately before the pane that replaces it (the model says which; in a merge another
-window's), several before one pane in their own window_start order.
-:func:`changelog_ranks` gives each pane its emission's and its retraction's places in the
-run's changelog, packed into one int64 (:func:`packed_ranks`): one sort column after
-(emit_time, keys) where the tuple would be four, and no replacing window carried per pane.
+**Order (§7).** The one home of LANGUAGE.md §7's changelog order is
+:data:`CHANGELOG_ORDER`: rows sort by emit time, the GROUP BY keys, window_start,
+pane_index; a retraction sorts immediately before the row that replaces it (the model
+says which: in a merge another window's pane, else its window's next pane,
+:data:`NEXT_PANE`), several before one row in their own window_start order.
+:func:`changelog_order` sorts rows by it (the reference run's order), the rewrite renders
+it as the SQL ORDER BY, and :func:`changelog_ranks` gives each pane its emission's and its
+retraction's places in the run's changelog, packed into one int64 (:func:`packed_ranks`):
+one sort column after (emit_time, keys) where the tuple would be four, and no replacing
+window carried per pane.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dfsql.model.windows import concat_ranges
+
+#: In an order term: the GROUP BY keys, every one in their order.
+KEYS = "keys"
+
+
+@dataclass(frozen=True)
+class OrderTerm:
+    """One term of §7's order: a changelog column, read from the row itself or from the
+    row a retraction sorts with (``replacing``: the pane that replaces it; a pane's own)."""
+
+    column: str
+    replacing: bool = False
+    descending: bool = False
+
+
+#: §7: a changelog's rows come ordered first by these ...
+CHANGELOG_GROUP = (OrderTerm("emit_time"), OrderTerm(KEYS))
+#: ... then, among one emit time's rows of one key, by these: a retraction reads the
+#: window_start and pane_index of the row that replaces it, so it sorts with that row,
+#: immediately before it; several before one row come in their own window_start order.
+#: (The places :func:`changelog_ranks` packs into one column.)
+WITHIN_GROUP = (OrderTerm("window_start", replacing=True),
+                OrderTerm("pane_index", replacing=True),
+                OrderTerm("is_retraction", descending=True),
+                OrderTerm("window_start"))
+CHANGELOG_ORDER = CHANGELOG_GROUP + WITHIN_GROUP
+
+#: Where windows do not merge, the row that replaces a retraction is its window's next
+#: pane: the retraction's own columns plus these. A retraction that no pane replaces
+#: sorts there too.
+NEXT_PANE = {"window_start": 0, "pane_index": 1}
+
+
+def changelog_sort_columns(key: np.ndarray, emit_time: np.ndarray, window_start: np.ndarray,
+                           pane_index: np.ndarray, retracted: np.ndarray,
+                           retraction_emit_time: np.ndarray, replacing: np.ndarray,
+                           ) -> list[np.ndarray]:
+    """The columns of :data:`CHANGELOG_ORDER` (a descending one negated) for the rows
+    [every pane, then every retraction]: the panes' columns are indexed by pane, the
+    retraction of pane ``retracted[j]`` at ``retraction_emit_time[j]`` is replaced by pane
+    ``replacing[j]`` (-1: none)."""
+    n = len(pane_index)
+    cat = np.concatenate
+    own = {"emit_time": cat([emit_time, retraction_emit_time]),
+           KEYS: cat([key, key[retracted]]),
+           "window_start": cat([window_start, window_start[retracted]]),
+           "pane_index": cat([pane_index, pane_index[retracted]]),
+           "is_retraction": cat([np.zeros(n, np.int64), np.ones(len(retracted), np.int64)])}
+    has = replacing >= 0
+    to = np.where(has, replacing, 0)
+    repl = {col: cat([own[col][:n], np.where(has, own[col][:n][to], own[col][n:] + step)])
+            for col, step in NEXT_PANE.items()}
+    cols = [np.asarray((repl if t.replacing else own)[t.column], np.int64)
+            for t in CHANGELOG_ORDER]
+    return [-col if t.descending else col
+            for t, col in zip(CHANGELOG_ORDER, cols, strict=True)]
+
+
+def changelog_order(key: np.ndarray, emit_time: np.ndarray, window_start: np.ndarray,
+                    pane_index: np.ndarray, retracted: np.ndarray,
+                    retraction_emit_time: np.ndarray, replacing: np.ndarray) -> np.ndarray:
+    """The rows of :func:`changelog_sort_columns` (same arguments) in §7's order: the
+    permutation that sorts them (stable: ties keep the rows' order)."""
+    cols = changelog_sort_columns(key, emit_time, window_start, pane_index, retracted,
+                                  retraction_emit_time, replacing)
+    return np.lexsort(cols[::-1])
 
 
 def element_panes(r, n_panes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -74,17 +146,13 @@ def changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
     """:func:`changelog_ranks` by sorting every row by §7's tuple; a retraction that no
     pane replaces sorts where its window's next pane would."""
     n = len(r.pane_index)
-    pi = r.pane_index.astype(np.int64)
-    rp, repl = r.retraction_pane, r.retraction_replacing
-    has = repl >= 0
-    to = np.where(has, repl, rp)
-    sort_ws = np.concatenate([wstart, wstart[to]])
-    sort_pi = np.concatenate([pi, np.where(has, pi[to], pi[rp] + 1)])
-    emit = np.concatenate([r.pane_emit_time, r.retraction_emit_time])
-    key = np.concatenate([r.pane_key, r.pane_key[rp]])
-    inserted = np.concatenate([np.ones(n, np.int8), np.zeros(len(rp), np.int8)])
-    own_ws = np.concatenate([wstart, wstart[rp]])
-    order = np.lexsort((own_ws, inserted, sort_pi, sort_ws, emit, key))
+    rp = r.retraction_pane
+    cols = changelog_sort_columns(r.pane_key, r.pane_emit_time, wstart,
+                                  r.pane_index.astype(np.int64), rp, r.retraction_emit_time,
+                                  r.retraction_replacing)
+    # places in a run are per key: the key before emit_time orders each key's rows alike
+    g = len(CHANGELOG_GROUP)
+    order = np.lexsort((*cols[g:][::-1], *cols[:g]))
     ranks = np.empty(len(order), np.int64)
     ranks[order] = np.arange(len(order), dtype=np.int64)
     return packed_ranks(ranks[:n], rp, ranks[n:])

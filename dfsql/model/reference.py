@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dfsql.model.changelog import changelog_order
 from dfsql.model.clauses import Clauses, GlobalWindows, WatermarkFrom
 from dfsql.model.group_also_by_window import (
     NULL_TIME,
@@ -76,14 +77,28 @@ def run(
     """
     els = list(elements)
     as_dt = any(isinstance(e[2], dt.datetime) for e in els)
-    keys_in = [e[0] for e in els]
+    ids: dict[Any, int] = {}  # dense key ids in first-seen order
+    kid = np.asarray([ids.setdefault(e[0], len(ids)) for e in els], I64)
+    order, et_s, at_s, timeline, end_floor = _arrivals(els, kid, clauses, watermarks,
+                                                       in_query)
+    res = group_also_by_window(kid[order], et_s, at_s, clauses, timeline, fast=fast,
+                               end_floor=end_floor)
+    agg = _aggregates(res, [els[i][1] for i in order], aggregate)
+    key_of = {v: k for k, v in ids.items()}
+    return _changelog(res, agg, key_of, as_dt, isinstance(clauses.window, GlobalWindows))
+
+
+def _arrivals(els: list[Sequence[Any]], kid: np.ndarray, clauses: Clauses,
+              watermarks: Iterable[Sequence[Any]] | None,
+              in_query: Sequence[bool] | None,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Any, int]:
+    """The elements the driver runs, in (key, arrival) order: (their rows, event and
+    arrival times), the watermark's timeline over every element, and the end floor (the
+    input ends at its last arrival, kept by WHERE or not)."""
     batch = clauses.processing_time is None
     # a NULL event time (None) belongs to no window: the driver drops it
     et = np.asarray([NULL_EVENT_TIME if e[2] is None else to_micros(e[2]) for e in els], I64)
     at = None if batch else np.asarray([to_micros(e[3]) for e in els], I64)
-    # dense key ids in first-seen order; rows sorted by key then arrival
-    ids: dict[Any, int] = {}
-    kid = np.asarray([ids.setdefault(k, len(ids)) for k in keys_in], I64)
     order = np.lexsort(((at if at is not None else np.zeros(len(els), I64)), kid))
     series: list[Any] | None = None
     if watermarks is not None and isinstance(clauses.watermark, WatermarkFrom):
@@ -102,19 +117,26 @@ def run(
             end_floor = end_floor_of(clauses.trigger, int(at_s.max()), timeline)
         order, et_s = order[kept], et_s[kept]
         at_s = None if at_s is None else at_s[kept]
-    res = group_also_by_window(kid[order], et_s, at_s, clauses, timeline, fast=fast,
-                               end_floor=end_floor)
-    vals = [els[i][1] for i in order]
+    return order, et_s, at_s, timeline, end_floor
+
+
+def _aggregates(res: Any, vals: list[Any], aggregate: Callable[[list[Any]], Any]) -> list[Any]:
+    """Each pane's aggregate: the model's kernels for sum, len, min and max of numbers,
+    else ``aggregate`` over each pane's members."""
     how = _NUMPY_AGGS.get(aggregate)
     if how is not None and all(isinstance(v, int | float) for v in vals):
         agg = aggregate_panes(res, np.asarray(vals), how).tolist()
         if how in ("min", "max") and all(isinstance(v, int) for v in vals):
             agg = [None if x != x else int(x) for x in agg]
-    else:
-        agg = [aggregate([vals[r] for r in m.tolist()]) for m in pane_members(res)]
-    key_of = {v: k for k, v in ids.items()}
-    p = res.panes
-    is_global = isinstance(clauses.window, GlobalWindows)
+        return agg
+    return [aggregate([vals[r] for r in m.tolist()]) for m in pane_members(res)]
+
+
+def _changelog(res: Any, agg: list[Any], key_of: dict[int, Any], as_dt: bool,
+               is_global: bool) -> list[dict[str, Any]]:
+    """The panes and retractions as rows, in LANGUAGE.md §7's order (the model's
+    :func:`~dfsql.model.changelog.changelog_order`)."""
+    p, ret = res.panes, res.retractions
 
     def row(pid: int, emit: int, retraction: bool) -> dict[str, Any]:
         return {
@@ -129,22 +151,9 @@ def run(
             "value": agg[pid],
         }
 
-    # LANGUAGE.md §7's order: emit_time, key, window_start, pane_index; a retraction
-    # immediately before the pane that replaces it, several in their own window_start
-    # order: the sort key is (emit, key, the replacing pane's window_start and
-    # pane_index, insertion after retractions, own window_start).
-    ret = res.retractions
-    repl = ret.replacing_pane_id
-    rows, sort_keys = [], []
-    for i in range(len(p.pane_id)):
-        rows.append(row(i, int(p.emit_time[i]), False))
-        sort_keys.append((int(p.emit_time[i]), int(p.key[i]), int(p.window_start[i]),
-                          int(p.pane_index[i]), 1, int(p.window_start[i])))
-    for r, t, by in zip(ret.retracted_pane_id.tolist(), ret.emit_time.tolist(), repl.tolist(),
-                        strict=True):
-        rows.append(row(r, t, True))
-        s_ws, s_pi = ((int(p.window_start[by]), int(p.pane_index[by])) if by >= 0 else
-                      (int(p.window_start[r]), int(p.pane_index[r]) + 1))
-        sort_keys.append((t, int(p.key[r]), s_ws, s_pi, 0, int(p.window_start[r])))
-    order = sorted(range(len(rows)), key=sort_keys.__getitem__)
-    return [rows[i] for i in order]
+    rows = [row(i, int(t), False) for i, t in enumerate(p.emit_time.tolist())]
+    rows += [row(r, t, True) for r, t in zip(ret.retracted_pane_id.tolist(),
+                                             ret.emit_time.tolist(), strict=True)]
+    order = changelog_order(p.key, p.emit_time, p.window_start, p.pane_index,
+                            ret.retracted_pane_id, ret.emit_time, ret.replacing_pane_id)
+    return [rows[i] for i in order.tolist()]

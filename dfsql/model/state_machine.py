@@ -37,7 +37,7 @@ from dfsql.model.result import (
     instances_of,
 )
 from dfsql.model.watermarks import Timeline
-from dfsql.model.windows import I64, NEG_INF, POS_INF, expired, expiry
+from dfsql.model.windows import I64, NEG_INF, POS_INF, expired, expiry, overlaps, within
 
 if TYPE_CHECKING:
     from dfsql.model.firings import Recorder
@@ -107,8 +107,8 @@ class _Closed:
         """Whether an element's window [start, end) falls to a closed window."""
         if not self.merging:
             return (start, end) in self.exact
-        j = bisect.bisect_left(self.starts, end) - 1
-        return j >= 0 and self.bounds[self.starts[j]][0] > start
+        j = bisect.bisect_left(self.starts, end) - 1  # the last session starting before end
+        return j >= 0 and overlaps(self.starts[j], self.bounds[self.starts[j]][0], start, end)
 
 
 class _KeyRun:
@@ -155,14 +155,16 @@ class _KeyRun:
             sh.drop_reason[i], sh.drop_wm[i] = DROP_CLOSED, wm_prev
             return
         if sh.merging:
+            # live sessions never overlap: those the element's window merges with start
+            # from the last one starting at or before it, up to its end
             j = max(bisect.bisect_right(self.starts, s) - 1, 0)
             over = []
             while j < len(self.starts) and self.starts[j] < e:
                 w = self.by_start[self.starts[j]]
-                if w.end > s:
+                if overlaps(w.start, w.end, s, e):
                     over.append(w)
                 j += 1
-            if len(over) == 1 and over[0].start <= s and e <= over[0].end:
+            if len(over) == 1 and within(s, e, over[0].start, over[0].end):
                 # Merge identity: the element's window lies inside a live session, so
                 # the merge creates no window; it keeps its trigger, panes and timing.
                 w = over[0]

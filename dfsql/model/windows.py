@@ -9,8 +9,14 @@ Time sentinels, used throughout dfsql.model:
 * ``NULL_EVENT_TIME`` (= NEG_INF) in an event-time array is a NULL event time: such an
   element belongs to no window (LANGUAGE.md §3); the driver drops and counts it.
 
-Windows are half-open ``[start, end)``; two session windows merge when they overlap
-(``a.start < b.end and b.start < a.end``); windows that only touch do not.
+Windows are half-open ``[start, end)``. **The session merge rule** (LANGUAGE.md §3,
+SESSIONS) lives here, once: two session windows merge when they overlap
+(:func:`overlaps`: ``a.start < b.end and b.start < a.end``), so windows that only touch
+(``[0, 30)`` and ``[30, 60)``) stay two; a window inside another merges into it without
+making a new one (:func:`within`); :func:`merge_sessions` is their transitive closure per
+key; :func:`closed_gap_sessions` is what an engine with closed-gap sessions (Spark's
+``session_window``) is given to honour it. The model's drivers, the sessions fast path,
+the stream's retention and the Spark batch SQL all call these.
 """
 
 from __future__ import annotations
@@ -104,6 +110,49 @@ def assign(
     raise TypeError(f"unknown window spec {spec!r}")
 
 
+def overlaps(a_start: np.ndarray | int, a_end: np.ndarray | int,
+             b_start: np.ndarray | int, b_end: np.ndarray | int) -> np.ndarray | bool:
+    """Whether session windows ``[a_start, a_end)`` and ``[b_start, b_end)`` merge: they
+    overlap. Half-open, so windows that only touch stay two (LANGUAGE.md §3)."""
+    return (a_start < b_end) & (b_start < a_end)
+
+
+def within(start: np.ndarray | int, end: np.ndarray | int,
+           outer_start: np.ndarray | int, outer_end: np.ndarray | int) -> np.ndarray | bool:
+    """Whether ``[start, end)`` lies inside ``[outer_start, outer_end)``: merging it leaves
+    the outer window as it was (Beam's merge identity: no new window, the same trigger,
+    panes and timing)."""
+    return (outer_start <= start) & (end <= outer_end)
+
+
+@dataclass(frozen=True)
+class ClosedGapSessions:
+    """LANGUAGE.md §3's sessions on an engine whose sessions are closed at the gap: it
+    merges ``t2`` into a session whose last time is ``t1`` iff ``t2 <= t1 + gap``, and
+    ends the session at ``last + gap`` (Spark's ``session_window``). Ours merge iff
+    ``t2 < t1 + g`` (:func:`overlaps` of ``[t1, t1+g)`` and ``[t2, t2+g)``); on integer
+    microseconds that is ``t2 <= t1 + (g - 1)``: the engine runs with ``gap = g - 1`` and
+    ``end_shift = 1`` µs is added back to its end. For ``g = 1`` the closed gap is 0 (a
+    session of equal times only, which Spark's ``session_window`` refuses): ``gap == 0``
+    says so, and ``[t, t+1µs)`` is then a 1 µs FIXED window."""
+
+    gap: int  # µs, the closed gap to give the engine
+    end_shift: int  # µs to add to the engine's session end
+
+
+def closed_gap_sessions(gap: int) -> ClosedGapSessions:
+    """The closed-gap parameters for SESSIONS(GAP ``gap`` µs): see :class:`ClosedGapSessions`."""
+    return ClosedGapSessions(gap - 1, 1)
+
+
+def sessions(spec: SessionWindows, key: np.ndarray, t: np.ndarray,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every element's session: its proto-window (:func:`assign`) merged per key with
+    every overlapping one (:func:`merge_sessions`'s result, per element)."""
+    _, start, end = assign(spec, t)
+    return merge_sessions(key, start, end)
+
+
 def merge_sessions(
     key: np.ndarray, start: np.ndarray, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -121,10 +170,11 @@ def merge_sessions(
         return e, e, e
     order = np.lexsort((end, start, key))
     k, s, e = key[order], start[order], end[order]
-    # running max of end within a key: a new session starts where s >= max end so far
+    # Sorted by start, the session so far is [its first start, running max of end): a
+    # window joins it iff they overlap (its start <= this one's, so only the end matters).
     new = np.ones(n, bool)
     runmax = segmented_cummax(e, k)
-    new[1:] = (k[1:] != k[:-1]) | (s[1:] >= runmax[:-1])
+    new[1:] = (k[1:] != k[:-1]) | ~overlaps(s[1:], e[1:], s[:-1], runmax[:-1])
     gid_sorted = np.cumsum(new) - 1
     ng = int(gid_sorted[-1]) + 1
     mstart = s[new]

@@ -40,6 +40,7 @@ from dfsql.language.scan import Source
 from dfsql.language.stages import with_views
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.model import clauses as c
+from dfsql.model.windows import closed_gap_sessions
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.ordering import in_emit_order, shuffle_partitions
 from dfsql.spark.physical import choose
@@ -293,14 +294,14 @@ class BlockPlan:
         elif isinstance(w, c.SlidingWindows):
             win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
                         f"'{interval(w.offset)}')")
-        elif isinstance(w, c.SessionWindows) and w.gap.micros == 1:
+        elif isinstance(w, c.SessionWindows) and closed_gap_sessions(w.gap.micros).gap == 0:
             # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
             win_expr = f"window({EVENT_TIME}, '1 microseconds')"
         elif isinstance(w, c.SessionWindows):
-            # Windows are half-open (LANGUAGE.md §3): [t1, t1+gap) and [t2, t2+gap) merge
-            # iff t2 < t1 + gap. Spark's session_window merges iff t2 <= t1 + its gap,
-            # so it runs with 1 µs less and 1 µs is added back to the end.
-            win_expr = f"session_window({EVENT_TIME}, '{w.gap.micros - 1} microseconds')"
+            # Spark's session_window is closed at its gap; the model says which gap and
+            # end shift give LANGUAGE.md §3's half-open sessions (model.windows)
+            win_expr = (f"session_window({EVENT_TIME}, "
+                        f"'{closed_gap_sessions(w.gap.micros).gap} microseconds')")
         else:  # pragma: no cover - the grammar has no other window
             raise AssertionError(w)
         if win_expr is not None:
@@ -308,7 +309,8 @@ class BlockPlan:
             wcol = win_expr.split("(")[0].strip("`")
             start, end = f"{wcol}.start", f"{wcol}.end"
             if wcol == "session_window":
-                end = f"{end} + INTERVAL 1 MICROSECOND"
+                shift = closed_gap_sessions(w.gap.micros).end_shift
+                end = f"{end} + INTERVAL {shift} MICROSECOND"
             elif win_expr == "`window`":  # a sampling window ends `size` after its start
                 end = f"{start} + INTERVAL {w.size.micros} MICROSECONDS"
         group = keys + ([win_expr] if win_expr else [])

@@ -7,8 +7,10 @@ live windows, and the watermark's change points. Each call adds a micro-batch's
 elements and points, re-runs the model (:func:`~dfsql.model.group_also_by_window.drive`)
 over the retained elements up to the new frontier, emits exactly the panes and
 retractions whose emit time lies between the previous frontier and the new one (their
-aggregates and §7 places from :mod:`dfsql.model.changelog`), and keeps only what a later
-run needs (see :mod:`dfsql.spark.streaming` for the clocks and the bounds).
+aggregates from :mod:`dfsql.spark.stream_aggregates`, their §7 places from
+:mod:`dfsql.model.changelog`), and keeps only what a later run needs
+(:mod:`dfsql.spark.stream_retention`; see :mod:`dfsql.spark.streaming` for the clocks and
+the bounds).
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ import numpy as np
 
 from dfsql.language.names import SORT_COLUMNS
 from dfsql.model import clauses as c
-from dfsql.model.aggregates import Route, pane_aggregate
 from dfsql.model.changelog import (
     changelog_ranks,
-    element_panes,
     emission_place,
     retraction_place,
 )
@@ -33,8 +33,9 @@ from dfsql.model.watermarks import (
     percentile_lags,
     writers_timeline,
 )
-from dfsql.model.windows import NULL_EVENT_TIME, expired, merge_sessions
+from dfsql.model.windows import NULL_EVENT_TIME
 from dfsql.spark.replay import TIMING
+from dfsql.spark.stream_aggregates import bucket_aggregates
 from dfsql.spark.stream_packing import (
     AT,
     BLOB,
@@ -55,6 +56,7 @@ from dfsql.spark.stream_packing import (
     from_ipc,
     to_ipc,
 )
+from dfsql.spark.stream_retention import fold_notes, fold_start, retained
 from dfsql.spark.timelines import count_pairs
 
 #: the pane_timing of the row each bucket call adds for the metrics (filtered out)
@@ -334,11 +336,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         writer's last."""
         if not self.percentile:
             t_all, v_all = change_points(t_all, v_all)
-        i = _fold_start(t_all, oldest)
+        i = fold_start(t_all, oldest)
         if self.percentile:
             self._lags = self._lags[i:]
         if self._notes is not None:
-            self._notes = _fold_notes(self._notes, oldest)
+            self._notes = fold_notes(self._notes, oldest)
         return t_all[i:], v_all[i:]
 
     # ------------------------------------------------------------------ the run
@@ -346,7 +348,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         """Run the model over the retained elements; the rows emitted in [lo, hi); what
         stays retained."""
         import pandas as pd
-
 
         cl = self.clauses
         if not self.percentile:
@@ -368,41 +369,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       et_raw.fillna(0).to_numpy().astype(np.int64))
         r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
 
-        n_panes = len(r.pane_key)
-        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
-        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
-        retracted = r.retraction_pane[rmask]
-        needed = np.zeros(n_panes, bool)
-        needed[emitted] = True
-        needed[retracted] = True
-        out = None
-        if needed.any():
-            values = self._aggregate(r, elems, n_panes)
-            ranks = changelog_ranks(r, r.pane_window_start)
-            e_ids = np.flatnonzero(emitted)
-            ids = np.r_[e_ids, retracted]
-            is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
-            emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
-            rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
-            first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
-            cols = {}
-            for k in self.keys:
-                cols[k] = elems[k].to_numpy()[first_row]
-            for alias, _, _ in self.aggs:
-                cols[alias] = values[alias][ids]
-            ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
-            cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
-            cols["window_start"][ws == NEG] = pd.NA
-            cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
-            cols["window_end"][we == POS] = pd.NA
-            cols["pane_index"] = r.pane_index[ids].astype(np.int64)
-            cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
-            cols["is_last"] = r.pane_is_last[ids].astype(bool)
-            cols["emit_time"] = emit.astype(np.int64)
-            cols["is_retraction"] = is_ret
-            cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
-            out = pd.DataFrame(cols, columns=self.out_names)
-
+        out = self._changelog_rows(r, elems, dense, lo, hi)
         dropped = np.zeros(len(elems), bool)
         dropped[r.dropped_row] = True
         self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
@@ -412,11 +379,52 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if len(timeline.times):
             wm_now = int(timeline.at(hi - 1))
             self._watermark = wm_now if NEG < wm_now < POS else NEG
-        keep = self._retained(r, elems, dense, et, at, timeline, hi)
+        keep = retained(self.clauses, r, dense, et, at, timeline, hi)
         elems = elems[keep].reset_index(drop=True)
         oldest = int(at[keep].min()) if keep.any() else hi
         t_all, v_all = self._fold(t_all, v_all, oldest)
         return out, elems, t_all, v_all
+
+    def _changelog_rows(self, r, elems, dense: np.ndarray, lo: int, hi: int):
+        """The panes and retractions the run emitted in [lo, hi) as rows of the output's
+        schema (aggregates by the model's kernels, §7 places from the model's changelog),
+        or None."""
+        import pandas as pd
+
+        n_panes = len(r.pane_key)
+        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+        retracted = r.retraction_pane[rmask]
+        needed = np.zeros(n_panes, bool)
+        needed[emitted] = True
+        needed[retracted] = True
+        if not needed.any():
+            return None
+        values = bucket_aggregates(r, elems, n_panes, self.aggs)
+        ranks = changelog_ranks(r, r.pane_window_start)
+        e_ids = np.flatnonzero(emitted)
+        ids = np.r_[e_ids, retracted]
+        is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
+        emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
+        rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
+        first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
+        cols = {}
+        for k in self.keys:
+            cols[k] = elems[k].to_numpy()[first_row]
+        for alias, _, _ in self.aggs:
+            cols[alias] = values[alias][ids]
+        ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
+        cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
+        cols["window_start"][ws == NEG] = pd.NA
+        cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
+        cols["window_end"][we == POS] = pd.NA
+        cols["pane_index"] = r.pane_index[ids].astype(np.int64)
+        cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
+        cols["is_last"] = r.pane_is_last[ids].astype(bool)
+        cols["emit_time"] = emit.astype(np.int64)
+        cols["is_retraction"] = is_ret
+        cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+        return pd.DataFrame(cols, columns=self.out_names)
 
     def _writers_timeline(self):
         """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""
@@ -450,132 +458,3 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         row[SORT_COLUMNS[0]] = 0
         row["late_reason"] = np.asarray(r.dropped_reason_text)[sel]
         return pd.DataFrame(row, columns=self.out_names)
-
-    def _aggregate(self, r, elems, n_panes: int) -> dict[str, np.ndarray]:
-        """Each pane's aggregates over the elements the driver routes to it, by the model's
-        kernels (:func:`dfsql.model.aggregates.pane_aggregate`, the replay's too): one
-        implementation of the decomposable aggregates. A NULL aggregate is None (an object
-        column) as pandas gives it."""
-        route = Route(r.element_first_pane, r.cover_pane, r.cover_delta, n_panes)
-        rows = r.element_row
-        out = {}
-        for alias, how, col in self.aggs:
-            values = counted = None
-            if col is not None and elems[col].dtype.kind == "O" and how in ("sum", "avg"):
-                # DECIMAL (Python objects): exact only as objects, which the kernels are not
-                out[alias] = _object_aggregate(r, elems[col], how, n_panes)
-                continue
-            if col is not None:
-                s = elems[col]
-                counted = s.notna().to_numpy()[rows]
-                if how != "count":
-                    values, restore = _kernel_values(s, how)
-                    values = values[rows]
-            got, has = pane_aggregate(how, route, values, counted)
-            if col is not None and how in ("min", "max"):
-                got = restore(got)
-            if how == "count" or has.all():
-                out[alias] = got
-            else:
-                v = got.astype(object)
-                v[~has] = None
-                out[alias] = v
-        return out
-
-    def _retained(self, r, elems, key_ids, et, at, timeline, hi: int) -> np.ndarray:
-        """Elements a later run still needs: not dropped before ``hi``, and in a window
-        the watermark has not passed by more than the allowed lateness."""
-
-        n = len(elems)
-        keep = np.ones(n, bool)
-        done = at < hi
-        dropped = np.zeros(n, bool)
-        dropped[r.dropped_row] = True
-        keep &= ~(dropped & done)
-        wm = int(timeline.at(hi - 1)) if len(timeline.times) else NEG
-        if wm == NEG:
-            return keep
-        lateness = self.clauses.allowed_lateness.micros if self.clauses.allowed_lateness else 0
-        w = self.clauses.window
-        if isinstance(w, c.GlobalWindows):
-            return keep
-        live_end = np.full(n, NEG, np.int64)
-        if isinstance(w, c.SessionWindows):
-            # the session each element's proto-window merges into (the model's merging):
-            # at least as late as any window it will be part of
-            ok = (et != NULL_EVENT_TIME) & ~dropped
-            idx = np.flatnonzero(ok)
-            if len(idx) == 0:
-                return keep
-            _, _, merged_end = merge_sessions(key_ids[idx], et[idx], et[idx] + w.gap.micros)
-            live_end[idx] = merged_end
-        else:
-            np.maximum.at(live_end, r.element_row, r.element_window_end)
-        # an element in no window (a gap between SLIDING sampling windows: live_end
-        # stays NEG) is never needed again once its instant is done
-        gone = expired(live_end, lateness, wm) & done
-        return keep & ~gone
-
-
-def _fold_start(t: np.ndarray, oldest: int) -> int:
-    """Where change points fold before the oldest retained arrival: at the last of them
-    (the value then in force); a later run needs no earlier instant."""
-    return max(int(np.searchsorted(t, oldest, side="left")) - 1, 0)
-
-
-def _fold_notes(notes, oldest: int):
-    """Writers' notes a later run needs: those at or after the oldest retained arrival,
-    and each writer's last note before it (its latest noted time then, and the start of
-    its idle timeout)."""
-    import pyarrow as pa
-
-    at = notes.column(AT).to_numpy()
-    before = at < oldest
-    if before.sum() <= 1:
-        return notes
-    import pandas as pd
-
-    frame = pd.DataFrame({"w": notes.column(WRITER).to_pandas(), "t": at})
-    last_before = frame[before].sort_values("t", kind="stable").groupby(
-        "w", dropna=False).tail(1).index.to_numpy()
-    keep = ~before
-    keep[last_before] = True
-    return notes.filter(pa.array(keep))
-
-
-def _kernel_values(s, how: str):
-    """(numpy values the kernels reduce, how to turn a MIN / MAX back into the column's
-    values) of a pandas column: numbers as they are (NULLs masked by the caller), times as
-    their int64 ticks, anything else (strings, DECIMAL) MIN / MAX by its sorted codes."""
-    import pandas as pd
-
-    dtype = s.dtype
-    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and hasattr(dtype, "numpy_dtype"):
-        return s.to_numpy(dtype=dtype.numpy_dtype, na_value=0), lambda v: v
-    if dtype.kind in "iufb":
-        return s.to_numpy(), lambda v: v
-    if dtype.kind in "mM":
-        raw = s.to_numpy()
-        return raw.view(np.int64), lambda v: v.astype(np.int64).view(raw.dtype)
-    codes, uniques = pd.factorize(s, sort=True)
-    uniques = np.asarray(uniques, dtype=object)
-
-    def restore(v):
-        out = np.empty(len(v), dtype=object)
-        ok = (v >= 0) & (v < len(uniques))
-        out[ok] = uniques[v[ok]]
-        return out
-    return codes.astype(np.int64), restore
-
-
-def _object_aggregate(r, s, how: str, n_panes: int) -> np.ndarray:
-    """SUM / AVG of a column of Python objects (DECIMAL), exact as the objects add: a
-    pandas group-by over each pane's member elements, the general case beside the kernels
-    (as Spark's own aggregation is beside them in the replay)."""
-    import pandas as pd
-
-    ok, lens, pane = element_panes(r, n_panes)
-    row = np.repeat(r.element_row[ok], lens)
-    g = pd.Series(s.to_numpy()[row]).groupby(pane)
-    v = (g.sum(min_count=1) if how == "sum" else g.mean()).reindex(pd.RangeIndex(n_panes))
-    return v.to_numpy(dtype=object) if v.isna().any() else v.to_numpy()
