@@ -124,100 +124,163 @@ def _ord_of(tl: Timeline, thresholds: np.ndarray, final: int = FINAL,
 def run(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
         clauses: c.Clauses, timeline: Timeline, plan: Plan,
         end_floor: int = NEG_INF, ordered: bool = True) -> GabwResult:
-    """Vectorised driver; same contract and output as ``state_machine.general``."""
+    """Vectorised driver; same contract and output as ``state_machine.general``: the
+    instances grouped by window (:func:`_by_window`), each admitted or dropped and given
+    the instant it is first emitted (:func:`_admit`), then the panes those instants make
+    (:func:`_panes`)."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     n = len(row)
     if plan.batch_only:
         return _batch(clauses, row, start, end, ikey, ordered)
-    lateness = clauses.allowed_lateness.micros
-    tl = timeline
     # The end instant: the last arrival carried over trigger periods in progress
     # (end_floor), and the watermark's last change; nothing fires after it but the
     # final +inf round.
-    e_time = max(end_floor, end_floor_of(clauses.trigger, int(arr.max()) if n else NEG_INF, tl))
-    # windows: group instances by (key, start); non-merging so end follows start
+    e_time = max(end_floor,
+                 end_floor_of(clauses.trigger, int(arr.max()) if n else NEG_INF, timeline))
+    if n == 0:
+        return _empty(row, e_time)
+    w = _by_window(start, end, arr, ikey, row, timeline, clauses.allowed_lateness.micros,
+                   e_time)
+    adm = _admit(plan, w, timeline)
+    fin = 2 * e_time + 1  # the final +inf round's ordinal
+    p = _panes(plan, w, adm, fin)
+    # element instances back in input (row, window) order
+    first_pane = np.full(n, -1, I64)
+    first_pane[adm.accepted] = p.instance_pane
+    reason = np.where(adm.expired, DROP_EXPIRED,
+                      np.where(adm.closed, DROP_CLOSED, 0)).astype(np.int8)
+    dwm = np.where(adm.expired | adm.closed, adm.wm_prev, NEG_INF)
+    inv = np.empty(n, I64)
+    inv[w.order] = np.arange(n)
+    res = GabwResult(
+        Panes(np.arange(len(p.window), dtype=I64), w.key[w.first][p.window],
+              w.start[w.first][p.window], w.end[p.window], p.index.astype(I64),
+              p.timing.astype(np.int8), p.is_last, (p.ordinal // 2).astype(I64)),
+        _retractions(clauses.accumulation, p.first, p.ordinal // 2),
+        _cover(clauses.accumulation, p.index, p.start_pos),
+        Instances(row, start, end, first_pane[inv], reason[inv], dwm[inv]),
+        e_time,
+    )
+    return canonical(res) if ordered else res
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """The instances in window (key, start) then arrival order, and per window its end,
+    its expiry, and the ordinals at which the watermark reaches them."""
+
+    order: np.ndarray  # instance positions in this order
+    key: np.ndarray
+    start: np.ndarray
+    arrival: np.ndarray
+    wid: np.ndarray  # each instance's window
+    first: np.ndarray  # each window's first instance
+    end: np.ndarray
+    expiry: np.ndarray
+    on_time: np.ndarray  # ordinal: the watermark reaches the end (FINAL: never before E)
+    expires: np.ndarray  # ordinal: the watermark reaches the expiry
+
+
+def _by_window(start: np.ndarray, end: np.ndarray, arr: np.ndarray, ikey: np.ndarray,
+               row: np.ndarray, tl: Timeline, lateness: int, e_time: int) -> _Windows:
+    """Group instances by (key, start): windows do not merge, so the end follows."""
+    n = len(row)
     o = np.lexsort((row, arr, start, ikey))
-    k_o, s_o, e_o, a_o = ikey[o], start[o], end[o], arr[o]
+    k_o, s_o = ikey[o], start[o]
     neww = np.ones(n, bool)
-    if n:
-        neww[1:] = (k_o[1:] != k_o[:-1]) | (s_o[1:] != s_o[:-1])
-    wid = np.cumsum(neww) - 1
+    neww[1:] = (k_o[1:] != k_o[:-1]) | (s_o[1:] != s_o[:-1])
     wfirst = np.nonzero(neww)[0]
-    nw = len(wfirst)
-    w_end = e_o[wfirst]
+    w_end = end[o][wfirst]
     w_exp = expiry(w_end, lateness)
-    ord_on = _ord_of(tl, w_end, end=e_time)
-    ord_exp = _ord_of(tl, w_exp, end=e_time)
+    return _Windows(o, k_o, s_o, arr[o], np.cumsum(neww) - 1, wfirst, w_end, w_exp,
+                    _ord_of(tl, w_end, end=e_time), _ord_of(tl, w_exp, end=e_time))
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """Per instance (in window order): dropped because its window had expired or was
+    closed, or accepted, and the ordinal it is first emitted at; per window its first
+    accepted arrival and whether it was created after its on-time instant."""
+
+    expired: np.ndarray
+    closed: np.ndarray
+    accepted: np.ndarray  # positions of the accepted instances
+    wm_prev: np.ndarray  # the watermark each instance met
+    fire: np.ndarray
+    has: np.ndarray
+    created_late: np.ndarray
+    a0: np.ndarray
+
+
+def _admit(plan: Plan, w: _Windows, tl: Timeline) -> _Admitted:
+    """Which instances the windows take, and when each is first emitted."""
+    a_o, wid = w.arrival, w.wid
     wm_prev = tl.before(a_o)
-    a2 = 2 * a_o
-    on_i, exp_i = ord_on[wid], ord_exp[wid]
-    expired = wm_prev >= w_exp[wid]
+    expired = wm_prev >= w.expiry[wid]
     ok = ~expired
     # first accepted arrival per window (instances are by arrival within a window)
     big = np.iinfo(I64).max
-    a0 = np.full(nw, big, I64)
+    a0 = np.full(len(w.first), big, I64)
     np.minimum.at(a0, wid[ok], a_o[ok])
     has = a0 < big
-    created_late = has & (2 * a0 > ord_on)
-    a0_i, late_w = a0[wid], created_late[wid]
-    closed = np.zeros(n, bool)
+    created_late = has & (2 * a0 > w.on_time)
+    closed = np.zeros(len(a_o), bool)
     if plan.late == "done":
-        close_ord = np.where(created_late, 2 * a0, ord_on)
-        closed = ok & (a2 > close_ord[wid])
-    acc = ok & ~closed
-    fire = _first_emission(plan, a_o, on_i, exp_i, late_w, a0_i)
-    if n == 0:
-        return _empty(row, e_time)
-    fin = 2 * e_time + 1
-    fire = np.where(fire == FINAL, fin, fire)
-    ord_on = np.where(ord_on == FINAL, fin, ord_on)
-    ord_exp = np.where(ord_exp == FINAL, fin, ord_exp)
-    # panes: (window, ordinal) of accepted instances, plus on-time panes of old windows
-    ontime_w = np.nonzero(has & ~created_late)[0] if plan.eow else np.empty(0, I64)
-    acc_idx = np.nonzero(acc)[0]
-    cw = np.r_[wid[acc_idx], ontime_w].astype(I64)
+        close_ord = np.where(created_late, 2 * a0, w.on_time)
+        closed = ok & (2 * a_o > close_ord[wid])
+    fire = _first_emission(plan, a_o, w.on_time[wid], w.expires[wid], created_late[wid],
+                           a0[wid])
+    return _Admitted(expired, closed, np.nonzero(ok & ~closed)[0], wm_prev, fire, has,
+                     created_late, a0)
+
+
+@dataclass(frozen=True)
+class _Panes:
+    """The panes, in window then ordinal order, and each accepted instance's pane."""
+
+    window: np.ndarray
+    ordinal: np.ndarray
+    index: np.ndarray
+    first: np.ndarray  # a window's first pane
+    start_pos: np.ndarray  # position of the window's first pane
+    timing: np.ndarray
+    is_last: np.ndarray
+    instance_pane: np.ndarray
+
+
+def _panes(plan: Plan, w: _Windows, adm: _Admitted, fin: int) -> _Panes:
+    """(window, ordinal) of the accepted instances' first emissions, plus the on-time
+    panes of windows whose elements all came before; their index, timing and last."""
+    fire = np.where(adm.fire == FINAL, fin, adm.fire)
+    ord_on = np.where(w.on_time == FINAL, fin, w.on_time)
+    ord_exp = np.where(w.expires == FINAL, fin, w.expires)
+    created_late = adm.created_late
+    ontime_w = np.nonzero(adm.has & ~created_late)[0] if plan.eow else np.empty(0, I64)
+    acc_idx = adm.accepted
+    cw = np.r_[w.wid[acc_idx], ontime_w].astype(I64)
     cf = np.r_[fire[acc_idx], ord_on[ontime_w]].astype(I64)
     co = np.lexsort((cf, cw))
     cw_s, cf_s = cw[co], cf[co]
     newp = np.ones(len(co), bool)
     if len(co):
         newp[1:] = (cw_s[1:] != cw_s[:-1]) | (cf_s[1:] != cf_s[:-1])
-    pid_s = np.cumsum(newp) - 1
     cand_pid = np.empty(len(co), I64)
-    cand_pid[co] = pid_s
+    cand_pid[co] = np.cumsum(newp) - 1
     p_w, p_ord = cw_s[newp], cf_s[newp]
     np_ = len(p_w)
     p_first = np.ones(np_, bool)
     if np_:
         p_first[1:] = p_w[1:] != p_w[:-1]
     p_start_pos = np.maximum.accumulate(np.where(p_first, np.arange(np_), 0))
-    p_index = np.arange(np_) - p_start_pos
-    p_on, p_exp = ord_on[p_w], ord_exp[p_w]
     p_late_w = created_late[p_w]
-    after = p_ord >= p_on
+    after = p_ord >= ord_on[p_w]
     first_after = after & ~np.r_[False, after[:-1] & (p_w[1:] == p_w[:-1])] if np_ else after
     timing = np.where(~after, EARLY, np.where(first_after & ~p_late_w, ON_TIME, LATE))
-    is_last = p_ord >= p_exp
+    is_last = p_ord >= ord_exp[p_w]
     if plan.late == "done":
-        is_last |= p_ord == np.where(p_late_w, 2 * a0[p_w], p_on)
-    emit = p_ord // 2
-    # element instances back in input (row, window) order
-    first_pane = np.full(n, -1, I64)
-    first_pane[acc_idx] = cand_pid[: len(acc_idx)]
-    reason = np.where(expired, DROP_EXPIRED, np.where(closed, DROP_CLOSED, 0)).astype(np.int8)
-    dwm = np.where(expired | closed, wm_prev, NEG_INF)
-    inv = np.empty(n, I64)
-    inv[o] = np.arange(n)
-    fp_in, rs_in, dw_in = first_pane[inv], reason[inv], dwm[inv]
-    res = GabwResult(
-        Panes(np.arange(np_, dtype=I64), k_o[wfirst][p_w], s_o[wfirst][p_w], w_end[p_w],
-              p_index.astype(I64), timing.astype(np.int8), is_last, emit.astype(I64)),
-        _retractions(clauses.accumulation, p_first, emit),
-        _cover(clauses.accumulation, p_index, p_start_pos),
-        Instances(row, start, end, fp_in, rs_in, dw_in),
-        e_time,
-    )
-    return canonical(res) if ordered else res
+        is_last |= p_ord == np.where(p_late_w, 2 * adm.a0[p_w], ord_on[p_w])
+    return _Panes(p_w, p_ord, np.arange(np_) - p_start_pos, p_first, p_start_pos, timing,
+                  is_last, cand_pid[: len(acc_idx)])
 
 
 def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.ndarray,

@@ -199,20 +199,39 @@ def holding_writer(writer: Sequence[object], processing_time: Sequence[int],
 
 
 def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeline:
-    """PERFECT: at p, the smallest event time among rows not yet arrived."""
+    """PERFECT (LANGUAGE.md §4): at p, the smallest event time among rows not yet arrived
+    (+inf after the last: the driver's end of input, not stored). In two steps, which the
+    Spark replay runs as they are (:mod:`dfsql.spark.timelines`): each arrival instant's
+    earliest event time, then the smallest over the later instants."""
+    return Timeline.of(*perfect_changes(*earliest_per_arrival(arrival_time, event_time)))
+
+
+def earliest_per_arrival(arrival_time: np.ndarray, event_time: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """PERFECT's reduction: the distinct arrival instants, ascending, each with the
+    smallest event time arriving then. Applied to parts of the input and then to their
+    results it gives the same as applied to the whole (a minimum per instant)."""
     a = np.asarray(arrival_time, I64)
     e = np.asarray(event_time, I64)
     if len(a) == 0:
-        return Timeline.of([], [])
+        return a, e
     o = np.lexsort((e, a))
     a, e = a[o], e[o]
-    suffix_min = np.minimum.accumulate(e[::-1])[::-1]
-    last_of_time = np.r_[a[1:] != a[:-1], True]
-    idx = np.nonzero(last_of_time)[0]
-    after = np.r_[suffix_min[1:], POS_INF][idx]  # min over rows arriving after this instant
-    # POS_INF after the last arrival is the driver's job (end of input), not a change here
-    keep = after < POS_INF
-    return Timeline.of(a[idx][keep], after[keep])
+    first_of_time = np.r_[True, a[1:] != a[:-1]]
+    return a[first_of_time], e[first_of_time]
+
+
+def perfect_changes(instants: np.ndarray, earliest: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """From :func:`earliest_per_arrival`: the instants at which the smallest event time
+    still to arrive changes, and that event time (the smallest over the later instants).
+    The last instant has none after it; its +inf is the end of input, not a change."""
+    t = np.asarray(instants, I64)
+    if len(t) < 2:
+        return t[:0], t[:0]
+    later = np.minimum.accumulate(np.asarray(earliest, I64)[::-1])[::-1][1:]
+    change = np.r_[True, later[1:] != later[:-1]] & (later < POS_INF)
+    return t[:-1][change], later[change]
 
 
 #: significant decimal digits a PERCENTILE delay keeps (see :func:`round_delay`)

@@ -74,6 +74,56 @@ def expired(window_end: np.ndarray | int, lateness: int,
     return watermark >= expiry(window_end, lateness)
 
 
+@dataclass(frozen=True)
+class Grid:
+    """FIXED and SLIDING windows (LANGUAGE.md §3) as the rule that assigns them, in µs.
+
+    The windows are ``[s, s + size)`` for every start ``s ≡ offset (mod period)``;
+    FIXED is the grid whose period is its size. An element of event time t belongs to
+    each window whose start lies in ``(t - size, t]``: the latest start at or before t
+    (:meth:`last_start`) and the ``per_element - 1`` starts before it, those that
+    :meth:`contains` t. With a period larger than the size (:attr:`samples`) a t more
+    than ``size`` after its latest start falls in a gap: it is in no window (and is not
+    a dropped element). The methods take numpy arrays, ints, or any values with ``+``,
+    ``-`` and ``<`` (a Spark column: ``mod`` is then Spark's ``pmod``), so that the
+    Spark code renders this rule instead of restating it."""
+
+    size: int
+    period: int
+    offset: int
+
+    @property
+    def per_element(self) -> int:
+        """How many candidate windows an element has: ceil(size / period)."""
+        return -(-self.size // self.period)
+
+    @property
+    def samples(self) -> bool:
+        """A sampling grid: gaps between windows, where an element is in no window."""
+        return self.period > self.size
+
+    def last_start(self, t, mod=np.mod):
+        """The latest window start at or before t (``mod``: a floor modulo)."""
+        return t - mod(t - self.offset, self.period)
+
+    def steps_back(self) -> list[int]:
+        """The candidate starts as offsets below :meth:`last_start`, earliest first."""
+        return [self.period * j for j in range(self.per_element - 1, -1, -1)]
+
+    def contains(self, start, t):
+        """Whether the window starting at ``start`` holds t (t >= start is given)."""
+        return start + self.size > t
+
+
+def grid(spec: WindowSpec) -> Grid | None:
+    """The grid of a FIXED or SLIDING spec; None for windows that are not a grid."""
+    if isinstance(spec, FixedWindows):
+        return Grid(spec.size.micros, spec.size.micros, spec.offset.micros)
+    if isinstance(spec, SlidingWindows):
+        return Grid(spec.size.micros, spec.period.micros, spec.offset.micros)
+    return None
+
+
 def assign(
     spec: WindowSpec, t: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,24 +140,21 @@ def assign(
     rows = np.arange(n, dtype=I64)
     if isinstance(spec, GlobalWindows):
         return rows, np.full(n, NEG_INF, I64), np.full(n, POS_INF, I64)
-    if isinstance(spec, FixedWindows):
-        size, off = spec.size.micros, spec.offset.micros
-        start = t - np.mod(t - off, size)
-        return rows, start, start + size
     if isinstance(spec, SessionWindows):
         return rows, t.copy(), t + spec.gap.micros
     if isinstance(spec, AssignedWindows):
         return rows, t.copy(), t + spec.size.micros
-    if isinstance(spec, SlidingWindows):
-        size, period, off = spec.size.micros, spec.period.micros, spec.offset.micros
-        last = t - np.mod(t - off, period)  # latest start <= t
-        k = -(-size // period)  # ceil(size / period) candidate starts per element
-        starts = last[:, None] - period * np.arange(k, dtype=I64)[None, ::-1]
-        keep = starts + size > t[:, None]
-        r = np.broadcast_to(rows[:, None], starts.shape)[keep]
-        s = starts[keep]
-        return r, s, s + size
-    raise TypeError(f"unknown window spec {spec!r}")
+    g = grid(spec)
+    if g is None:
+        raise TypeError(f"unknown window spec {spec!r}")
+    last = g.last_start(t)
+    if g.per_element == 1 and not g.samples:  # FIXED, or SLIDING with period = size
+        return rows, last, last + g.size
+    starts = last[:, None] - np.asarray(g.steps_back(), I64)[None, :]
+    keep = g.contains(starts, t[:, None])
+    r = np.broadcast_to(rows[:, None], starts.shape)[keep]
+    s = starts[keep]
+    return r, s, s + g.size
 
 
 def overlaps(a_start: np.ndarray | int, a_end: np.ndarray | int,

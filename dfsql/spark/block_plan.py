@@ -54,6 +54,7 @@ from dfsql.spark.plan_types import (
 )
 from dfsql.spark.replay import KIND_DROPPED, replay_panes
 from dfsql.spark.streaming import check_streamable, native_panes, stream_panes
+from dfsql.spark.window_assignment import GridSql, grid_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -278,22 +279,17 @@ class BlockPlan:
         streaming input, on the engine's clock: see :func:`dfsql.spark.streaming.native_panes`)."""
         keys = list(self.stages.key_columns)
         w = self.clauses.window
+        g = grid_sql(w, EVENT_TIME)
         if isinstance(w, c.GlobalWindows):
             win_expr = None
             start = end = "CAST(NULL AS TIMESTAMP)"
-        elif isinstance(w, c.FixedWindows):
-            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.size)}', "
-                        f"'{interval(w.offset)}')")
-        elif isinstance(w, c.SlidingWindows) and w.period.micros > w.size.micros:
-            # Sampling windows (LANGUAGE.md §3): Spark's window() wants slide <= size, so
-            # each element takes the one period-long window starting at or before it
-            # (start ≡ offset mod period), and only those within `size` of that start are
-            # kept (see _sampled); an element in a gap is in no window and not dropped.
-            win_expr = "`window`"
-            inp = self._sampled(inp)
-        elif isinstance(w, c.SlidingWindows):
-            win_expr = (f"window({EVENT_TIME}, '{interval(w.size)}', '{interval(w.period)}', "
-                        f"'{interval(w.offset)}')")
+        elif g is not None:
+            # FIXED and SLIDING: the model's assignment, rendered for Spark; a sampling grid
+            # (period > size) keeps only the elements a window holds: one in a gap is in no
+            # window and not dropped (LANGUAGE.md §3).
+            win_expr = g.group
+            if g.column is not None:
+                inp = self._sampled(inp, g)
         elif isinstance(w, c.SessionWindows) and closed_gap_sessions(w.gap.micros).gap == 0:
             # [t, t+1µs) merges only with equal times: a 1 µs FIXED window
             win_expr = f"window({EVENT_TIME}, '1 microseconds')"
@@ -311,8 +307,8 @@ class BlockPlan:
             if wcol == "session_window":
                 shift = closed_gap_sessions(w.gap.micros).end_shift
                 end = f"{end} + INTERVAL {shift} MICROSECOND"
-            elif win_expr == "`window`":  # a sampling window ends `size` after its start
-                end = f"{start} + INTERVAL {w.size.micros} MICROSECONDS"
+            elif g is not None:
+                start, end = g.start, g.end
         group = keys + ([win_expr] if win_expr else [])
         select = keys + [f"{start} AS window_start", f"{end} AS window_end"]
         select += [f"{sql} AS {alias}" for sql, alias in self.stages.aggregates]
@@ -343,19 +339,12 @@ class BlockPlan:
                    f"FROM ({sql}) AS {self.name('__dfsql_agg')}")
         return sql
 
-    def _sampled(self, inp: str) -> str:
+    def _sampled(self, inp: str, g: GridSql) -> str:
         """The input ``inp`` with each element's period-long window as ``window``, keeping
-        only the elements within the sampling window's size of its start (SLIDING with a
-        period larger than its size). The comparison is in the event time's own type, as
-        Spark's window() reads it (TIMESTAMP or TIMESTAMP_NTZ)."""
-        w = self.clauses.window
-        assert isinstance(w, c.SlidingWindows)
-        period = interval(w.period)
-        win = f"window({EVENT_TIME}, '{period}', '{period}', '{interval(w.offset)}')"
+        only the elements a sampling window holds (:func:`grid_sql`)."""
         name = self.name("__dfsql_sampled")
-        return (f"(SELECT * FROM (SELECT *, {win} AS `window` FROM {inp}) AS {name}_all "
-                f"WHERE {EVENT_TIME} < `window`.start + INTERVAL {w.size.micros} MICROSECONDS)"
-                f" AS {name}")
+        return (f"(SELECT * FROM (SELECT *, {g.column} AS `window` FROM {inp}) AS {name}_all "
+                f"WHERE {g.keep}) AS {name}")
 
     def _input_columns(self) -> tuple[str, ...]:
         """The input stage's column names, as the rewrite projects them (no Spark call)."""

@@ -51,6 +51,7 @@ from dfsql.spark.replay_pane_sql import (
 )
 from dfsql.spark.timelines import Shipped, watermark_timeline
 from dfsql.spark.timelines import us as _us
+from dfsql.spark.window_assignment import grid_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -202,20 +203,14 @@ def by_window(inp: DataFrame, clauses: c.Clauses):
     if not isinstance(w, c.FixedWindows | c.SlidingWindows) or \
             not isinstance(inp.schema[EVENT_TIME].dataType, TimestampType):
         return inp, [], clauses
-    t = F.unix_micros(F.col(EVENT_TIME))
-    if isinstance(w, c.FixedWindows):
-        size, off = w.size.micros, w.offset.micros
-        return inp.withColumn(WINDOW_START, t - F.pmod(t - F.lit(off), F.lit(size))), \
-            [WINDOW_START], clauses
-    size, period, off = w.size.micros, w.period.micros, w.offset.micros
-    last = t - F.pmod(t - F.lit(off), F.lit(period))  # the latest start at or before t
-    n = -(-size // period)  # candidate starts per element, as the model assigns them
-    starts = F.filter(F.sequence(last - F.lit((n - 1) * period), last, F.lit(period)),
-                      lambda s: s + F.lit(size) > t)
+    g = grid_sql(w, EVENT_TIME)  # the model's assignment, rendered for Spark
+    if isinstance(w, c.FixedWindows):  # one window per element: its start
+        return inp.withColumn(WINDOW_START, F.expr(g.last)), [WINDOW_START], clauses
     # A NULL event time keeps its row (the driver drops and counts it once); an element
     # in a gap between sampling windows (period > size) has no start and no row: it is in
     # no window and not dropped (LANGUAGE.md §3). The watermark already saw it.
-    starts = F.when(t.isNull(), F.array(F.lit(None).cast("bigint"))).otherwise(starts)
+    starts = F.when(F.col(EVENT_TIME).isNull(), F.array(F.lit(None).cast("bigint"))) \
+        .otherwise(F.expr(g.starts))
     exploded = inp.withColumn(WINDOW_START, F.explode(starts))
     return exploded, [WINDOW_START], replace(clauses, window=AssignedWindows(size=w.size))
 

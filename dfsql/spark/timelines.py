@@ -8,9 +8,9 @@ collects the input itself:
 * ``DELAY d``: each partition keeps the rows that raise its running max of event time
   (in processing-time order); one more task takes the running max across those records
   and keeps only the global changes.
-* ``PERFECT``: per arrival instant the smallest event time, then (a window over the
-  instants, on an executor) the smallest among the instants after it; only the instants
-  where that changes are kept.
+* ``PERFECT``: each partition reduces its rows to the smallest event time per arrival
+  instant; one task reduces those again and takes the smallest among the instants after
+  each, keeping only the instants where that changes (the model's own two steps).
 * ``PERCENTILE q``: each partition counts its rows per (arrival, rounded delay); one task
   runs those counts in arrival order and keeps the instants where the nearest-rank
   percentile changes (a rising timeline).
@@ -182,18 +182,45 @@ def _running_max_records(batches):
 
 
 def _perfect_changes(inp: DataFrame) -> DataFrame:
-    """Instants where the smallest event time among rows not yet arrived changes: per
-    instant the smallest event time, the smallest over the later instants (a window on
-    one executor), and only where that changes."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F  # noqa: N812
+    """Instants where the smallest event time among rows not yet arrived changes, by the
+    model's two steps: each partition reduces its rows to the earliest event time per
+    arrival instant (:func:`~dfsql.model.watermarks.earliest_per_arrival`); one task
+    reduces those again and takes the smallest over the later instants
+    (:func:`~dfsql.model.watermarks.perfect_changes`)."""
+    per_partition = (inp.where(f"{EVENT_TIME} IS NOT NULL").select(PROCESSING_TIME, EVENT_TIME)
+                     .mapInArrow(earliest_records, "t BIGINT, m BIGINT"))
+    return per_partition.repartition(1).mapInArrow(perfect_records, "t BIGINT, wm BIGINT")
 
-    per_instant = (inp.where(F.col(EVENT_TIME).isNotNull()).groupBy(PROCESSING_TIME)
-                   .agg(F.min(EVENT_TIME).alias("m")).withColumnRenamed(PROCESSING_TIME, "t"))
-    later = Window.orderBy(F.col("t").desc()).rowsBetween(Window.unboundedPreceding, -1)
-    suffix = per_instant.select("t", F.min("m").over(later).alias("wm")).where("wm IS NOT NULL")
-    changes = suffix.withColumn("prev", F.lag("wm").over(Window.orderBy("t")))
-    return changes.where("prev IS NULL OR wm <> prev").select("t", "wm")
+
+def _columns(batches) -> tuple[np.ndarray, np.ndarray] | None:
+    """A mapInArrow task's two columns as int64 µs (None when it has no rows)."""
+    import pyarrow as pa
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return None
+    t = pa.concat_tables(tables)
+    return us(t.column(0)), us(t.column(1))
+
+
+def earliest_records(batches):
+    """mapInArrow over (arrival, event time) rows: the earliest event time per instant."""
+    import pyarrow as pa
+
+    cols = _columns(batches)
+    if cols is not None:
+        t, m = wmod.earliest_per_arrival(*cols)
+        yield pa.RecordBatch.from_pydict({"t": t, "m": m})
+
+
+def perfect_records(batches):
+    """mapInArrow over every partition's :func:`earliest_records`: PERFECT's changes."""
+    import pyarrow as pa
+
+    cols = _columns(batches)
+    if cols is not None:
+        t, wm = wmod.perfect_changes(*wmod.earliest_per_arrival(*cols))
+        yield pa.RecordBatch.from_pydict({"t": t, "wm": wm})
 
 
 # --------------------------------------------------------------------------- PERCENTILE

@@ -133,20 +133,6 @@ def test_waiting_when_the_marks_stop_early() -> None:
     assert fires[1][3].endswith("end of input: watermark → +inf")
 
 
-def test_trigger_notation() -> None:
-    """The spec's notation, written back from parsed triggers (LANGUAGE.md §5)."""
-    t = c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=c.ElemCount(count=2)),
-                                      final=c.EndOfWindow()),
-                          c.Repeat(sub=c.AfterFirst(subs=(c.SinceEarliestElem(delay=MIN),
-                                                          c.ElemCount(count=1))))))
-    assert f.trigger_text(t) == "(AFTER 2 ROWS UNTIL WATERMARK) THEN REPEAT ANY(AFTER 1 " \
-                                "MINUTE, AFTER 1 ROW)"
-    assert f.leaf_text(t, (0, 0, 0)) == "EVERY 2 ROWS in AFTER 2 ROWS UNTIL WATERMARK, " \
-                                        "before UNTIL, THEN branch 1"
-    assert f.leaf_text(t, (1, 0, 0)) == "AFTER 1 MINUTE in ANY(AFTER 1 MINUTE, AFTER 1 ROW), " \
-                                        "THEN branch 2"
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=inputs(), window=WINDOWS, trigger=st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS),
        acc=st.sampled_from(list(c.Accumulation)), lateness=st.sampled_from([0, 60]),
