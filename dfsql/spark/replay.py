@@ -26,31 +26,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.model.changelog import LOW_BITS as _LOW
 from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
-from dfsql.model.changelog import changelog_ranks as _changelog_ranks
-from dfsql.model.changelog import element_panes as pane_members
-from dfsql.model.group_also_by_window import drive, end_floor_of
+from dfsql.model.group_also_by_window import end_floor_of
 from dfsql.model.panes import TIMING_NAMES
-from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME, AssignedWindows
+from dfsql.model.windows import NEG_INF, AssignedWindows
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import Replayed, in_query
 from dfsql.spark.plan_types import late_row_key_names as _key_names
-from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, event_types, for_firings, recorded
+from dfsql.spark.replay_driver import WINDOW_START, PartitionDriver
+from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, for_firings
 from dfsql.spark.replay_pane_sql import (
     KIND_DROPPED,
     KIND_MARKER,
-    KIND_MEMBER,
     panes_exploded,
     panes_two_level,
     quoted,
 )
 from dfsql.spark.timelines import Shipped, watermark_timeline
-from dfsql.spark.timelines import us as _us
 from dfsql.spark.window_assignment import grid_sql
 
 if TYPE_CHECKING:
@@ -58,11 +53,6 @@ if TYPE_CHECKING:
 
     from dfsql.spark.plan_types import FiringsRequest, PhysicalPlan, ReplayPlan
 
-TIMING = np.array(TIMING_NAMES, dtype=object)
-# Pane ids are unique across tasks: the partition id in the high bits.
-_PARTITION_SHIFT = 40
-# Rows gathered before one driver call (Arrow batches hold 10k rows by default).
-_MIN_ROWS_PER_RUN = 200_000
 
 
 def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
@@ -99,28 +89,13 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
 
     # COUNT / SUM / MIN / MAX / AVG: the driver computes them (None: Spark aggregates)
     kernels = physical.kernels
-    # The union schema of what the driver emits: pane members (one row per element a pane
-    # aggregates; not with kernels), one marker row per pane with its metadata (and with
-    # kernels its aggregates), and dropped elements.
-    fields = ["__kind TINYINT", "__gids ARRAY<BIGINT>"]
-    fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
-    fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload
-               if kernels is None]
-    fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
-               "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
-    if kernels is not None:
-        fields += kernels.fields()
-        inp = kernels.with_inputs(inp)
     retracting = clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
     # where a pane's emission and retraction sort among their key's rows (§7): the
     # driver numbers such panes by that rank, so the pane id carries it (no column more)
     ranked = retracting and clauses.window.merging
-    if clauses.late_rows_into:
-        # what a dropped element's row says (else a dropped row is only counted)
-        fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
-                   "watermark TIMESTAMP"]
-    if record is not None:
-        fields += EVENT_FIELDS
+    fields = _driver_fields(plan, schema, keys, payload, kernels, record is not None)
+    if kernels is not None:
+        inp = kernels.with_inputs(inp)
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
@@ -129,7 +104,7 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
     group = [*keys, *per_window]
     driver_partitions = shuffle_partitions(plan.spark) if group else 1
     dropped_by_partition = _dropped_accumulator(plan.spark)
-    driver = _PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
+    driver = PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked, kernels=kernels,
                               group=group, dropped=dropped_by_partition, record=record)
@@ -151,41 +126,71 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
         panes_sql = panes_two_level(view, keys, meta, merges, ranked)
     else:
         panes_sql = panes_exploded(plan, view, keys, payload, meta, ranked)
-    timing = "element_at(array({}), CAST(shiftright(__pane_info, 1) & 3 AS INT) + 1)".format(
-        ", ".join(f"'{t}'" for t in TIMING))
-    cols = ", ".join([*quoted(keys), *quoted(alias for _, alias in plan.stages.aggregates),
-                      "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
-                      f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
-    if retracting:
-        # A pane is retracted at most once (by the next pane of its window or of the
-        # window it merged into): one row as emitted, one more as retracted. Where windows
-        # merge, each row carries its place among its key's rows at its emit_time (§7).
-        rank = "__row.k AS {}, ".format(*SORT_COLUMNS) if ranked else ""
-        k_emit = f", 'k', {_EMISSION_PLACE_SQL}" if ranked else ""
-        k_retract = f", 'k', {_RETRACTION_PLACE_SQL}" if ranked else ""
-        result_sql = (
-            f"SELECT {cols}, __row.t AS emit_time, {rank}__row.r AS is_retraction FROM ("
-            "SELECT *, explode(array("
-            f"named_struct('t', emit_time, 'r', false{k_emit}), "
-            f"named_struct('t', __retract_time, 'r', true{k_retract}))) AS __row "
-            f"FROM ({panes_sql}) AS __panes) AS __rows "
-            "WHERE __row.t IS NOT NULL OR NOT __row.r")
-    else:
-        result_sql = f"SELECT {cols}, emit_time, false AS is_retraction FROM ({panes_sql}) AS __p"
-    result = plan.spark.sql(result_sql)
+    result = plan.spark.sql(_result_sql(plan, panes_sql, keys, retracting, ranked))
     if clauses.late_rows_into:
-        dropped = emitted.where(F.col("__kind") == KIND_DROPPED).select(
-            *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
-            F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
-            "reason", F.col("watermark").alias("watermark_at_arrival"))
-        dropped.createOrReplaceTempView(clauses.late_rows_into)
+        _dropped_rows(plan, emitted).createOrReplaceTempView(clauses.late_rows_into)
     events = None if record is None else emitted.where(F.col("__kind") == KIND_EVENT)
     return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions,
                     events)
 
 
-WINDOW_START = "__window_start"
 
+
+def _dropped_rows(plan: ReplayPlan, emitted: DataFrame) -> DataFrame:
+    """LATE ROWS INTO's rows: the dropped elements the driver emitted."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    keys = plan.stages.key_columns
+    return emitted.where(F.col("__kind") == KIND_DROPPED).select(
+        *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
+        F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
+        "reason", F.col("watermark").alias("watermark_at_arrival"))
+
+def _driver_fields(plan: ReplayPlan, schema, keys: list[str], payload: list[str], kernels,
+                   recording: bool) -> list[str]:
+    """The union schema of what the driver emits: pane members (one row per element a
+    pane aggregates; not with kernels), one marker row per pane with its metadata (and
+    with kernels its aggregates), dropped elements, and EXPLAIN FIRINGS' events."""
+    fields = ["__kind TINYINT", "__gids ARRAY<BIGINT>"]
+    fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
+    fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload
+               if kernels is None]
+    fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
+               "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
+    if kernels is not None:
+        fields += kernels.fields()
+    if plan.clauses.late_rows_into:
+        # what a dropped element's row says (else a dropped row is only counted)
+        fields += [f"{EVENT_TIME} TIMESTAMP", f"{PROCESSING_TIME} TIMESTAMP", "reason STRING",
+                   "watermark TIMESTAMP"]
+    if recording:
+        fields += EVENT_FIELDS
+    return fields
+
+
+def _result_sql(plan: ReplayPlan, panes_sql: str, keys: list[str], retracting: bool,
+                ranked: bool) -> str:
+    """The panes with their pane columns decoded, and in retracting modes each pane's
+    retraction row beside it."""
+    timing = "element_at(array({}), CAST(shiftright(__pane_info, 1) & 3 AS INT) + 1)".format(
+        ", ".join(f"'{t}'" for t in TIMING_NAMES))
+    cols = ", ".join([*quoted(keys), *quoted(alias for _, alias in plan.stages.aggregates),
+                      "window_start", "window_end", "shiftright(__pane_info, 3) AS pane_index",
+                      f"{timing} AS pane_timing", "(__pane_info & 1) = 1 AS is_last"])
+    if not retracting:
+        return f"SELECT {cols}, emit_time, false AS is_retraction FROM ({panes_sql}) AS __p"
+    # A pane is retracted at most once (by the next pane of its window or of the window
+    # it merged into): one row as emitted, one more as retracted. Where windows merge,
+    # each row carries its place among its key's rows at its emit_time (§7).
+    rank = "__row.k AS {}, ".format(*SORT_COLUMNS) if ranked else ""
+    k_emit = f", 'k', {_EMISSION_PLACE_SQL}" if ranked else ""
+    k_retract = f", 'k', {_RETRACTION_PLACE_SQL}" if ranked else ""
+    return (f"SELECT {cols}, __row.t AS emit_time, {rank}__row.r AS is_retraction FROM ("
+            "SELECT *, explode(array("
+            f"named_struct('t', emit_time, 'r', false{k_emit}), "
+            f"named_struct('t', __retract_time, 'r', true{k_retract}))) AS __row "
+            f"FROM ({panes_sql}) AS __panes) AS __rows "
+            "WHERE __row.t IS NOT NULL OR NOT __row.r")
 
 def by_window(inp: DataFrame, clauses: c.Clauses):
     """Non-merging windows are independent of each other, so the driver may run each
@@ -227,238 +232,8 @@ def _dropped_accumulator(spark):
     return None if sc is None else sc.accumulator({}, PerPartition())
 
 
-class _PartitionDriver:
-    """The function given to ``mapInArrow``: runs the driver over a partition's keys.
-
-    Rows arrive sorted by key then processing time, in batches that may cut a key in two;
-    a key's rows are held back until the key is complete.
-    """
-
-    def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
-                 negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None, ranked: bool = False, kernels=None, record=None) -> None:
-        #: EXPLAIN FIRINGS: (time zone, watermark at the end of input, what holds it), or
-        #: None: the state machine records nothing (the query's own path, unchanged)
-        self.record = record
-        #: accumulator of {partition: elements dropped}, so that dropped_late reads what
-        #: the query's run counted (a re-run of a partition overwrites its own entry)
-        self.dropped = dropped
-        #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
-        #: it must not share a group with the elements its own pane first emitted)
-        self.negate_marker_group = negate_marker_group
-        #: number each pane by its §7 changelog rank (its emission's and its retraction's
-        #: positions, see _packed_ranks) instead of a running id: unique within a key (a key's
-        #: rows are one run, and panes group by id and key), and the sort key after
-        self.ranked = ranked
-        #: the aggregates the driver computes per pane (replay_aggregates.Kernels), or
-        #: None: it emits the elements with their panes for Spark to aggregate
-        self.kernels = kernels
-        self.end_floor = end_floor
-        self.clauses = clauses
-        self.timeline = timeline
-        self.keys = keys
-        #: what the driver runs one state machine per: the keys, and for non-merging
-        #: windows the window (see by_window)
-        self.group = keys if group is None else group
-        self.payload = payload
-        self.out_names = out_names
-
-    def __call__(self, batches):
-        from pyspark import TaskContext
-
-        next_id = 0
-        n_dropped = 0
-        ctx = TaskContext.get()  # None outside a Spark task
-        part = ctx.partitionId() if ctx is not None else 0
-        base = part << _PARTITION_SHIFT
-        for table, key_ids in key_runs(batches, self.group):
-            out, used, dropped = self._run(table, key_ids, base + next_id)
-            next_id += used
-            n_dropped += dropped
-            if out is not None:
-                yield from out.to_batches()
-        if self.dropped is not None:
-            self.dropped.add({part: n_dropped})
-
-    def _run(self, table, key_ids, id_base):
-        import pyarrow as pa
-
-        # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
-        # window, and the driver drops and counts it (LANGUAGE.md §3).
-        et = _us(table.column(EVENT_TIME), null=NULL_EVENT_TIME)
-        if isinstance(self.clauses.window, AssignedWindows):  # the window, not the time
-            et = np.where(et == NULL_EVENT_TIME, et, _us(table.column(WINDOW_START), null=0))
-        pt = _us(table.column(PROCESSING_TIME))
-        events = None
-        if self.record is None:
-            r = drive(key_ids, et, pt, self.clauses, self.timeline.get(),
-                      end_floor=self.end_floor, ordered=False)
-        else:
-            r, events = recorded(self.record, self.clauses, self.timeline.get(), self.end_floor,
-                                 table, self.keys, key_ids, et, pt)
-        n_panes = len(r.pane_key)
-        cols: dict[str, pa.Array] = {}
-        parts = []
-
-        def ts(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-            mask = None if valid is None else ~valid
-            return pa.array(values, type=pa.int64(), mask=mask).cast(
-                pa.timestamp("us", tz="UTC"))
-
-        pane_ids = (_changelog_ranks(r, r.pane_window_start) if self.ranked
-                    else np.arange(n_panes, dtype=np.int64) + id_base)
-        # elements: one row each, listing the panes that aggregate it (cover pairs by delta);
-        # none when the driver aggregates them itself
-        m = 0
-        if self.kernels is None:
-            ok, lens, member_panes = pane_members(r, n_panes)
-            m = int(ok.sum())
-        if m:
-            offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
-            gids = pane_ids[member_panes]
-            taken = table.select([*self.keys, *self.payload]).take(
-                pa.array(r.element_row[ok]))
-            cols = {"__kind": pa.array(np.full(m, KIND_MEMBER, np.int8)),
-                    "__gids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(gids))}
-            for n in [*self.keys, *self.payload]:
-                cols[n] = taken.column(n)
-            parts.append(cols)
-        # pane markers: the pane's metadata (and when it is retracted)
-        if n_panes:
-            cols = {}
-            first_row = _first_row_of_key(key_ids, r.pane_key)
-            taken = table.select(self.keys).take(pa.array(first_row)) if self.keys else None
-            wstart, wend = r.pane_window_start, r.pane_window_end
-            finite = (wstart != np.iinfo(np.int64).min) & (wend != np.iinfo(np.int64).max)
-            retract = np.full(n_panes, np.iinfo(np.int64).min, np.int64)
-            if len(r.retraction_pane):
-                retract[r.retraction_pane] = r.retraction_emit_time
-            ids = pane_ids
-            if self.negate_marker_group:
-                ids = -1 - ids
-            info = (r.pane_index.astype(np.int64) << 3) | \
-                (r.pane_timing.astype(np.int64) << 1) | r.pane_is_last.astype(np.int64)
-            cols.update({"__kind": pa.array(np.full(n_panes, KIND_MARKER, np.int8)),
-                         "__gids": pa.ListArray.from_arrays(
-                             pa.array(np.arange(n_panes + 1, dtype=np.int32)), pa.array(ids)),
-                         "window_start": ts(wstart, finite), "window_end": ts(wend, finite),
-                         "__pane_info": pa.array(info),
-                         "emit_time": ts(r.pane_emit_time,
-                                         r.pane_emit_time != np.iinfo(np.int64).min),
-                         "__retract_time": ts(retract, retract != np.iinfo(np.int64).min)})
-            for k in self.keys:
-                cols[k] = taken.column(k)
-            if self.kernels is not None:
-                cols.update(self.kernels.pane_columns(table, r, n_panes))
-            parts.append(cols)
-        # dropped elements
-        if len(r.dropped_row):
-            k = len(r.dropped_row)
-            taken = table.take(pa.array(r.dropped_row))
-            cols = {"__kind": pa.array(np.full(k, KIND_DROPPED, np.int8)),
-                    EVENT_TIME: taken.column(EVENT_TIME),
-                    PROCESSING_TIME: taken.column(PROCESSING_TIME),
-                    "reason": pa.array(r.dropped_reason_text, type=pa.string()),
-                    "watermark": ts(r.dropped_watermark,
-                                    r.dropped_watermark > np.iinfo(np.int64).min)}
-            for kk in self.keys:
-                cols[kk] = taken.column(kk)
-            parts.append(cols)
-        n_dropped = len(r.dropped_row)
-        if events is not None and len(events):
-            parts.append(events)
-        if not parts:
-            return None, n_panes, n_dropped
-        schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
-            table.schema)
-        return _union(parts, self.out_names, schema), n_panes, n_dropped
-
-
-def key_runs(batches, group: list[str], min_rows: int = _MIN_ROWS_PER_RUN):
-    """The rows of a partition sorted by ``group`` (then processing time), as runs of
-    whole groups: (Arrow table, dense group ids) of at least ``min_rows`` rows where
-    the partition has them (the driver's per-call cost is amortised over many keys).
-    Batches may cut a group in two: its rows are held back until it is complete."""
-    import pyarrow as pa
-
-    pending: pa.Table | None = None
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        table = pa.Table.from_batches([batch])
-        if pending is not None:
-            table = pa.concat_tables([pending, table])
-        if table.num_rows < min_rows:
-            pending = table
-            continue
-        ids = group_ids(table, group)
-        # Keep the last group back: more of its rows may come in the next batch.
-        last_start = int(np.searchsorted(ids, ids[-1], side="left"))
-        if last_start == 0:
-            pending = table
-            continue
-        yield table.slice(0, last_start), ids[:last_start]
-        pending = table.slice(last_start)
-    if pending is not None and pending.num_rows:
-        yield pending, group_ids(pending, group)
-
-
-def group_ids(table, group: list[str]) -> np.ndarray:
-    """Dense ids 0..K-1 for runs of equal ``group`` values (null-safe)."""
-    import pyarrow.compute as pc
-
-    n = table.num_rows
-    if not group or n == 0:
-        return np.zeros(n, dtype=np.int64)
-    changed = np.zeros(n, dtype=bool)
-    for k in group:
-        col = table.column(k).combine_chunks()
-        a, b = col.slice(1), col.slice(0, n - 1)
-        eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
-        changed[1:] |= ~(eq | both_null)
-    return np.cumsum(changed).astype(np.int64)
-
-
-def _first_row_of_key(key_ids: np.ndarray, pane_key: np.ndarray) -> np.ndarray:
-    starts = np.searchsorted(key_ids, pane_key, side="left")
-    return starts.astype(np.int64)
-
-
 # a ranked pane's places in its run's changelog, as Spark SQL over its packed id
 # (see :func:`dfsql.model.changelog.packed_ranks`)
 _EMISSION_PLACE_SQL = "shiftright(__pane_rank, 32)"
 _RETRACTION_PLACE_SQL = (f"shiftright(__pane_rank, 32) + (__pane_rank & {_LOW}) "
                          f"- {_RETRACTION_BIAS}")
-
-
-def _union(parts: list[dict], names: list[str], in_schema):
-    """Stack column dicts into one table of the union schema (missing columns null)."""
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    types = {}
-    for n in names:
-        if n in in_schema.names:
-            types[n] = in_schema.field(n).type
-    types.update({"__kind": pa.int8(), "__retract_time": ts, "__pane_info": pa.int64(),
-                  "__gids": pa.list_(pa.int64()),
-                  "window_start": pa.timestamp("us", tz="UTC"),
-                  "window_end": pa.timestamp("us", tz="UTC"),
-                  "emit_time": pa.timestamp("us", tz="UTC"), "reason": pa.string(),
-                  "watermark": pa.timestamp("us", tz="UTC"), **event_types()})
-    tables = []
-    for cols in parts:
-        n = len(next(iter(cols.values())))
-        arrays = []
-        for name in names:
-            t = types[name]
-            if name in cols:
-                a = cols[name]
-                if isinstance(a, pa.ChunkedArray):
-                    a = a.combine_chunks()
-                arrays.append(a.cast(t) if a.type != t else a)
-            else:
-                arrays.append(pa.nulls(n, type=t))
-        tables.append(pa.Table.from_arrays(arrays, names=names))
-    return pa.concat_tables(tables)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from dfsql.spark.plan_types import ReplayPlan
 
-#: the driver's row kinds (see :class:`dfsql.spark.replay._PartitionDriver`)
+#: the driver's row kinds (see :class:`dfsql.spark.replay_driver.PartitionDriver`)
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4
 #: Aggregates see only the elements, not the pane markers beside them.
 _MEMBERS_ONLY = f"__kind = {KIND_MEMBER}"
@@ -47,7 +47,7 @@ def panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta,
             + f" FROM ({marked}) AS __marked GROUP BY " + ", ".join(["__pane", *quoted(keys)]))
 
 
-#: a ranked pane's id is its §7 rank (see _PartitionDriver): the pane query passes it on
+#: a ranked pane's id is its §7 rank (see replay_driver.PartitionDriver): the pane query passes it on
 _RANK = {False: [], True: ["__pane AS __pane_rank"]}
 
 

@@ -34,7 +34,7 @@ from dfsql.model.watermarks import (
     writers_timeline,
 )
 from dfsql.model.windows import NULL_EVENT_TIME
-from dfsql.spark.replay import TIMING
+from dfsql.spark.replay_driver import TIMING
 from dfsql.spark.stream_aggregates import bucket_aggregates
 from dfsql.spark.stream_packing import (
     AT,

@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
+from dfsql.spark.batch_panes import batch_panes_sql
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import late_row_key_names
 from dfsql.spark.stream_buckets import LATE, STATS, BucketProcessor
@@ -337,7 +338,7 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
     plan.temp_view(inp, view)
     # the progress' dfsql figures: panes; Spark's own progress has the rest (input rows,
     # state rows, rows dropped by the watermark, the watermark)
-    return plan.spark.sql(plan.batch_panes_sql(view, stream=True)).observe(
+    return plan.spark.sql(batch_panes_sql(plan, view, stream=True)).observe(
         METRICS, F.count(F.lit(1)).alias("panes"))
 
 

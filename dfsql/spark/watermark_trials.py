@@ -35,7 +35,8 @@ from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import in_query
-from dfsql.spark.replay import by_window, key_runs
+from dfsql.spark.replay import by_window
+from dfsql.spark.replay_driver import key_runs
 from dfsql.spark.timelines import Shipped, check_processing_time, from_table_timeline, us
 
 if TYPE_CHECKING:
