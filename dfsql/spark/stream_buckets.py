@@ -59,10 +59,18 @@ from dfsql.spark.stream_packing import (
 from dfsql.spark.stream_retention import fold_notes, fold_start, retained
 from dfsql.spark.timelines import count_pairs
 
-#: the pane_timing of the row each bucket call adds for the metrics (filtered out)
-STATS = "__stats"
-#: the pane_timing of a dropped element's row (LATE ROWS INTO)
-LATE = "__late"
+#: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,
+#: the call's metrics (one row per call, filtered out after Spark observes it), or a
+#: dropped element (LATE ROWS INTO). Metrics and dropped elements have fields of their
+#: own (STATS_FIELDS, LATE_FIELDS), never the pane columns.
+ROW_KIND = "__row_kind"
+PANE, STATS, LATE = 0, 1, 2
+#: the metrics row's fields: elements arrived, retained and dropped as late, the change in
+#: retained elements (summed over every batch it is the state of all buckets, also those
+#: a batch did not run), and the watermark at the new frontier (µs)
+STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark")
+#: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
+LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
 
 
 try:  # the processor's base class (PySpark's state API needs protobuf and grpcio)
@@ -229,18 +237,15 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         return inputs_frontier(latest, idle.micros if idle is not None else None, first)
 
     def _stats(self, arrived: int, retained: int, before: int):
-        """The call's figures for the query's progress (see :data:`STATS`), as one row
-        of the output's schema: elements arrived, retained and dropped as late, the
-        watermark at the new frontier, and the change in retained elements (in the sort
-        column: summed over every batch it is the state of all buckets, also those a
-        batch did not run)."""
+        """The call's figures for the query's progress, as one row of the output's
+        schema, in the fields :data:`STATS_FIELDS` names."""
         import pandas as pd
 
         row = {n: [None] for n in self.out_names}
-        row.update(window_start=[retained], window_end=[self._dropped], pane_index=[arrived],
-                   pane_timing=[STATS],
-                   emit_time=[None if self._watermark == NEG else self._watermark])
-        row[SORT_COLUMNS[0]] = [retained - before]
+        wm = None if self._watermark == NEG else self._watermark
+        row.update(zip(STATS_FIELDS, ([arrived], [retained], [self._dropped],
+                                      [retained - before], [wm]), strict=True))
+        row[ROW_KIND] = [STATS]
         return pd.DataFrame(row, columns=self.out_names)
 
     # ------------------------------------------------------------------ state
@@ -424,6 +429,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         cols["emit_time"] = emit.astype(np.int64)
         cols["is_retraction"] = is_ret
         cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+        cols[ROW_KIND] = np.full(len(ids), PANE, np.int8)
         return pd.DataFrame(cols, columns=self.out_names)
 
     def _writers_timeline(self):
@@ -438,9 +444,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                                 n.column(ET).to_numpy(), timeout)
 
     def _late_rows(self, r, elems, at: np.ndarray, lo: int, hi: int):
-        """The elements dropped in [lo, hi), each as one row of the output's schema:
-        pane_timing LATE, window_start its event time, window_end the watermark at its
-        arrival, emit_time its arrival, late_reason why (the replay's LATE ROWS INTO)."""
+        """The elements dropped in [lo, hi), each as one row of the output's schema, in
+        the fields :data:`LATE_FIELDS` names: its event time, its arrival, the watermark
+        then, and why (the replay's LATE ROWS INTO)."""
         import pandas as pd
 
         rows = r.dropped_row
@@ -450,11 +456,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         for k in self.keys:
             row[k] = elems[k].to_numpy()[rows]
         wm = r.dropped_watermark[sel]
-        row["window_start"] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
-        row["window_end"] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
-        row["window_end"][wm == NEG] = pd.NA
-        row["emit_time"] = at[rows]
-        row["pane_timing"] = LATE
-        row[SORT_COLUMNS[0]] = 0
-        row["late_reason"] = np.asarray(r.dropped_reason_text)[sel]
+        event_time, arrival, watermark, reason = LATE_FIELDS
+        row[event_time] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
+        row[arrival] = at[rows]
+        row[watermark] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
+        row[watermark][wm == NEG] = pd.NA
+        row[reason] = np.asarray(r.dropped_reason_text)[sel]
+        row[ROW_KIND] = np.full(len(rows), LATE, np.int8)
         return pd.DataFrame(row, columns=self.out_names)

@@ -82,7 +82,15 @@ from dfsql.model import clauses as c
 from dfsql.spark.batch_panes import batch_panes_sql
 from dfsql.spark.ordering import shuffle_partitions
 from dfsql.spark.plan_types import late_row_key_names
-from dfsql.spark.stream_buckets import LATE, STATS, BucketProcessor
+from dfsql.spark.stream_buckets import (
+    LATE,
+    LATE_FIELDS,
+    PANE,
+    ROW_KIND,
+    STATS,
+    STATS_FIELDS,
+    BucketProcessor,
+)
 from dfsql.spark.stream_packing import (
     AT,
     BLOB,
@@ -105,9 +113,9 @@ if TYPE_CHECKING:
     from dfsql.language.stages import Stages
     from dfsql.spark.plan_types import ReplayPlan
 
-__all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "METRICS", "NATIVE_CONF", "ROCKSDB", "STATS",
-           "BucketProcessor", "Packer", "check_streamable",
-           "native_panes", "runs_natively", "stream_panes"]
+__all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_CONF", "PANE",
+           "ROCKSDB", "ROW_KIND", "STATS", "STATS_FIELDS", "BucketProcessor", "Packer",
+           "check_streamable", "native_panes", "runs_natively", "stream_panes"]
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     """The panes of a windowed block over a streaming input (a streaming DataFrame):
@@ -115,6 +123,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.types import (
         BooleanType,
+        ByteType,
         LongType,
         StringType,
         StructField,
@@ -174,37 +183,42 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
                StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
                StructField("is_retraction", BooleanType()),
                StructField(SORT_COLUMNS[0], LongType())]
-    if cl.late_rows_into:  # a dropped element's reason (see BucketProcessor._late_rows)
-        fields.append(StructField("late_reason", StringType()))
+    # what a row is, and the fields of the metrics and dropped rows (see stream_buckets)
+    fields.append(StructField(ROW_KIND, ByteType()))
+    fields += [StructField(f, LongType()) for f in STATS_FIELDS]
+    if cl.late_rows_into:
+        fields += [StructField(f, LongType()) for f in LATE_FIELDS[:-1]]
+        fields.append(StructField(LATE_FIELDS[-1], StringType()))
     out_schema = StructType(fields)
     proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
                            marks)
     panes = packed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime" if engine else "None")
-    stats = F.col("pane_timing") == STATS
-    pane = ~stats & ~F.col("is_retraction")
+    stats = F.col(ROW_KIND) == STATS
+    fired = F.col(ROW_KIND) == PANE
+    arrived, retained, dropped, change, watermark = (F.col(f) for f in STATS_FIELDS)
     panes = panes.observe(
         METRICS,
-        F.sum(F.when(stats, F.col("pane_index"))).alias("elements_in"),
-        F.sum(F.when(stats, F.col("window_start"))).alias("state_elements"),
-        F.sum(F.when(stats, F.col(SORT_COLUMNS[0]))).alias("state_change"),
-        F.sum(F.when(stats, F.col("window_end"))).alias("late_dropped"),
-        F.timestamp_micros(F.max(F.when(stats, F.col("emit_time")))).alias("watermark"),
-        F.count(F.when(pane, 1)).alias("panes"),
-        F.count(F.when(~stats & F.col("is_retraction"), 1)).alias("retractions"),
+        F.sum(F.when(stats, arrived)).alias("elements_in"),
+        F.sum(F.when(stats, retained)).alias("state_elements"),
+        F.sum(F.when(stats, change)).alias("state_change"),
+        F.sum(F.when(stats, dropped)).alias("late_dropped"),
+        F.timestamp_micros(F.max(F.when(stats, watermark))).alias("watermark"),
+        F.count(F.when(fired & ~F.col("is_retraction"), 1)).alias("panes"),
+        F.count(F.when(fired & F.col("is_retraction"), 1)).alias("retractions"),
     ).where(~stats)
     late = []
     if cl.late_rows_into:
         # a dropped element rides along as one struct (the LATE ROWS INTO view's row);
         # the sink splits it off (dfsql.spark.sinks.start_stream)
-        is_late = F.col("pane_timing") == LATE
-        late = [F.when(is_late, F.struct(
+        event_time, arrival, watermark_then, reason = LATE_FIELDS
+        late = [F.when(F.col(ROW_KIND) == LATE, F.struct(
             *[F.col(k).alias(n) for k, n in zip(keys, late_row_key_names(plan), strict=True)],
-            F.timestamp_micros("window_start").alias("event_time"),
-            F.timestamp_micros("emit_time").alias("arrival_time"),
-            F.col("late_reason").alias("reason"),
-            F.timestamp_micros("window_end").alias("watermark_at_arrival"))).alias(LATE_ROW)]
+            F.timestamp_micros(event_time).alias("event_time"),
+            F.timestamp_micros(arrival).alias("arrival_time"),
+            F.col(reason).alias("reason"),
+            F.timestamp_micros(watermark_then).alias("watermark_at_arrival"))).alias(LATE_ROW)]
     return panes.select(
         *keys, *[a for a, _ in aggs.types],
         F.timestamp_micros("window_start").alias("window_start"),

@@ -200,7 +200,8 @@ def _stream(clauses: str, rows) -> list[tuple]:
     block = stmt.blocks[-1]
     rewrite(block, stmt.source)
     out = ["__k0", "__a0", "window_start", "window_end", "pane_index", "pane_timing",
-           "is_last", "emit_time", "is_retraction", "__sort_rank"]
+           "is_last", "emit_time", "is_retraction", "__sort_rank",
+           S.ROW_KIND, *S.STATS_FIELDS]
     p = S.BucketProcessor(block.clauses, ["__k0"], [], [("__a0", "count", None)], out)
 
     class _State:
@@ -227,7 +228,7 @@ def _stream(clauses: str, rows) -> list[tuple]:
             got += [(int(r["window_start"]), int(r["window_end"]), int(r["pane_index"]),
                      r["pane_timing"], int(r["emit_time"]) // S_, int(r["__a0"]))
                     for r in frame.to_dict("records")
-                    if r["__k0"] == "a" and r["pane_timing"] != S.STATS]
+                    if r["__k0"] == "a" and r[S.ROW_KIND] != S.STATS]
     return got
 
 

@@ -41,7 +41,8 @@ def _processor(buckets: int):
     assert [sql for sql, _ in st.aggregates] == ["SUM(__c0)", "COUNT(*)"]
     aggs = [("__a0", "sum", "__c0"), ("__a1", "count", None)]
     out = ["__k0", "__a0", "__a1", "window_start", "window_end", "pane_index", "pane_timing",
-           "is_last", "emit_time", "is_retraction", "__sort_rank"]
+           "is_last", "emit_time", "is_retraction", "__sort_rank",
+           S.ROW_KIND, *S.STATS_FIELDS]
     procs = []
     for _ in range(buckets):
         p = S.BucketProcessor(block.clauses, ["__k0"], ["__c0"], aggs, out)
@@ -79,7 +80,8 @@ def _run(events: pd.DataFrame, cuts: list[int], buckets: int = 3):
         retained.append(sum(len(p._load()[0]) if p._load()[0] is not None else 0
                             for p in procs))
     out = pd.concat(rows, ignore_index=True).drop(columns=["__sort_rank"])
-    out = out[out["pane_timing"] != S.STATS]  # each call's metrics row
+    out = out[out[S.ROW_KIND] != S.STATS].drop(  # each call's metrics row
+        columns=[S.ROW_KIND, *S.STATS_FIELDS])
     return out, retained
 
 
