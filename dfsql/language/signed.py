@@ -3,6 +3,8 @@ aggregates rewritten over the changelog's rows, in the block's SELECT tree."""
 
 from __future__ import annotations
 
+import functools
+
 import sqlglot
 from sqlglot import exp
 
@@ -13,6 +15,40 @@ from dfsql.language.select_tree import is_aggregate, node_pos
 
 #: The changelog column that marks a retraction row (LANGUAGE.md §6, §7).
 RETRACTION = "is_retraction"
+
+# Each aggregate over a changelog as a template over its argument ``__x`` (the rows'
+# values, NULL where the aggregate's own FILTER drops the row), parsed once per process.
+_SIGN = f"CASE WHEN {RETRACTION} THEN -1 ELSE 1 END"
+_COUNTED = f"CASE WHEN __x IS NOT NULL THEN {_SIGN} END"
+_PLUS_MINUS = f"SUM(CASE WHEN {RETRACTION} THEN -(__x) ELSE __x END)"
+# MIN and MAX: over the values whose net count (insertions - retractions) is positive
+_PAIRS = f"collect_list(named_struct('v', __x, 's', {_COUNTED})) FILTER (WHERE __x IS NOT NULL)"
+_LEFT = (f"filter(array_distinct(transform({_PAIRS}, y -> y.v)), v -> "
+         f"aggregate(filter({_PAIRS}, y -> y.v = v), 0L, (acc, y) -> acc + y.s) > 0)")
+_SIGNED = {
+    "sum": _PLUS_MINUS,
+    "count": (f"(COUNT(__x) FILTER (WHERE NOT {RETRACTION}) - "
+              f"COUNT(__x) FILTER (WHERE {RETRACTION}))"),
+    "avg": f"({_PLUS_MINUS} / NULLIF(SUM({_COUNTED}), 0))",
+    "min": f"array_min({_LEFT})",
+    "max": f"array_max({_LEFT})",
+}
+
+
+@functools.lru_cache(maxsize=16)
+def _template(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read="spark")
+
+
+def _filled(template: str, parts: dict[str, exp.Expression]) -> exp.Expression:
+    """The template's tree with each placeholder column (``__x``…) replaced by a copy of
+    its part: a tree transform, nothing of the user's query is parsed again."""
+    def fill(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and not n.table and n.name in parts:
+            return parts[n.name].copy()
+        return n
+
+    return _template(template).transform(fill)
 
 
 def signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
@@ -26,11 +62,8 @@ def signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
     (values whose insertions outnumber their retractions). An aggregate's own FILTER
     applies to both. Other aggregates cannot subtract: a positioned error says so.
     """
-    r = RETRACTION
-
     def signed(node: exp.Expression) -> exp.Expression:
         agg = node.this if isinstance(node, exp.Filter) else node
-        cond = node.expression.this.sql("spark") if isinstance(node, exp.Filter) else None
         if agg.find(exp.Distinct) is not None or not isinstance(
                 agg, exp.Sum | exp.Count | exp.Avg | exp.Min | exp.Max):
             p = node_pos(agg, block, src)
@@ -40,28 +73,12 @@ def signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
                 "over an ACCUMULATING AND RETRACTING input use SUM, COUNT, AVG, MIN or MAX "
                 "(without DISTINCT), or make the input EMIT ACCUMULATING")
         arg = agg.this
-        x = "1" if arg is None or isinstance(arg, exp.Star) else f"({arg.sql('spark')})"
-        if cond is not None:  # the aggregate's own FILTER: as if the row were absent
-            x = f"CASE WHEN {cond} THEN {x} END"
-        sign = f"CASE WHEN {r} THEN -1 ELSE 1 END"
-        counted = f"CASE WHEN {x} IS NOT NULL THEN {sign} END"
-        if isinstance(agg, exp.Sum):
-            sql = f"SUM(CASE WHEN {r} THEN -({x}) ELSE {x} END)"
-        elif isinstance(agg, exp.Count):
-            sql = (f"(COUNT({x}) FILTER (WHERE NOT {r}) - "
-                   f"COUNT({x}) FILTER (WHERE {r}))")
-        elif isinstance(agg, exp.Avg):
-            sql = (f"(SUM(CASE WHEN {r} THEN -({x}) ELSE {x} END) / "
-                   f"NULLIF(SUM({counted}), 0))")
-        else:
-            # values whose net count (insertions - retractions) is positive
-            pairs = f"collect_list(named_struct('v', {x}, 's', {counted})) FILTER " \
-                    f"(WHERE {x} IS NOT NULL)"
-            left = (f"filter(array_distinct(transform({pairs}, y -> y.v)), v -> "
-                    f"aggregate(filter({pairs}, y -> y.v = v), 0L, "
-                    f"(acc, y) -> acc + y.s) > 0)")
-            sql = f"{'array_min' if isinstance(agg, exp.Min) else 'array_max'}({left})"
-        return sqlglot.parse_one(sql, read="spark")
+        x = exp.Literal.number(1) if arg is None or isinstance(arg, exp.Star) \
+            else exp.paren(arg.copy(), copy=False)
+        if isinstance(node, exp.Filter):  # the aggregate's own FILTER: as if the row were absent
+            x = _filled("CASE WHEN __cond THEN __x END",
+                        {"__cond": node.expression.this, "__x": x})
+        return _filled(_SIGNED[type(agg).__name__.lower()], {"__x": x})
 
     def walk(e: exp.Expression | None) -> None:
         if e is None:
