@@ -76,6 +76,10 @@ class WindowedBlock:
     #: while the block's are the same)
     checked: tuple[c.Clauses, frozenset[str] | None, Stages] | None = field(
         default=None, compare=False, repr=False)
+    #: where the statement writes GROUPING SETS / ROLLUP / CUBE in the block, and LATE
+    #: ROWS INTO's view name (read from the scanner's tokens, for errors' positions)
+    grouping_at: int | None = field(default=None, compare=False, repr=False)
+    late_rows_at: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def view_name(self) -> str:

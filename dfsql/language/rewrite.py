@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -50,8 +49,6 @@ from dfsql.language.stages import (
     aggregate_call,
 )
 from dfsql.model import clauses as c
-
-_GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
 
 
 def rewrite(block: WindowedBlock, src: Source, signed: bool = False,
@@ -146,8 +143,8 @@ def _group_exprs(select: exp.Select, block: WindowedBlock, src: Source,
     if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
             isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
             for g in grp.expressions):
-        m = _GROUPING.search(block.sql)
-        p = src.pos(block.span[0] + m.start()) if m else src.pos(block.region[0])
+        at = block.grouping_at
+        p = src.pos(at if at is not None else block.region[0])
         raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
                                 p.line, p.column,
                                 "group by plain keys in a windowed query")
@@ -351,9 +348,8 @@ def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source)
     name = block.clauses.late_rows_into.strip("`")
     if name.lower() not in {t.name.lower() for t in select.find_all(exp.Table) if not t.db}:
         return
-    m = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\s+").search(src.text, block.region[0],
-                                                           block.region[1])
-    p = src.pos(m.end() if m else block.region[0])
+    at = block.late_rows_at
+    p = src.pos(at if at is not None else block.region[0])
     raise AnalysisError(f"LATE ROWS INTO {name} would replace a table this query reads",
                         p.line, p.column,
                         f"keep the late rows in a view of their own, e.g. LATE ROWS INTO "

@@ -234,9 +234,35 @@ def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Sourc
         if sw is not None and clauses.on is None:
             clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
         sql = "".join(body)[b0:b1]
+        skip = [(r0, r1), *(blocks[i].span for i in inner)]
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw,
-                                    inner_at=tuple(inner_at)))
+                                    inner_at=tuple(inner_at),
+                                    grouping_at=_grouping_at(tokens, b0, b1, skip),
+                                    late_rows_at=_late_rows_at(tokens, r0, r1)))
     return tuple(blocks)
+
+
+def _grouping_at(tokens: list[Token], b0: int, b1: int,
+                 skip: list[tuple[int, int]]) -> int | None:
+    """Where the block (``b0``–``b1``, without the spans in ``skip``) first writes
+    GROUPING SETS, ROLLUP or CUBE, which cannot be windowed (for the error's position)."""
+    for k, t in enumerate(tokens):
+        if not b0 <= t.start < b1 or any(s0 <= t.start < s1 for s0, s1 in skip):
+            continue
+        if t.is_word("ROLLUP", "CUBE") or (
+                t.is_word("GROUPING") and k + 1 < len(tokens) and tokens[k + 1].is_word("SETS")):
+            return t.start
+    return None
+
+
+def _late_rows_at(tokens: list[Token], r0: int, r1: int) -> int | None:
+    """Where the view name of LATE ROWS INTO is written in the region ``r0``–``r1``."""
+    for k in range(len(tokens) - 3):
+        late, rows, into, name = tokens[k:k + 4]
+        if r0 <= late.start < r1 and late.is_word("LATE") and rows.is_word("ROWS") and \
+                into.is_word("INTO"):
+            return name.start
+    return None
 
 
 def _with(cl: c.Clauses, **changes) -> c.Clauses:
