@@ -79,6 +79,10 @@ def duration_micros(raw: str, unit: str) -> int:
     return int(value.to_integral_value(ROUND_HALF_EVEN))
 
 
+#: the field of a WATERMARK PERFECT clause's values that says where PERFECT is written
+_PERFECT_AT = "perfect_at"
+
+
 class _Dur(NamedTuple):
     """A parsed duration before its clause decides whether zero is valid there."""
 
@@ -236,7 +240,9 @@ class _Builder(Transformer):
         return ("WATERMARK", items[0], {"watermark": wm})
 
     def watermark_perfect(self, items):
-        return ("WATERMARK", items[0], {"watermark": c.WatermarkPerfect(pos=self._pos(items[0]))})
+        # where PERFECT is written: the error of PERFECT without PROCESSING TIME is there
+        return ("WATERMARK", items[0], {"watermark": c.WatermarkPerfect(pos=self._pos(items[0])),
+                                        _PERFECT_AT: self._pos(items[1])})
 
     def watermark_percentile(self, items):
         q = float(items[2])
@@ -441,6 +447,7 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
         seen[name] = tok
         last_rank, last_name = rank, name
         fields.update(values)
+    perfect_at = fields.pop(_PERFECT_AT, None)
     if "WINDOW" not in seen:
         first = items[0][1]
         p = src.pos(base + first.start_pos)
@@ -448,8 +455,7 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
                                "start the extension clauses with WINDOW ...")
     wm = fields.get("watermark")
     if isinstance(wm, c.WatermarkPerfect) and "PROCESSING TIME" not in seen:
-        m = re.compile(r"(?i)\bPERFECT\b").search(src.text, wm.pos.offset)
-        p = src.pos(m.start()) if m else wm.pos
+        p = perfect_at or wm.pos
         raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", p.line, p.column,
                              "the perfect watermark looks ahead in a replayed table: add "
                              "PROCESSING TIME <arrival column>, or use WATERMARK DELAY d")
