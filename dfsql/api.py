@@ -68,11 +68,16 @@ def _spark(spark: SparkSession | None) -> SparkSession:
     return spark if spark is not None else session()
 
 
-def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
+def sql(text: str | Statement | ContinuousStatement,
+        spark: SparkSession | None = None) -> DataFrame:
     """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns;
-    CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries."""
-    scanned = scan_text(text)  # once: parsing and finding the views it reads share it
-    stmt = parse_any(text, scanned)
+    CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries.
+    ``text`` may be the statement already parsed (:func:`dfsql.language.parse_any`, as
+    the shell and the endpoint do): it is not scanned or parsed again."""
+    stmt = parse_any(text) if isinstance(text, str) else text
+    text = stmt.written
+    # once: parsing and finding the views it reads share it
+    scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if isinstance(stmt, ContinuousStatement):
         return run_continuous(stmt, text, _spark(spark), start)
     planned = _planned(stmt, text, scanned, _spark(spark))
@@ -232,12 +237,13 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     return "\n".join(lines)
 
 
-def explain(text: str, spark: SparkSession | None = None) -> str:
+def explain(text: str | Statement, spark: SparkSession | None = None) -> str:
     """Show how dfsql runs ``text``: per windowed block, every clause in force (the
     defaults of a source registered in ``spark``, by default the active session, marked),
     its trigger tree in the specification's notation, and the input / aggregate / output
-    stages. No session is started for it."""
-    return explain_statement(parse_statement(text),
+    stages (``text`` may be the statement already parsed). No session is started for
+    it."""
+    return explain_statement(parse_statement(text) if isinstance(text, str) else text,
                              spark if spark is not None else _active_session())
 
 

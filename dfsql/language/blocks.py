@@ -16,6 +16,8 @@ from dfsql.model import clauses as c
 if TYPE_CHECKING:
     from sqlglot import exp
 
+    from dfsql.language.stages import ClauseTrees, Stages
+
 #: The name an outer block's SQL reads an inner windowed block's result by, until the
 #: executor names that result for one statement (:func:`executor_view`).
 PLACEHOLDER = "__dfsql_w{}"
@@ -66,6 +68,18 @@ class WindowedBlock:
     select: exp.Select | None = field(default=None, compare=False, repr=False)
     #: where in ``sql`` each inner block's placeholder name starts (one per ``inner``)
     inner_at: tuple[int, ...] = ()
+    #: ON and PROCESSING TIME parsed (by the statement's rewrite, or with a registered
+    #: source's defaults), keyed by the clause's expression: no rewrite parses them again
+    trees: ClauseTrees = field(default=(), compare=False, repr=False)
+    #: the stages the statement's parser made of the block, with the clauses and
+    #: aggregates they were made for (:func:`~dfsql.language.rewrite.rewrite` returns them
+    #: while the block's are the same)
+    checked: tuple[c.Clauses, frozenset[str] | None, Stages] | None = field(
+        default=None, compare=False, repr=False)
+    #: where the statement writes GROUPING SETS / ROLLUP / CUBE in the block, and LATE
+    #: ROWS INTO's view name (read from the scanner's tokens, for errors' positions)
+    grouping_at: int | None = field(default=None, compare=False, repr=False)
+    late_rows_at: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def view_name(self) -> str:

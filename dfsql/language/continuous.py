@@ -21,7 +21,7 @@ offsets (the head is blanked), so its errors name the line and column the user w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from dfsql.errors import DfsqlSyntaxError
 from dfsql.language.scan import Scanned, Token, blank, scan_text
@@ -41,6 +41,13 @@ class ContinuousStatement:
     #: the statement's text with everything before the query blanked (CREATE only)
     query: str = ""
     query_offset: int = 0
+    #: the statement as written, scanned (once)
+    scanned: Scanned | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def written(self) -> str:
+        """The statement's text as the user wrote it."""
+        return self.scanned.source.text if self.scanned is not None else ""
 
 
 def _string(tok: Token) -> str:
@@ -53,6 +60,11 @@ def parse_continuous(text: str, scanned: Scanned | None = None,
     """The continuous-query statement ``text`` is, or None if it is none of them.
     ``scanned``: ``text`` already scanned (:func:`~dfsql.language.scan.scan_text`)."""
     scanned = scanned or scan_text(text)
+    found = _parse(text, scanned)
+    return replace(found, scanned=scanned) if found is not None else None
+
+
+def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
     src, tokens = scanned.source, scanned.tokens
     words = [t for t in tokens if t.kind != "punct" or t.text != ";"]
     if len(words) < 2 or not words[1].is_word("STREAMING"):

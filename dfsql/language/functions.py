@@ -30,8 +30,9 @@ from sqlglot import exp
 
 from dfsql.errors import AnalysisError, NotSupportedError
 from dfsql.language.blocks import WindowedBlock
-from dfsql.language.rewrite import SPARK_AGGREGATES, parse_select, rewrite, unknown_calls
+from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source
+from dfsql.language.select_tree import SPARK_AGGREGATES, parse_select, unknown_calls
 from dfsql.language.stages import with_views
 
 if TYPE_CHECKING:

@@ -9,44 +9,38 @@ text and a hint (did-you-mean for misspelt keywords).
 
 from __future__ import annotations
 
-import difflib
+import bisect
 import functools
 import re
+from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
 from typing import NamedTuple
 
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark import Lark, Token, Transformer, UnexpectedInput
 from lark.exceptions import VisitError
 
 from dfsql.errors import (
     AnalysisError,
     ClauseOrderError,
     DfsqlError,
-    DfsqlSyntaxError,
     DurationError,
-    MissingOperandError,
     TriggerError,
     UnknownKeywordError,
     WatermarkError,
 )
-from dfsql.language.expected import (
-    CLAUSE_ORDER,
-    TERMINAL_TEXT,
-    describe_expected,
-    what_may_follow,
+from dfsql.language import scan as scanner
+from dfsql.language.clause_errors import (
+    CLAUSE_WORDS,  # noqa: F401 - the clause words, named with the parser
+    LATE_ROWS,
+    UNIT,
+    lark_error,
+    late_rows_alone,
+    misspelt_clause_word,
 )
-from dfsql.language.scan import Source, scan
+from dfsql.language.expected import CLAUSE_ORDER
+from dfsql.language.scan import Source
 from dfsql.model import clauses as c
-
-_UNIT = {
-    "MILLISECOND": "ms",
-    "SECOND": "s",
-    "MINUTE": "m",
-    "HOUR": "h",
-    "DAY": "d",
-}
-
 
 
 def _grammar_text() -> str:
@@ -85,6 +79,10 @@ def duration_micros(raw: str, unit: str) -> int:
     return int(value.to_integral_value(ROUND_HALF_EVEN))
 
 
+#: the field of a WATERMARK PERFECT clause's values that says where PERFECT is written
+_PERFECT_AT = "perfect_at"
+
+
 class _Dur(NamedTuple):
     """A parsed duration before its clause decides whether zero is valid there."""
 
@@ -94,12 +92,16 @@ class _Dur(NamedTuple):
 
 
 class _Builder(Transformer):
-    """Parse tree → clause objects. ``src``/``base`` turn token offsets into positions."""
+    """Parse tree → clause objects. ``src``/``base`` turn token offsets into positions;
+    ``tokens``: the statement's tokens (offsets in ``src``), which an ON / PROCESSING TIME
+    expression is read from (None: the expression is scanned on its own)."""
 
-    def __init__(self, src: Source, base: int) -> None:
+    def __init__(self, src: Source, base: int,
+                 tokens: Sequence[scanner.Token] | None = None) -> None:
         super().__init__()
         self.src = src
         self.base = base
+        self.tokens = tokens
 
     def _pos(self, tok) -> c.Pos:
         start = getattr(tok, "start_pos", None)
@@ -125,7 +127,7 @@ class _Builder(Transformer):
             num, unit = items
             kw, raw = num, str(num)
         try:
-            micros = duration_micros(raw, _UNIT[unit.type])
+            micros = duration_micros(raw, UNIT[unit.type])
         except ValueError:
             raise self._err(DurationError, f"bad duration {raw!r}", num,
                             "write a number and a unit, e.g. 5 MINUTES") from None
@@ -184,16 +186,31 @@ class _Builder(Transformer):
         grammar cannot tell from Spark SQL) is reported rather than kept as SQL, and so is
         LATE ROWS INTO without the ALLOWED LATENESS it belongs to."""
         text = str(tok)
-        late_rows = _LATE_ROWS.search(text)
+        start = self.base + tok.start_pos
+        late_rows = LATE_ROWS.search(text)
         if late_rows is not None:
-            raise _late_rows_alone(self.src, self.base + tok.start_pos + late_rows.start())
-        bad = _misspelt_clause_word(text)
+            raise late_rows_alone(self.src, start + late_rows.start())
+        bad = misspelt_clause_word(self._expr_tokens(start, text))
         if bad is not None:
             word, at, match = bad
-            p = self.src.pos(self.base + tok.start_pos + at)
+            p = self.src.pos(at)
             raise UnknownKeywordError(f"unknown keyword {word}", p.line, p.column,
                                       f"did you mean {match}?")
         return c.Expr(text.strip(), self._pos(tok))
+
+    def _expr_tokens(self, start: int, text: str) -> Sequence[scanner.Token]:
+        """The tokens of the expression ``text`` written at ``start``: the statement's,
+        or (a clause parsed on its own) its own scan, placed at ``start``."""
+        if self.tokens is not None:
+            lo = bisect.bisect_left(self.tokens, start, key=lambda t: t.start)
+            hi = bisect.bisect_left(self.tokens, start + len(text), key=lambda t: t.start)
+            return self.tokens[lo:hi]
+        try:
+            own, _ = scanner.scan(Source(text))
+        except DfsqlError:
+            return []
+        return [scanner.Token(t.kind, t.text, t.start + start, t.end + start, t.depth)
+                for t in own]
 
     def on_expr(self, items):
         return self._expr(items[1])
@@ -223,7 +240,9 @@ class _Builder(Transformer):
         return ("WATERMARK", items[0], {"watermark": wm})
 
     def watermark_perfect(self, items):
-        return ("WATERMARK", items[0], {"watermark": c.WatermarkPerfect(pos=self._pos(items[0]))})
+        # where PERFECT is written: the error of PERFECT without PROCESSING TIME is there
+        return ("WATERMARK", items[0], {"watermark": c.WatermarkPerfect(pos=self._pos(items[0])),
+                                        _PERFECT_AT: self._pos(items[1])})
 
     def watermark_percentile(self, items):
         q = float(items[2])
@@ -369,91 +388,6 @@ class _Builder(Transformer):
         return items
 
 
-def _lark_error(err: UnexpectedInput, src: Source, base: int, region: str) -> DfsqlError:
-    """Map a Lark exception to a DfsqlError at the right place with a useful message."""
-    offset = base + (getattr(err, "pos_in_stream", None) or 0)
-    expected: set[str] = set(getattr(err, "expected", None) or getattr(err, "allowed", None) or [])
-    parser = getattr(err, "interactive_parser", None)
-    if parser is not None:  # exactly what fits here: LALR's lookahead sets of merged
-        expected = set(parser.accepts()) - {"$END"}  # states name more (',' after a delay)
-    expected = what_may_follow(err, expected)
-    if isinstance(err, UnexpectedToken) and err.token.type == "$END":
-        offset = base + len(region.rstrip())
-    # The token just before the failure makes "after ..." in the message.
-    prev_text = region[: offset - base].rstrip()
-    tail = _WORDS.findall(prev_text)[-2:]
-    if len(tail) == 2 and tail[-1] == "(":
-        after = "".join(tail)
-    else:
-        after = tail[-1] if tail else ""
-    tail = [t for t in tail if t != "("] or tail
-    where = f" after {after}" if after else ""
-    expected_keywords = {e for e in expected if e.isupper() and e not in TERMINAL_TEXT}
-    if expected & set(_UNIT):
-        expected_keywords |= {"MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"}
-
-    got = None
-    if isinstance(err, UnexpectedToken):
-        got = err.token
-        if got.type in ("EXPR", "NAME"):
-            m = _WORDS.match(str(got))
-            got = m.group(0) if m else str(got)
-    elif isinstance(err, UnexpectedCharacters):
-        m = _WORDS.match(region, offset - base)
-        got = m.group(0) if m else region[offset - base : offset - base + 1]
-
-    late_rows = _LATE_ROWS.match(region, offset - base)
-    if late_rows is not None:
-        return _late_rows_alone(src, offset)
-    last_word = tail[-1].upper() if tail else ""
-    if last_word in ("TRIGGER", "UNTIL", "FINALLY", "THEN", "EARLY", "LATE", "REPEAT") and (
-        got is None or getattr(got, "type", "") == "$END" or str(got).upper() in
-        ("EMIT", "UNTIL", "FINALLY", "THEN", ")", ",")
-    ):
-        return src.error(MissingOperandError, f"{last_word} needs a trigger after it", offset,
-                         f"e.g. {last_word} WATERMARK")
-
-    got_text = "" if got is None else str(got)
-    if {"NUMBER", "INTERVAL"} <= expected and got_text.upper() in _UNIT_SPELLINGS - {"ROW", "ROWS"}:
-        return src.error(DurationError, f"a duration needs a number before {got_text}{where}",
-                         offset, f"e.g. 5 {got_text}")
-    if got_text and got_text[0].isalpha() and expected & set(_UNIT):
-        # A number was followed by something that is not a unit: a bad duration.
-        match = difflib.get_close_matches(got_text.upper(), sorted(_UNIT_SPELLINGS), n=1,
-                                          cutoff=0.6)
-        rows = " or ROWS" if "ROWS" in expected else ""
-        return src.error(DurationError, f"unknown time unit {got_text}{where}", offset,
-                         f"did you mean {match[0]}?" if match else
-                         f"expected a time unit{rows}: MILLISECONDS, SECONDS, MINUTES, HOURS "
-                         "or DAYS")
-    if got_text and got_text[0].isalpha() and expected_keywords:
-        match = difflib.get_close_matches(got_text.upper(), sorted(expected_keywords), n=1,
-                                          cutoff=0.6)
-        upper = got_text.upper()
-        if upper in CLAUSE_WORDS and upper not in expected_keywords:
-            return src.error(ClauseOrderError, f"unexpected {upper} here{where}", offset,
-                             "the clauses come in the order " + ", ".join(CLAUSE_ORDER))
-        if match:
-            return src.error(UnknownKeywordError, f"unknown keyword {got_text}{where}", offset,
-                             f"did you mean {match[0]}?")
-        return src.error(
-            UnknownKeywordError if got_text.upper() not in ALL_KEYWORDS else DfsqlSyntaxError,
-            f"expected {describe_expected(expected)}{where}, got {got_text}", offset,
-        )
-    if isinstance(err, UnexpectedToken) and err.token.type == "$END":
-        return src.error(DfsqlSyntaxError, f"expected {describe_expected(expected)}{where}",
-                         offset, "the query ends too early")
-    return src.error(DfsqlSyntaxError,
-                     f"expected {describe_expected(expected)}{where}"
-                     + (f", got {got_text}" if got_text else ""), offset)
-
-
-_UNIT_SPELLINGS = {
-    "MILLISECONDS", "MILLISECOND", "MS", "SECONDS", "SECOND", "SECS", "SEC", "S", "MINUTES",
-    "MINUTE", "MINS", "MIN", "HOURS", "HOUR", "H", "DAYS", "DAY", "ROWS", "ROW",
-}
-_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|\S")
-CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT"}
 def _words(parser: Lark) -> tuple[frozenset[str], frozenset[str]]:
     """The grammar's words, read from its terminals (one home: the grammar): the keywords
     (a terminal that is one whole word in any case) and the unit words of a duration (the
@@ -472,65 +406,27 @@ def _words(parser: Lark) -> tuple[frozenset[str], frozenset[str]]:
 ALL_KEYWORDS, UNIT_WORDS = _words(_parser())
 
 
-# Words that may come right after an operand inside an ON / PROCESSING TIME expression.
-_SQL_OPERAND_FOLLOWERS = {
-    "AND", "OR", "NOT", "IS", "IN", "LIKE", "ILIKE", "RLIKE", "BETWEEN", "CASE", "WHEN",
-    "THEN", "ELSE", "END", "AS", "DIV", "NULL", "ESCAPE", "INTERVAL",
-}
+def parse_region(src: Source, start: int, end: int,
+                 tokens: Sequence[scanner.Token] | None = None) -> c.Clauses:
+    """Parse ``src.text[start:end]`` (comments already blanked) into :class:`Clauses`;
+    ``tokens``: the statement's tokens, so that nothing of it is scanned again."""
+    return _assemble(parse_items(src, src.text[start:end], start, tokens), src, start)
 
 
-#: LATE ROWS INTO where a clause may start (it belongs to ALLOWED LATENESS)
-_LATE_ROWS = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\b")
-
-
-def _late_rows_alone(src: Source, offset: int) -> DfsqlError:
-    """LATE ROWS INTO written without ALLOWED LATENESS before it: the grammar reads it as
-    part of the clause before (an ON or PROCESSING TIME expression, a duration)."""
-    return src.error(DfsqlSyntaxError, "LATE ROWS INTO belongs to ALLOWED LATENESS", offset,
-                     "write ALLOWED LATENESS <duration> LATE ROWS INTO <view>, e.g. ALLOWED "
-                     "LATENESS 0 SECONDS LATE ROWS INTO late_rows (the rows dropped as late)")
-
-
-def _misspelt_clause_word(text: str) -> tuple[str, int, str] | None:
-    """(word, offset in text, clause keyword) for a word after a complete operand at depth 0
-    that is close to a clause keyword (``ts EMITT ...``), else None."""
-    try:
-        tokens, _ = scan(Source(text))
-    except DfsqlError:
-        return None
-    for k in range(1, len(tokens)):
-        prev, tok = tokens[k - 1], tokens[k]
-        nxt = tokens[k + 1] if k + 1 < len(tokens) else None
-        if tok.kind != "word" or tok.depth != 0:
-            continue
-        if prev.text == "." or prev.upper in _SQL_OPERAND_FOLLOWERS or prev.kind == "op" \
-                or prev.text in ("(", ","):
-            continue
-        if nxt is not None and nxt.text in ("(", "."):
-            continue
-        match = difflib.get_close_matches(tok.upper, sorted(CLAUSE_WORDS), n=1, cutoff=0.8)
-        if match:
-            return tok.text, tok.start, match[0]
-    return None
-
-
-def parse_region(src: Source, start: int, end: int) -> c.Clauses:
-    """Parse ``src.text[start:end]`` (comments already blanked) into :class:`Clauses`."""
-    return _assemble(parse_items(src, src.text[start:end], start), src, start)
-
-
-def parse_items(src: Source, region: str, base: int) -> list[tuple[str, Token, dict]]:
+def parse_items(src: Source, region: str, base: int,
+                tokens: Sequence[scanner.Token] | None = None,
+                ) -> list[tuple[str, Token, dict]]:
     """The clauses of ``region`` as (clause name, its first token, its fields), not yet
     checked for order or completeness; ``base``: where ``region`` starts in ``src``
-    (positions of tokens and errors are ``src``'s)."""
+    (positions of tokens and errors are ``src``'s); ``tokens``: the statement's."""
     try:
-        return _Builder(src, base).transform(_parser().parse(region))
+        return _Builder(src, base, tokens).transform(_parser().parse(region))
     except VisitError as e:  # a DfsqlError raised inside the transformer
         if isinstance(e.orig_exc, DfsqlError):
             raise e.orig_exc from None
         raise
     except UnexpectedInput as e:
-        raise _lark_error(e, src, base, region) from None
+        raise lark_error(e, src, base, region, ALL_KEYWORDS) from None
 
 
 def _assemble(items: list, src: Source, base: int) -> c.Clauses:
@@ -551,6 +447,7 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
         seen[name] = tok
         last_rank, last_name = rank, name
         fields.update(values)
+    perfect_at = fields.pop(_PERFECT_AT, None)
     if "WINDOW" not in seen:
         first = items[0][1]
         p = src.pos(base + first.start_pos)
@@ -558,8 +455,7 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
                                "start the extension clauses with WINDOW ...")
     wm = fields.get("watermark")
     if isinstance(wm, c.WatermarkPerfect) and "PROCESSING TIME" not in seen:
-        m = re.compile(r"(?i)\bPERFECT\b").search(src.text, wm.pos.offset)
-        p = src.pos(m.start()) if m else wm.pos
+        p = perfect_at or wm.pos
         raise WatermarkError("WATERMARK PERFECT needs PROCESSING TIME", p.line, p.column,
                              "the perfect watermark looks ahead in a replayed table: add "
                              "PROCESSING TIME <arrival column>, or use WATERMARK DELAY d")
@@ -578,6 +474,5 @@ def parse_clauses(text: str) -> c.Clauses:
 
     Used by :func:`dfsql.language.reference.run` and by tests; comments are allowed.
     """
-    src = Source(text)
-    _, cleaned = scan(src)
-    return parse_region(Source(cleaned), 0, len(cleaned))
+    tokens, cleaned = scanner.scan(Source(text))
+    return parse_region(Source(cleaned), 0, len(cleaned), tokens)

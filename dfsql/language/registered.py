@@ -21,10 +21,15 @@ each registered clause marked with the table it came from.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dfsql.language.blocks import WindowedBlock
 from dfsql.model import clauses as c
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 #: the clause words, by Clauses field, as EXPLAIN and the warnings spell them
 CLAUSE_WORDS = {"on": "ON", "processing_time": "PROCESSING TIME", "watermark": "WATERMARK"}
@@ -44,6 +49,14 @@ class Registration:
     processing_time: str | None = None
     watermark: c.Watermark | None = None
     streaming: bool = False
+
+    @functools.cached_property
+    def trees(self) -> dict[str, exp.Expression]:
+        """``event_time`` and ``processing_time`` parsed, once per registration."""
+        import sqlglot
+
+        return {e: sqlglot.parse_one(e, read="spark")
+                for e in (self.event_time, self.processing_time) if e is not None}
 
 
 @dataclass(frozen=True)
@@ -83,9 +96,10 @@ def registered_defaults(block: WindowedBlock, registry: dict[str, Registration])
     changes: dict = {}
     registered: dict[str, tuple[str, str]] = {}
     unused: list[tuple[str, str, str]] = []
+    trees: list[tuple[c.Expr, exp.Expression]] = []
     for reg, qualifier in found:
         if cl.on is None and "on" not in changes and reg.event_time:
-            changes["on"] = _qualified(reg.event_time, qualifier, cl.pos)
+            changes["on"] = _qualified(reg, reg.event_time, qualifier, cl.pos, trees)
             registered["on"] = (reg.name, reg.event_time)
         for name, value in (("processing_time", reg.processing_time),
                             ("watermark", reg.watermark)):
@@ -97,12 +111,14 @@ def registered_defaults(block: WindowedBlock, registry: dict[str, Registration])
             if not in_time:
                 unused.append((name, reg.name, str(value)))
                 continue
-            changes[name] = (_qualified(value, qualifier, cl.pos) if isinstance(value, str)
+            changes[name] = (_qualified(reg, value, qualifier, cl.pos, trees)
+                             if isinstance(value, str)
                              else dataclasses.replace(value, pos=cl.pos))
             registered[name] = (reg.name, str(value))
     if not changes:
         return Defaulted(block, {}, tuple(unused))
-    return Defaulted(dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes)),
+    return Defaulted(dataclasses.replace(block, clauses=dataclasses.replace(cl, **changes),
+                                         trees=(*block.trees, *trees)),
                      registered, tuple(unused))
 
 
@@ -112,14 +128,18 @@ def with_registered_defaults(block: WindowedBlock,
     return registered_defaults(block, registry).block
 
 
-def _qualified(expr: str, qualifier: str, pos: c.Pos) -> c.Expr:
-    import sqlglot
+def _qualified(reg: Registration, expr: str, qualifier: str, pos: c.Pos,
+               trees: list[tuple[c.Expr, exp.Expression]]) -> c.Expr:
+    """A registered expression with its columns qualified by ``qualifier``; its tree goes
+    to ``trees``, for the rewrite (the registration's tree, transformed: not parsed)."""
     from sqlglot import exp
 
-    node = sqlglot.parse_one(expr, read="spark").transform(
+    node = reg.trees[expr].transform(
         lambda n: exp.column(n.name, table=qualifier, quoted=True)
         if isinstance(n, exp.Column) and not n.table else n)
-    return c.Expr(node.sql("spark"), pos)
+    qualified = c.Expr(node.sql("spark"), pos)
+    trees.append((qualified, node))
+    return qualified
 
 
 def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:

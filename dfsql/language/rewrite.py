@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -33,7 +31,23 @@ from dfsql.language.names import (
     SORT_COLUMNS,
 )
 from dfsql.language.scan import Source
-from dfsql.language.stages import AggregateCall, GroupKey, OutputStage, Stages, aggregate_call
+from dfsql.language.select_tree import (
+    SPARK_AGGREGATES,
+    is_aggregate,
+    lambda_vars,
+    node_pos,
+    parse_select,
+    unknown_calls,
+)
+from dfsql.language.signed import signed_aggregates
+from dfsql.language.stages import (
+    AggregateCall,
+    ClauseTrees,
+    GroupKey,
+    OutputStage,
+    Stages,
+    aggregate_call,
+)
 from dfsql.model import clauses as c
 from dfsql.model.changelog import (
     CHANGELOG_GROUP,
@@ -43,196 +57,31 @@ from dfsql.model.changelog import (
     OrderTerm,
 )
 
-# Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
-# others are exp.AggFunc); tests/language/test_functions.py checks the list against the
-# session's function registry. A name not here and not typed by sqlglot may still be an
-# aggregate the user registered: the planner asks Spark (dfsql.language.functions).
-SPARK_AGGREGATES = frozenset({
-    "histogram_numeric", "try_sum", "try_avg", "kurtosis", "skewness", "bit_and", "bit_or",
-    "bit_xor", "every", "some", "any", "bool_or", "count_min_sketch", "hll_sketch_agg",
-    "hll_union_agg", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2",
-    "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "collect_set", "var_pop", "var_samp",
-    "variance", "stddev_pop", "stddev_samp", "std", "covar_pop", "covar_samp", "corr",
-    "first_value", "last_value", "last", "min_by", "approx_percentile", "percentile_cont",
-    "percentile_disc", "array_agg", "grouping", "grouping_id", "theta_sketch_agg",
-    "approx_top_k_accumulate", "kll_sketch_agg_bigint", "kll_sketch_agg_double",
-    "mean", "collect_union", "measure", "schema_of_variant_agg", "bitmap_and_agg",
-    "bitmap_or_agg", "bitmap_construct_agg", "kll_sketch_agg_float", "kll_merge_agg_bigint",
-    "kll_merge_agg_double", "kll_merge_agg_float", "theta_intersection_agg",
-    "theta_union_agg", "tuple_sketch_agg_double", "tuple_sketch_agg_integer",
-    "tuple_union_agg_double", "tuple_union_agg_integer", "tuple_intersection_agg_double",
-    "tuple_intersection_agg_integer", "vector_avg", "vector_sum", "approx_top_k_combine",
-})
-
-
-_GROUPING = re.compile(r"(?i)\b(?:GROUPING\s+SETS|ROLLUP|CUBE)\b")
-
-
-def _is_aggregate(node: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES) -> bool:
-    """An aggregate call: typed by sqlglot, or a function named in ``names``."""
-    if isinstance(node, exp.AggFunc):
-        return True
-    if isinstance(node, exp.Anonymous):
-        return str(node.this).lower() in names
-    if isinstance(node, exp.Any):
-        # Spark's any(x) is bool_or; sqlglot reads it as the ANY of "x = ANY (subquery)"
-        parent = node.parent
-        return not isinstance(node.this, exp.Query | exp.Subquery) and not (
-            isinstance(parent, exp.Predicate) and parent.args.get("expression") is node)
-    return False
-
-
-def unknown_calls(select: exp.Expression, names: frozenset[str] = SPARK_AGGREGATES,
-                  ) -> list[exp.Anonymous]:
-    """Calls of functions that neither sqlglot nor ``names`` know as aggregates: Spark
-    scalar functions, or functions registered in the session (a UDAF among them)."""
-    return [n for n in select.find_all(exp.Anonymous) if str(n.this).lower() not in names]
-
-
-def parse_select(block: WindowedBlock, src: Source) -> exp.Select:
-    """The block's SELECT as sqlglot reads it (a copy of the tree parsed with the
-    statement, when there is one); a parse error is positioned in ``src``."""
-    if block.select is not None:
-        return block.select.copy()
-    try:
-        tree = sqlglot.parse_one(block.sql, read="spark")
-    except ParseError as e:
-        err = e.errors[0] if e.errors else {}
-        # sqlglot's line/col are 1-based within the block text.
-        line, col = err.get("line"), err.get("col")
-        offset = block.span[0]
-        if line is not None and col is not None:
-            lines = block.sql.split("\n")
-            offset += sum(len(x) + 1 for x in lines[: line - 1]) + max(col - 1, 0)
-        p = src.pos(offset)
-        raise DfsqlSyntaxError(f"cannot parse the SELECT: {err.get('description', e)}",
-                               p.line, p.column) from None
-    if isinstance(tree, exp.Subquery):
-        tree = tree.this
-    if not isinstance(tree, exp.Select):
-        p = src.pos(block.region[0])
-        raise WindowedQueryError("WINDOW must follow a single SELECT (not a set operation)",
-                                 p.line, p.column,
-                                 "put the windowed SELECT in parentheses or a CTE")
-    return tree
-
-
-def _node_pos(node: exp.Expression, block: WindowedBlock, src: Source) -> c.Pos:
-    for n in node.walk():
-        meta = getattr(n, "meta", None) or {}
-        if isinstance(n, exp.Identifier) and "start" in (n.meta or {}):
-            return src.pos(block.span[0] + n.meta["start"])
-        if "start" in meta:
-            return src.pos(block.span[0] + meta["start"])
-    return src.pos(block.span[0])
-
-
-def _lambda_vars(node: exp.Expression) -> set[str]:
-    names: set[str] = set()
-    for lam in node.find_all(exp.Lambda):
-        for v in lam.expressions:
-            names.add(v.name.lower())
-    return names
-
 
 def rewrite(block: WindowedBlock, src: Source, signed: bool = False,
             changelog: bool = False, late_rows: bool = False) -> Stages:
     """Split ``block`` into the input, aggregate and output stages.
 
     ``signed``: the block reads a changelog (an ACCUMULATING AND RETRACTING result) row
-    by row, so its aggregates subtract retraction rows (:func:`_signed_aggregates`).
+    by row, so its aggregates subtract retraction rows (:func:`signed_aggregates`).
     ``changelog``: the result is a changelog even without PROCESSING TIME (a stream on
     the engine's clock), so it gets §7's default order.
     ``late_rows``: the panes carry a stream's dropped rows in the hidden column
     :data:`~dfsql.language.names.LATE_ROW` (LATE ROWS INTO a side sink); the unordered
     output stage passes them through, past HAVING, for the sink to split off.
 
-    Cached per block and source: :func:`~dfsql.language.parse_statement` rewrites every
-    block once to report SELECT mistakes before any Spark session exists, and the planner
-    then gets the same (immutable) stages without parsing the SELECT again.
+    :func:`~dfsql.language.parse_statement` rewrites every block once, to report SELECT
+    mistakes before any Spark session exists, and keeps the stages in the block
+    (:attr:`~WindowedBlock.checked`): they are returned as they are while the block's
+    clauses and aggregates are the ones they were made for. Any other variant is made
+    from the trees the block holds (its SELECT, its ON and PROCESSING TIME): nothing is
+    parsed again.
     """
-    return _rewrite_cached(block, src, signed, changelog, late_rows)
-
-
-@functools.lru_cache(maxsize=256)
-def _rewrite_cached(block: WindowedBlock, src: Source, signed: bool,
-                    changelog: bool, late_rows: bool) -> Stages:
+    checked = block.checked
+    if checked is not None and not (signed or changelog or late_rows) and \
+            checked[0] == block.clauses and checked[1] == block.aggregates:
+        return checked[2]
     return _rewrite(block, src, signed, changelog, late_rows)
-
-
-#: The changelog column that marks a retraction row (LANGUAGE.md §6, §7).
-RETRACTION = "is_retraction"
-
-
-def _signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
-                       names: frozenset[str]) -> None:
-    """Make the aggregates of a block that reads a changelog subtract its retractions.
-
-    LANGUAGE.md §6: a downstream over an ACCUMULATING AND RETRACTING result sees every
-    pane and retraction at its emit_time, and its aggregates subtract what is retracted.
-    SUM adds a retraction's value negated; COUNT counts insertions minus retractions;
-    AVG is their quotient; MIN and MAX are taken over what is left of the multiset
-    (values whose insertions outnumber their retractions). An aggregate's own FILTER
-    applies to both. Other aggregates cannot subtract: a positioned error says so.
-    """
-    r = RETRACTION
-
-    def signed(node: exp.Expression) -> exp.Expression:
-        agg = node.this if isinstance(node, exp.Filter) else node
-        cond = node.expression.this.sql("spark") if isinstance(node, exp.Filter) else None
-        if agg.find(exp.Distinct) is not None or not isinstance(
-                agg, exp.Sum | exp.Count | exp.Avg | exp.Min | exp.Max):
-            p = _node_pos(agg, block, src)
-            raise NotSupportedError(
-                f"{agg.sql('spark')} cannot subtract the retractions of the changelog it "
-                "reads", p.line, p.column,
-                "over an ACCUMULATING AND RETRACTING input use SUM, COUNT, AVG, MIN or MAX "
-                "(without DISTINCT), or make the input EMIT ACCUMULATING")
-        arg = agg.this
-        x = "1" if arg is None or isinstance(arg, exp.Star) else f"({arg.sql('spark')})"
-        if cond is not None:  # the aggregate's own FILTER: as if the row were absent
-            x = f"CASE WHEN {cond} THEN {x} END"
-        sign = f"CASE WHEN {r} THEN -1 ELSE 1 END"
-        counted = f"CASE WHEN {x} IS NOT NULL THEN {sign} END"
-        if isinstance(agg, exp.Sum):
-            sql = f"SUM(CASE WHEN {r} THEN -({x}) ELSE {x} END)"
-        elif isinstance(agg, exp.Count):
-            sql = (f"(COUNT({x}) FILTER (WHERE NOT {r}) - "
-                   f"COUNT({x}) FILTER (WHERE {r}))")
-        elif isinstance(agg, exp.Avg):
-            sql = (f"(SUM(CASE WHEN {r} THEN -({x}) ELSE {x} END) / "
-                   f"NULLIF(SUM({counted}), 0))")
-        else:
-            # values whose net count (insertions - retractions) is positive
-            pairs = f"collect_list(named_struct('v', {x}, 's', {counted})) FILTER " \
-                    f"(WHERE {x} IS NOT NULL)"
-            left = (f"filter(array_distinct(transform({pairs}, y -> y.v)), v -> "
-                    f"aggregate(filter({pairs}, y -> y.v = v), 0L, "
-                    f"(acc, y) -> acc + y.s) > 0)")
-            sql = f"{'array_min' if isinstance(agg, exp.Min) else 'array_max'}({left})"
-        return sqlglot.parse_one(sql, read="spark")
-
-    def walk(e: exp.Expression | None) -> None:
-        if e is None:
-            return
-        for node in list(e.find_all(exp.Expression)):
-            if node.parent is None and node is not e:
-                continue  # replaced already
-            if _is_aggregate(node, names) and not isinstance(node.parent, exp.Filter) \
-                    and node.find_ancestor(exp.Window) is None:
-                node.replace(signed(node))
-            elif isinstance(node, exp.Filter) and _is_aggregate(node.this, names):
-                node.replace(signed(node))
-
-    items = []
-    for item in select.expressions:
-        if not isinstance(item, exp.Alias | exp.Column):  # keep the name Spark would give
-            item = exp.alias_(item, item.sql("spark"), quoted=True)
-        walk(item)
-        items.append(item)
-    select.set("expressions", items)
-    having = select.args.get("having")
-    walk(having.this if having is not None else None)
 
 
 def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
@@ -246,11 +95,11 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
 
     names = SPARK_AGGREGATES | (block.aggregates or frozenset())
     if signed:
-        _signed_aggregates(select, block, src, names)
+        signed_aggregates(select, block, src, names)
     items = list(select.expressions)
 
     def is_agg(node: exp.Expression) -> bool:
-        return _is_aggregate(node, names)
+        return is_aggregate(node, names)
 
     # Functions Spark has not been asked about yet (at parse time): a mistake that may
     # depend on whether one is an aggregate is left for the planner to report.
@@ -273,8 +122,9 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     group_keys = tuple(GroupKey(col, k.sql("spark"), next(
         (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
         for col, k in zip(key_cols, keys, strict=True))
+    inp, trees = _input_stage(select, keys, key_cols, input_cols, cl, block.trees)
     return Stages(
-        input=_input_stage(select, keys, key_cols, input_cols, cl),
+        input=inp,
         key_columns=key_cols,
         aggregates=tuple((a.sql, a.alias) for a in calls),
         output=out.stage,
@@ -284,6 +134,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         default_order_by=out.default_order_by,
         group_keys=group_keys,
         aggregate_calls=calls,
+        clause_trees=trees,
     )
 
 
@@ -299,8 +150,8 @@ def _group_exprs(select: exp.Select, block: WindowedBlock, src: Source,
     if any(grp.args.get(k) for k in ("grouping_sets", "cube", "rollup")) or any(
             isinstance(g, exp.GroupingSets | exp.Rollup | exp.Cube)
             for g in grp.expressions):
-        m = _GROUPING.search(block.sql)
-        p = src.pos(block.span[0] + m.start()) if m else src.pos(block.region[0])
+        at = block.grouping_at
+        p = src.pos(at if at is not None else block.region[0])
         raise NotSupportedError("GROUPING SETS, ROLLUP and CUBE cannot be windowed",
                                 p.line, p.column,
                                 "group by plain keys in a windowed query")
@@ -350,7 +201,7 @@ def _aggregate_inputs(aggs: list[exp.Expression], is_agg,
     input_cols: list[tuple[exp.Column, str]] = []
     calls: list[AggregateCall] = []
     for n, a in enumerate(aggs):
-        bound = _lambda_vars(a)
+        bound = lambda_vars(a)
 
         def to_input(node: exp.Expression, bound=bound) -> exp.Expression:
             if isinstance(node, exp.Column) and node.name.lower() not in bound:
@@ -486,9 +337,11 @@ def _order_items(terms: tuple[OrderTerm, ...], keys_order: list[str],
 
 
 def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple[str, ...],
-                 input_cols: list[tuple[exp.Column, str]], cl: c.Clauses) -> exp.Select:
+                 input_cols: list[tuple[exp.Column, str]], cl: c.Clauses,
+                 trees: ClauseTrees) -> tuple[exp.Select, ClauseTrees]:
     """The user's FROM/JOIN/WHERE (and CTEs), projecting the keys, the event and
-    processing times and the columns the aggregates read."""
+    processing times and the columns the aggregates read; and the trees of ON and
+    PROCESSING TIME (``trees`` holds those parsed before)."""
     inp = select.copy()
     for arg in ("group", "having", "order", "limit", "distinct", "qualify", "offset"):
         inp.set(arg, None)
@@ -496,13 +349,19 @@ def _input_stage(select: exp.Select, keys: list[exp.Expression], key_cols: tuple
     exprs += [exp.alias_(column, alias) for column, alias in input_cols]
     if not exprs and cl.on is None and cl.processing_time is None:
         exprs = [exp.alias_(exp.Literal.number(1), "__one")]
-    if cl.on is not None:
-        exprs.insert(len(keys), _clause_expr(cl.on, EVENT_TIME, "ON"))
-    if cl.processing_time is not None:
-        exprs.insert(len(keys) + (cl.on is not None), _clause_expr(
-            cl.processing_time, PROCESSING_TIME, "PROCESSING TIME"))
+    used: list[tuple[c.Expr, exp.Expression]] = []
+    for expr, alias, clause in ((cl.on, EVENT_TIME, "ON"),
+                                (cl.processing_time, PROCESSING_TIME, "PROCESSING TIME")):
+        if expr is None:
+            continue
+        tree = next((t for e, t in trees if e == expr), None)
+        if tree is None:
+            tree = _clause_tree(expr, alias, clause)
+        used.append((expr, tree))
+        exprs.insert(len(keys) + (alias == PROCESSING_TIME and cl.on is not None),
+                     exp.alias_(tree.copy(), alias))
     inp.set("expressions", exprs)
-    return inp
+    return inp, tuple(used)
 
 
 def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source) -> None:
@@ -511,18 +370,18 @@ def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source)
     name = block.clauses.late_rows_into.strip("`")
     if name.lower() not in {t.name.lower() for t in select.find_all(exp.Table) if not t.db}:
         return
-    m = re.compile(r"(?i)\bLATE\s+ROWS\s+INTO\s+").search(src.text, block.region[0],
-                                                           block.region[1])
-    p = src.pos(m.end() if m else block.region[0])
+    at = block.late_rows_at
+    p = src.pos(at if at is not None else block.region[0])
     raise AnalysisError(f"LATE ROWS INTO {name} would replace a table this query reads",
                         p.line, p.column,
                         f"keep the late rows in a view of their own, e.g. LATE ROWS INTO "
                         f"{name}_late")
 
 
-def _clause_expr(expr: c.Expr, alias: str, clause: str) -> exp.Expression:
-    """The ON / PROCESSING TIME expression (Spark SQL kept as text) as one aliased
-    expression of the input stage; anything else is the user's mistake, at the clause."""
+def _clause_tree(expr: c.Expr, alias: str, clause: str) -> exp.Expression:
+    """The ON / PROCESSING TIME expression (Spark SQL kept as text) parsed, once, as one
+    expression (read as the input stage's ``expr AS alias``); anything else is the
+    user's mistake, at the clause."""
     try:
         node = sqlglot.parse_one(f"{expr.sql} AS {alias}", read="spark")
     except ParseError as e:
@@ -536,7 +395,7 @@ def _clause_expr(expr: c.Expr, alias: str, clause: str) -> exp.Expression:
         raise DfsqlSyntaxError(f"the {clause} expression {expr.sql} is not one expression",
                                expr.pos.line, expr.pos.column,
                                f"{clause} takes one Spark SQL expression, e.g. {clause} ts")
-    return node
+    return node.this
 
 
 def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: WindowedBlock,
@@ -544,7 +403,7 @@ def _ordinal_item(lit: exp.Literal, items: list[exp.Expression], block: Windowed
     """``GROUP BY n``: the n-th SELECT item (1-based), as Spark's groupByOrdinal reads it;
     out of range or an aggregate is Spark's analysis error, here positioned at ``n``."""
     n = int(lit.name)
-    p = _node_pos(lit, block, src)
+    p = node_pos(lit, block, src)
     if not 1 <= n <= len(items):
         raise AnalysisError(f"GROUP BY position {n} is not in the select list", p.line,
                             p.column, f"positions count the SELECT items from 1 to {len(items)}")
@@ -573,7 +432,7 @@ def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
     """A column left in the output stage must be a key, an aggregate or a window column
     (or an argument of a ``pending`` function, which may turn out to be an aggregate)."""
     allowed = set(key_cols) | {f"__a{i}" for i in range(1000)} | set(PANE_COLUMNS)
-    bound = _lambda_vars(body)
+    bound = lambda_vars(body)
     for col in body.find_all(exp.Column):
         name = col.name
         if name in allowed or name.lower() in PANE_COLUMNS or name.lower() in bound:
@@ -582,7 +441,7 @@ def _check_grouped(body: exp.Expression, block: WindowedBlock, src: Source,
             continue
         if pending and _inside_call(col, pending):
             continue
-        p = _node_pos(col, block, src)
+        p = node_pos(col, block, src)
         raise WindowedQueryError(
             f"{col.sql('spark')} is neither grouped nor aggregated",
             p.line, p.column,

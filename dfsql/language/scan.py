@@ -108,48 +108,9 @@ def scan(src: Source) -> tuple[list[Token], str]:
         if ch.isspace():
             i += 1
             continue
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
+        if text.startswith(("--", "/*"), i):
+            j = _comment(src, i)
             cleaned[i:j] = blank(text[i:j])
-            i = j
-            continue
-        if text.startswith("/*", i):
-            j = _comment_end(text, i)
-            if j < 0:
-                raise src.error(DfsqlSyntaxError, "unterminated comment", i, "close it with */")
-            cleaned[i:j] = blank(text[i:j])
-            i = j
-            continue
-        if ch in "'\"":
-            j = i + 1
-            while j < n and text[j] != ch:
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                raise src.error(DfsqlSyntaxError, "unterminated string literal", i,
-                                f"close it with {ch}")
-            tokens.append(Token("string", text[i : j + 1], i, j + 1, depth))
-            i = j + 1
-            continue
-        if ch == "`":
-            j = text.find("`", i + 1)
-            if j < 0:
-                raise src.error(DfsqlSyntaxError, "unterminated quoted name", i, "close it with `")
-            tokens.append(Token("quoted", text[i : j + 1], i, j + 1, depth))
-            i = j + 1
-            continue
-        if ch.isalpha() or ch == "_":
-            j = i + 1
-            while j < n and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            tokens.append(Token("word", text[i:j], i, j, depth))
-            i = j
-            continue
-        if ch.isdigit():
-            j = i + 1
-            while j < n and (text[j].isalnum() or text[j] in "._"):
-                j += 1
-            tokens.append(Token("number", text[i:j], i, j, depth))
             i = j
             continue
         if ch == "(":
@@ -167,10 +128,51 @@ def scan(src: Source) -> tuple[list[Token], str]:
             tokens.append(Token("punct", ch, i, i + 1, depth))
             i += 1
             continue
-        kind = "punct" if ch in ",;." else "op"
-        tokens.append(Token(kind, ch, i, i + 1, depth))
-        i += 1
+        kind, j = _lexeme(src, i)
+        tokens.append(Token(kind, text[i:j], i, j, depth))
+        i = j
     if opens:
         raise src.error(DfsqlSyntaxError, "unbalanced parentheses: '(' is never closed",
                         opens[-1], "add the matching ')'")
     return tokens, "".join(cleaned)
+
+
+def _comment(src: Source, i: int) -> int:
+    """Offset just past the comment (``--`` to the line's end, or ``/* */``) at ``i``."""
+    text = src.text
+    if text.startswith("--", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j
+    j = _comment_end(text, i)
+    if j < 0:
+        raise src.error(DfsqlSyntaxError, "unterminated comment", i, "close it with */")
+    return j
+
+
+def _lexeme(src: Source, i: int) -> tuple[str, int]:
+    """The kind and end of the token (not a parenthesis or comment) starting at ``i``."""
+    text, n, ch = src.text, len(src.text), src.text[i]
+    if ch in "'\"":
+        j = i + 1
+        while j < n and text[j] != ch:
+            j += 2 if text[j] == "\\" else 1
+        if j >= n:
+            raise src.error(DfsqlSyntaxError, "unterminated string literal", i,
+                            f"close it with {ch}")
+        return "string", j + 1
+    if ch == "`":
+        j = text.find("`", i + 1)
+        if j < 0:
+            raise src.error(DfsqlSyntaxError, "unterminated quoted name", i, "close it with `")
+        return "quoted", j + 1
+    if ch.isalpha() or ch == "_":
+        j = i + 1
+        while j < n and (text[j].isalnum() or text[j] == "_"):
+            j += 1
+        return "word", j
+    if ch.isdigit():
+        j = i + 1
+        while j < n and (text[j].isalnum() or text[j] in "._"):
+            j += 1
+        return "number", j
+    return ("punct" if ch in ",;." else "op"), i + 1

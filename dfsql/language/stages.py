@@ -16,6 +16,10 @@ from sqlglot import exp
 
 from dfsql.language.names import IN_QUERY, PANES_TABLE
 from dfsql.model import aggregates as model_aggregates
+from dfsql.model import clauses as c
+
+#: ON and PROCESSING TIME as parsed, once: (the clause's expression, its sqlglot tree)
+ClauseTrees = tuple[tuple[c.Expr, exp.Expression], ...]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class AggregateCall:
     distinct: bool
     filter: str | None  # the condition of the aggregate's own FILTER (WHERE ...)
     nested: bool  # another aggregate call inside its arguments
+    #: ``sql`` as a tree (FILTER included), for a caller that adds to it
+    tree: exp.Expression | None = field(default=None, compare=False, repr=False)
 
     @property
     def column(self) -> str | None:
@@ -46,6 +52,19 @@ class AggregateCall:
                 and self.arguments[0][3:].isdigit():
             return self.arguments[0]
         return None
+
+    def filtered(self, condition: str) -> str:
+        """``sql FILTER (WHERE condition)``, AND-ed with the aggregate's own FILTER if it
+        has one: built on the call's tree (``condition``, a constant of the executor's,
+        is parsed once per process)."""
+        node = self.tree.copy() if self.tree is not None else _parsed(self.sql)
+        extra = _parsed(condition)
+        if isinstance(node, exp.Filter):
+            where = node.expression
+            where.set("this", exp.and_(exp.paren(where.this), extra))
+        else:
+            node = exp.Filter(this=node, expression=exp.Where(this=extra))
+        return node.sql("spark")
 
     @property
     def star(self) -> bool:
@@ -82,7 +101,19 @@ def aggregate_call(node: exp.Expression, alias: str,
         args = [*args[0].expressions, *args[1:]]
     nested = any(d is not inner and is_aggregate(d) for d in inner.walk())
     return AggregateCall(node.sql("spark"), alias, function,
-                         tuple(a.sql("spark") for a in args), distinct, cond, nested)
+                         tuple(a.sql("spark") for a in args), distinct, cond, nested, node)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_once(sql: str) -> exp.Expression:
+    import sqlglot
+
+    return sqlglot.parse_one(sql, read="spark")
+
+
+def _parsed(sql: str) -> exp.Expression:
+    """``sql`` as a tree, a copy of the one parsed first (only constants come here)."""
+    return _parsed_once(sql).copy()
 
 
 def with_views(tree: exp.Expression, views: Mapping[str, str]) -> exp.Expression:
@@ -133,6 +164,9 @@ class Stages:
     #: ``aggregates``), typed.
     group_keys: tuple[GroupKey, ...] = ()
     aggregate_calls: tuple[AggregateCall, ...] = ()
+    #: the trees of ON and PROCESSING TIME the input stage projects (kept by the block,
+    #: so that no later rewrite parses them again)
+    clause_trees: ClauseTrees = field(default=(), compare=False, repr=False)
 
     @functools.cached_property
     def input_sql(self) -> str:

@@ -35,7 +35,7 @@ from dfsql.continuous import NotOwnerError, actor, not_owner, owners
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
-from dfsql.language.statement import parse_any, parse_statement
+from dfsql.language.statement import Statement, parse_any, parse_statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
@@ -116,29 +116,31 @@ class Judge:
         finally:
             self._local.statement = None
 
-    def check_statement(self, spark: SparkSession, text: str) -> None:
+    def check_statement(self, spark: SparkSession, text: str,
+                        ) -> Statement | ContinuousStatement | None:
         """Judge a client's whole statement before dfsql plans it: a windowed one as the
         Spark SQL its blocks are made of (:meth:`Statement.spark_sql`, offsets kept), so
         that nothing of it — an aggregate's argument, a source in a subquery — waits for
         dfsql's planning to be seen; a continuous query's paths too. A plain statement
         is judged as ``spark.sql`` runs it (:meth:`guard`); a statement dfsql cannot
-        parse is dfsql's to report, and runs nothing."""
+        parse is dfsql's to report, and runs nothing. Returns the statement parsed, for
+        ``dfsql.sql`` (which then does not read it again), or None."""
         if not self.policy.judges:
-            return
+            return None
         try:
-            stmt = parse_any(text)
+            parsed = stmt = parse_any(text)
         except DfsqlError:
-            return
+            return None
         if isinstance(stmt, ContinuousStatement):
             if stmt.kind != "create":
-                return
+                return parsed
             self.check_continuous(text, stmt)
             try:
                 stmt = parse_statement(stmt.query)
             except DfsqlError:
-                return
+                return parsed
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
-            return
+            return parsed
         self.check(spark, stmt.spark_sql(), exact=True)
         if stmt.firings_where is not None:  # its WHERE, blanked in the query's text
             at, where = stmt.firings_where
@@ -147,6 +149,7 @@ class Judge:
             if found is not None:
                 raise Source(text).error(found.error, found.message,
                                          at + max(found.offset - len(head), 0), found.hint)
+        return parsed
 
     def check(self, spark: SparkSession, text: str, exact: bool = False) -> None:
         """Raise the positioned refusal of ``text``, if any (``exact``: its offsets are

@@ -22,7 +22,6 @@ from typing import Any
 import dfsql
 from dfsql import docs_help
 from dfsql.errors import DfsqlError
-from dfsql.language.continuous import parse_continuous
 from dfsql.language.scan import Source
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
@@ -155,12 +154,12 @@ class Shell:
         """A SQL statement (dfsql's extended SQL, or plain Spark SQL): run it and show
         its rows."""
         text = text.strip().rstrip(";").rstrip()
-        _check_syntax(text)  # at once, even while Spark is still starting
+        parsed = _check_syntax(text)  # at once, even while Spark is still starting
         spark = self.spark()
         t0 = time.monotonic()
 
         def work():
-            df = dfsql.sql(text, spark)
+            df = dfsql.sql(parsed, spark)  # the statement parsed: not read again
             if df.isStreaming:
                 return df, None, False, []
             got: list = []
@@ -396,15 +395,16 @@ class Shell:
             # error's column is the line's); its result is the last one, for \plot
             self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text)
             return
+        # not at the top, as in _check_syntax (sqlglot)
+        from dfsql.language import parse_statement
+
         try:
-            plan = dfsql.explain(text, self._spark)
+            stmt = parse_statement(text)
+            plan = dfsql.explain(stmt, self._spark)  # the statement parsed: not read again
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)
-        # not at the top, as in _check_syntax (sqlglot); dfsql.explain has loaded it
-        from dfsql.language import parse_statement
-
-        if not parse_statement(text).windowed:
+        if not stmt.windowed:
             spark = self.spark()
             rows = self._job(spark, lambda: dfsql.sql(f"EXPLAIN {text}", spark).collect(),
                              text)
@@ -497,14 +497,13 @@ class Shell:
         return 0
 
 
-def _check_syntax(text: str) -> None:
-    """Parse ``text`` as dfsql.sql will (which parses it again: a few milliseconds)."""
+def _check_syntax(text: str):
+    """``text`` parsed as dfsql.sql parses it (which takes the parsed statement)."""
     # here, not at the top: the SELECT's parser (sqlglot, 0.1-0.3 s) loads with the first
     # statement, not before the prompt
-    from dfsql.language import parse_statement
+    from dfsql.language import parse_any
 
-    if parse_continuous(text) is None:
-        parse_statement(text)
+    return parse_any(text)
 
 
 def _on_off(rest: str, at: int, toggled: bool) -> bool:

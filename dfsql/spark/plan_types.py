@@ -72,7 +72,7 @@ class PhysicalPlan:
     #: the kernels, for KERNELS (:class:`~dfsql.spark.replay_aggregates.Kernels`)
     kernels: Any = None
     #: the two-level merges (:func:`~dfsql.spark.replay_pane_sql.two_level_merges`)
-    merges: tuple[tuple[str, ...], ...] | None = None
+    merges: tuple[tuple, ...] | None = None
     #: the state store provider a stream must start on (None: the session's own)
     state_store: str | None = None
     #: LATE ROWS INTO: the temp view (bounded) or side sink (stream) of dropped rows

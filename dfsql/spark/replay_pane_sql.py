@@ -37,8 +37,8 @@ def panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta,
     pane metadata is fixed-width (NULL on element rows, so max() is the marker's value):
     no aggregation buffer holds a string, so Spark can hash-aggregate rather than sort
     every (pane, element) row."""
-    aggs = [f"{_filtered(sql, _MEMBERS_ONLY)} AS `{alias}`"
-            for sql, alias in plan.stages.aggregates]
+    aggs = [f"{call.filtered(_MEMBERS_ONLY)} AS `{call.alias}`"
+            for call in plan.stages.aggregate_calls]
     marked = ("SELECT explode(__gids) AS __pane, "
               + ", ".join(["__kind", *quoted(keys), *quoted(payload), *meta])
               + f" FROM {view} WHERE __kind <= {KIND_MARKER}")
@@ -64,7 +64,7 @@ def panes_two_level(view: str, keys, meta, merges, ranked: bool = False) -> str:
     # a marker's list is [-1 - its pane id]: a group of its own
     first = ("SELECT " + ", ".join(
         ["__gids AS __group", *quoted(keys),
-         *[f"{_filtered(sql, _MEMBERS_ONLY)} AS `{part}`" for sql, part, _, _, _ in merges],
+         *[f"{call.filtered(_MEMBERS_ONLY)} AS `{part}`" for call, part, _, _, _ in merges],
          *maxes])
         + f" FROM {view} WHERE __kind <= {KIND_MARKER} GROUP BY "
         + ", ".join(["__gids", *quoted(keys)]))
@@ -78,7 +78,7 @@ def panes_two_level(view: str, keys, meta, merges, ranked: bool = False) -> str:
         + f" FROM ({covered}) AS __covered GROUP BY " + ", ".join(["__pane", *quoted(keys)]))
 
 
-def two_level_merges(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] | None:
+def two_level_merges(plan: ReplayPlan, inp: DataFrame) -> list[tuple] | None:
     """(per-delta aggregate, its column, merge of the deltas' values, alias, Spark type) for each
     aggregate, or None unless every one is decomposable with a one-column merge of its
     partial results (:data:`~dfsql.model.aggregates.PARTIAL_MERGES`: not AVG); an
@@ -96,7 +96,7 @@ def two_level_merges(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] 
         merge = f"{PARTIAL_MERGES[call.function].upper()}(`{part}`)"
         if call.function == "count":  # a pane with no element counts 0, as Spark's COUNT
             merge = f"COALESCE({merge}, 0)"
-        out.append((call.sql, part, merge, call.alias))
+        out.append((call, part, merge, call.alias))
     from pyspark.errors import PySparkException
 
     try:  # the types a one-level aggregate would have (analysis only, nothing runs)
@@ -104,18 +104,3 @@ def two_level_merges(plan: ReplayPlan, inp: DataFrame) -> list[tuple[str, ...]] 
     except PySparkException:  # let the one-level path report it
         return None
     return [(*m, f.dataType.simpleString()) for m, f in zip(out, types.fields, strict=True)]
-
-
-def _filtered(agg_sql: str, cond: str) -> str:
-    """``agg FILTER (WHERE cond)``, AND-ed with the aggregate's own FILTER if it has one."""
-    import sqlglot
-    from sqlglot import exp
-
-    node = sqlglot.parse_one(agg_sql, read="spark")
-    extra = sqlglot.parse_one(cond, read="spark")
-    if isinstance(node, exp.Filter):
-        where = node.expression
-        where.set("this", exp.and_(exp.paren(where.this), extra))
-    else:
-        node = exp.Filter(this=node, expression=exp.Where(this=extra))
-    return node.sql("spark")

@@ -10,7 +10,7 @@ from dfsql.language import parse_any, parse_statement
 from dfsql.language import scan as scan_module
 from dfsql.language import statement as statement_module
 from dfsql.language.continuous import ContinuousStatement, parse_continuous
-from dfsql.language.rewrite import _rewrite_cached, rewrite
+from dfsql.language.rewrite import rewrite
 
 WINDOWED = ("SELECT k, COUNT(*) AS n FROM (SELECT k, SUM(v) AS v FROM t GROUP BY k "
             "WINDOW FIXED(1 MINUTE) ON ts) GROUP BY k WINDOW GLOBAL")
@@ -62,7 +62,6 @@ def test_parse_any_scans_once(monkeypatch) -> None:
 def test_each_select_is_parsed_once(monkeypatch) -> None:
     """The planner's variants of a block's rewrite start from the SELECT parsed with the
     statement: sqlglot parses each block's text once."""
-    _rewrite_cached.cache_clear()
     parsed = []
     real = sqlglot.parse_one
 
