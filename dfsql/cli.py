@@ -277,7 +277,8 @@ def help_topic(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the shell's options and one subparser per subcommand."""
     parser = argparse.ArgumentParser(
         prog="dfsql", description="dfsql: streaming SQL with the Dataflow model on Spark. "
         "Without a subcommand: the interactive shell (or -e / -f / a script on stdin).")
@@ -313,6 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_run, p_srv):  # also after the subcommand, as --paper-tables
         p.add_argument("--warehouse", metavar="DIR", default=argparse.SUPPRESS,
                        help="where tables are kept across runs (see dfsql --help)")
+    _serve_flags(p_srv)
+    p_help = sub.add_parser("help", help="print a section of the language reference "
+                                         "(dfsql help TRIGGER); no topic: the topics")
+    p_help.add_argument("topic", nargs="*")
+    p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
+    p_pw.add_argument("file")
+    p_pw.add_argument("user")
+    return parser
+
+
+def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
+    """``dfsql serve``'s own flags: where it listens, who may log in, what statements
+    may touch, its timeouts, and (:func:`_limit_flags`) what one client may cost."""
     p_srv.add_argument("--host", default="127.0.0.1")
     p_srv.add_argument("--port", type=int, default=10000)
     p_srv.add_argument("--auth", default="NONE", choices=["NONE", "NOSASL", "PLAIN"],
@@ -358,12 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
     _limit_flags(p_srv)
-    p_help = sub.add_parser("help", help="print a section of the language reference "
-                                         "(dfsql help TRIGGER); no topic: the topics")
-    p_help.add_argument("topic", nargs="*")
-    p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
-    p_pw.add_argument("file")
-    p_pw.add_argument("user")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.master and args.remote:
         parser.error("give --master or --remote, not both")

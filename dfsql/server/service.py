@@ -5,7 +5,8 @@ One Spark application serves every client; each client session gets its own
 ``SparkSession`` (``newSession()``: temp views and SQL settings isolated, one
 SparkContext shared), as Spark's own Thrift server does. A statement runs synchronously
 or on a pool (``runAsync``) as an :class:`~dfsql.server.operations.Operation`; metadata
-calls are answered by :mod:`dfsql.server.metadata`.
+calls are answered by :mod:`dfsql.server.metadata`; statement deadlines and idle sessions
+and operations are :mod:`dfsql.server.timeouts`'s.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,7 @@ from dfsql.server.owners import caller_owns, same_handle
 from dfsql.server.settings import setting_allowed, setting_refusal
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
+from dfsql.server.timeouts import Timeouts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,9 +52,6 @@ OK = tt.TStatus(statusCode=tt.TStatusCode.SUCCESS_STATUS)
 #: how long GetOperationStatus waits for a running operation to end (HiveServer2's
 #: hive.server2.long.polling.timeout is 5 s)
 LONG_POLL = 5.0
-#: how many swept handles are remembered, to say why a later call finds them gone
-SWEPT_KEPT = 10_000
-ENDED = (S.FINISHED_STATE, S.ERROR_STATE, S.CANCELED_STATE, S.CLOSED_STATE)
 
 
 def _error_status(message: str, sqlstate: str = "HY000", code: int = 0) -> tt.TStatus:
@@ -115,13 +113,6 @@ class Service:
         #: what judges each statement on its plan before Spark runs it
         self.judge = Judge(Policy(None if data_roots is None else tuple(data_roots),
                                   allow_jvm_functions))
-        #: seconds (0: no limit): a statement's run, an ended operation's and a session's
-        #: time without a call
-        self.statement_timeout = statement_timeout
-        self.idle_session_timeout = idle_session_timeout
-        self.idle_operation_timeout = idle_operation_timeout
-        #: GUID and secret of a swept handle -> why it went
-        self._swept: OrderedDict[bytes, str] = OrderedDict()
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
@@ -129,11 +120,11 @@ class Service:
         self.max_operations = max_operations_per_session
         self.lock = threading.Lock()
         self.local = threading.local()  # the calling connection's sessions and user
-        self._stop = threading.Event()
-        self._wake = threading.Event()  # a new deadline: the sweeper looks again
-        self._sweeper = threading.Thread(target=self._sweep, name="dfsql-sweeper",
-                                         daemon=True)
-        self._sweeper.start()
+        #: statement deadlines and the idle sweeps (:mod:`dfsql.server.timeouts`)
+        self.timeouts = Timeouts(statement_timeout, idle_session_timeout,
+                                 idle_operation_timeout, self.sessions, self.operations,
+                                 self._close_session, self._forget)
+        self.timeouts.start()
 
     # ---------------------------------------------------------------- connections
     def connection_opened(self, user: str) -> None:
@@ -153,8 +144,7 @@ class Service:
 
     def shutdown(self) -> None:
         """Every session closes, and the continuous queries clients started stop."""
-        self._stop.set()
-        self._wake.set()
+        self.timeouts.stop()
         for key in list(self.sessions):
             self._close_session(key)
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -168,7 +158,7 @@ class Service:
         hid = handle.sessionId if handle else None
         s = self.sessions.get(hid.guid if hid else None)  # type: ignore[arg-type]
         if s is None or not same_handle(hid, s.handle.sessionId) or not self._owns(s):
-            raise ServiceError("invalid session handle: " + self._why_gone(hid))
+            raise ServiceError("invalid session handle: " + self.timeouts.why_gone(hid))
         s.used = time.monotonic()
         return s
 
@@ -177,7 +167,7 @@ class Service:
         caller's), else the invalid-handle error, as :meth:`_session`."""
         op = self._find_operation(handle)
         if op is None:
-            raise ServiceError("invalid operation handle: " + self._why_gone(
+            raise ServiceError("invalid operation handle: " + self.timeouts.why_gone(
                 handle.operationId if handle else None))
         op.touch()
         return op
@@ -191,12 +181,6 @@ class Service:
 
     def _owns(self, s: Session) -> bool:
         return caller_owns(self.local, s.user, s.key)
-
-    def _why_gone(self, hid) -> str:
-        """Why a handle is not found: the idle sweep's reason, told only to a caller that
-        holds the whole handle (GUID and secret), else the same words for all."""
-        key = (hid.guid or b"") + (hid.secret or b"") if hid else b""
-        return self._swept.get(key, "closed, or from another server")
 
     def _close_session(self, key: bytes) -> None:
         with self.lock:
@@ -226,72 +210,6 @@ class Service:
     def _forget(self, op: Operation) -> None:
         op.session.operations.pop(op.key, None)
         self.operations.pop(op.key, None)
-
-    # ---------------------------------------------------------------- timeouts
-    def _set_deadline(self, op: Operation, client: float) -> None:
-        """The statement's timeout, as HiveServer2 picks it: the client's queryTimeout,
-        unless the server's --statement-timeout is shorter (or the client gave none)."""
-        server = self.statement_timeout
-        if server > 0 and (client <= 0 or client > server):
-            seconds, source = server, f"{server:g} s timeout (dfsql serve --statement-timeout)"
-        elif client > 0:
-            seconds, source = client, f"{client:g} s timeout (the client's query timeout)"
-        else:
-            return
-        op.timeout_source = source
-        op.deadline = time.monotonic() + seconds
-        self._wake.set()
-
-    def _sweep(self) -> None:
-        """The one thread behind every timeout: it ends the statements whose deadline
-        passed (their Spark jobs cancelled), and closes the operations and sessions that
-        went without a call for longer than the idle timeouts, as HiveServer2 does: an
-        ended operation (a running one is never idle), a session with nothing running."""
-        idle = [t for t in (self.idle_session_timeout, self.idle_operation_timeout) if t > 0]
-        # the idle sweeps look ten times per timeout, at most once a minute
-        every = min([60.0] + [max(0.05, t / 10) for t in idle])
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                wait = self._sweep_once(every)
-            except Exception:  # noqa: BLE001 (the sweeper must outlive one bad close)
-                log.exception("the timeout sweep failed")
-                wait = every
-            self._wake.wait(max(0.01, wait))
-
-    def _sweep_once(self, every: float) -> float:
-        """One look at every operation and session; returns how long until the next."""
-        now = time.monotonic()
-        wait = every
-        for op in list(self.operations.values()):
-            if op.deadline is not None and not op.done.is_set():
-                if now >= op.deadline:
-                    op.time_out()
-                else:
-                    wait = min(wait, op.deadline - now)
-            elif (self.idle_operation_timeout > 0 and op.state in ENDED
-                  and now - op.used > self.idle_operation_timeout):
-                self._sweep_operation(op)
-        if self.idle_session_timeout > 0:
-            for s in list(self.sessions.values()):
-                if now - s.used > self.idle_session_timeout and not s.running():
-                    self._remember(s.handle.sessionId, f"the session was closed after "
-                                   f"{self.idle_session_timeout:g} s without a call "
-                                   "(dfsql serve --idle-session-timeout)")
-                    self._close_session(s.key)
-        return wait
-
-    def _sweep_operation(self, op: Operation) -> None:
-        self._remember(op.handle.operationId, f"the operation was closed after "
-                       f"{self.idle_operation_timeout:g} s without a call "
-                       "(dfsql serve --idle-operation-timeout)")
-        op.close()
-        self._forget(op)
-
-    def _remember(self, hid: tt.THandleIdentifier, why: str) -> None:
-        self._swept[hid.guid + hid.secret] = why
-        while len(self._swept) > SWEPT_KEPT:
-            self._swept.popitem(last=False)
 
     # ---------------------------------------------------------------- sessions
     def OpenSession(self, req):  # noqa: N802 (Thrift's names)
@@ -359,7 +277,7 @@ class Service:
             # before anything scans or parses it (Spark's parser above all)
             check_statement(req.statement, self.max_statement_kb, self.max_nesting)
             op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
-            self._set_deadline(op, req.queryTimeout or 0)
+            self.timeouts.set_deadline(op, req.queryTimeout or 0)
         except ServiceError as e:
             return tt.TExecuteStatementResp(status=_error_status(str(e), e.sqlstate))
         except DfsqlError as e:

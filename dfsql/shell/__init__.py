@@ -15,7 +15,10 @@ matplotlib (``\\plot``). Pieces:
   (its time axes in :mod:`~dfsql.shell.plot_time`, an EXPLAIN FIRINGS result read by
   :mod:`~dfsql.shell.plot_firings`, an EXPLAIN WATERMARK one drawn by
   :mod:`~dfsql.shell.tradeoff`);
-* :mod:`dfsql.shell.repl` — the shell and its backslash commands.
+* :mod:`dfsql.shell.commands` — the backslash commands that show or read something
+  (``\\help``, ``\\d``, ``\\load``);
+* :mod:`dfsql.shell.repl` — the shell: its Spark session, statements, the dispatch of
+  backslash commands, the prompt.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ new line (Esc Enter runs it anyway).
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 import time
@@ -20,11 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import dfsql
-from dfsql import docs_help
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
 from dfsql.session import DEFAULT_MASTER, register_paper_tables
 from dfsql.shell import display
+from dfsql.shell.commands import (
+    ShellError,
+    describe,
+    file_format,
+    parse_load,
+    read_files,
+    show_help,
+)
 from dfsql.shell.jobs import Cancelled, Job
 from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
 from dfsql.shell.plot import is_firings, plot_result
@@ -32,7 +38,6 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.parquet import read_parquet
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
@@ -46,10 +51,6 @@ class LastResult:
     df: Any
     columns: list[str]
     rows: list[tuple]
-
-
-class ShellError(DfsqlError):
-    """A mistake in a backslash command (positioned in the command's line)."""
 
 
 class Quit(Exception):
@@ -216,33 +217,7 @@ class Shell:
         handler(rest, rest_at)
 
     def _help(self, rest: str, at: int) -> None:
-        """``\\help`` lists the commands and the reference's topics; ``\\help WINDOW``
-        prints that section of the shipped reference (:mod:`dfsql.docs_help`)."""
-        from rich.table import Table
-
-        if rest:
-            text = docs_help.section(rest)
-            if text is None:
-                raise ShellError(docs_help.unknown_topic(rest), 1, at + 1,
-                                 "\\help alone lists the commands and the topics")
-            if self.out.is_terminal:
-                from rich.markdown import Markdown
-
-                self.out.print(Markdown(text))
-            else:
-                self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
-            return
-        table = Table(box=None, show_header=False, pad_edge=False)
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for cmd, text in COMMANDS.items():
-            table.add_row(cmd, text)
-        self.out.print("End a statement with ';'. Enter continues it on a new line; "
-                       "Esc Enter runs it as it is. Ctrl-C cancels a running statement "
-                       "(or clears the line); Ctrl-D leaves.\n")
-        self.out.print(table)
-        self.out.print("\n\\help TOPIC prints that section of the language reference. "
-                       "Topics: " + ", ".join(docs_help.topics()), markup=False)
+        show_help(self.out, rest, at)
 
     def _quit(self, _rest: str, _at: int) -> None:
         raise Quit
@@ -263,128 +238,23 @@ class Shell:
         self.out.print(f"at most {self.max_rows} rows are fetched and shown")
 
     def _describe(self, rest: str, at: int) -> None:
-        from rich.table import Table
-
-        # here, not at the top: dfsql.api loads sqlglot and the planner (0.1 s), which
-        # the prompt need not wait for
-        from dfsql.api import registration
-
-        spark = self.spark()
-        if not rest:
-            table = Table(box=display.box.SIMPLE_HEAVY, header_style="bold")
-            for col in ("name", "database", "kind", "event time", "processing time"):
-                table.add_column(col, no_wrap=True)
-            for t in sorted(spark.catalog.listTables(), key=lambda t: t.name):
-                reg = registration(t.name, spark)
-                kind = "temp view" if t.isTemporary else (t.tableType or "").lower()
-                if t.isTemporary and spark.table(t.name).isStreaming:
-                    kind = "streaming view"
-                table.add_row(t.name, t.namespace[0] if t.namespace else "", kind,
-                              (reg and reg.event_time) or "", (reg and reg.processing_time)
-                              or "")
-            self.out.print(table)
-            return
-        from pyspark.errors import PySparkException
-
-        try:
-            schema = spark.table(rest).schema
-        except PySparkException:
-            raise ShellError(f"no table or view named {rest}", 1, at + 1,
-                             "\\d lists them") from None
-        table = Table(box=display.box.SIMPLE_HEAVY, header_style="bold", title=rest)
-        for col in ("column", "type", "nullable"):
-            table.add_column(col, no_wrap=True)
-        for f in schema.fields:
-            table.add_row(f.name, f.dataType.simpleString(), "yes" if f.nullable else "no")
-        self.out.print(table)
-        reg = registration(rest, spark)
-        if reg is not None:
-            self.out.print(f"registered with event time {reg.event_time or '-'}, processing "
-                           f"time {reg.processing_time or '-'}"
-                           + (f", watermark {reg.watermark}" if reg.watermark else ""))
+        describe(self.out, self.spark(), rest, at)
 
     def _load(self, rest: str, at: int) -> None:
         """``\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col]
-        [WATERMARK ...]``."""
-        words = [(m.group(0).strip("'\""), at + m.start())
-                 for m in re.finditer(r"'[^']*'|\"[^\"]*\"|\S+", rest)]
-        usage = "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] " \
-                "[WATERMARK DELAY 10 SECONDS]"
-        if len(words) < 2:
-            raise ShellError("\\load needs a name and a path", 1, at + 1, usage)
-        (name, name_at), (path, path_at) = words[0], words[1]
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ShellError(f"{name!r} is not a table name", 1, name_at + 1,
-                             "a letter or _ and then letters, digits or _")
-        stream, event_time, processing_time, watermark = False, None, None, None
-        positions: dict[str, int] = {}
-        i = 2
-        while i < len(words):
-            word, word_at = words[i][0].upper(), words[i][1]
-            pair = words[i + 1][0].upper() if i + 1 < len(words) else ""
-            if word == "STREAM":
-                stream, i = True, i + 1
-            elif (word, pair) in (("EVENT", "TIME"), ("PROCESSING", "TIME")):
-                if i + 2 >= len(words):
-                    raise ShellError(f"{word} TIME needs a column", 1, word_at + 1, usage)
-                column, positions[word] = words[i + 2]
-                if word == "EVENT":
-                    event_time = column
-                else:
-                    processing_time = column
-                i += 3
-            elif word == "WATERMARK":
-                watermark = rest[word_at - at + len("WATERMARK"):].strip()
-                positions["WATERMARK"] = word_at
-                break
-            else:
-                raise ShellError(f"unexpected {words[i][0]!r}", 1, word_at + 1, usage)
-        df = self._read(path, path_at, stream)
+        [WATERMARK ...]``: the files as a view, registered with those times."""
+        load = parse_load(rest, at)
+        path, fmt = file_format(load)
+        df = read_files(self.spark(), path, fmt, load.stream)
         try:
-            dfsql.register(name, df, event_time=event_time, processing_time=processing_time,
-                           watermark=watermark)
+            dfsql.register(load.name, df, event_time=load.event_time,
+                           processing_time=load.processing_time, watermark=load.watermark)
         except DfsqlError as e:
-            which = ("EVENT" if "event_time=" in e.message else
-                     "PROCESSING" if "processing_time=" in e.message else "WATERMARK")
-            raise ShellError(e.message, 1, positions.get(which, at) + 1, e.hint) from None
+            raise load.error_at(e, at) from None
         finally:
             self.catalog.invalidate()
-        self.out.print(f"{name}: {'streaming ' if stream else ''}view of {path} "
+        self.out.print(f"{load.name}: {'streaming ' if load.stream else ''}view of {load.path} "
                        f"({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in df.schema)})")
-
-    def _read(self, path: str, path_at: int, stream: bool):
-        """A CSV, JSON or Parquet file or directory as a DataFrame (a stream's schema is
-        read from the files already there)."""
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise ShellError(f"no file or directory {path}", 1, path_at + 1,
-                             "give a CSV, JSON or Parquet file, or a directory of them")
-        files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file()
-                                               and not f.name.startswith((".", "_")))
-        kinds = {f.suffix.lower().lstrip(".") for f in files} & {"csv", "json", "jsonl",
-                                                                   "parquet"}
-        if len(kinds) != 1:
-            raise ShellError(f"{path}: expected .csv, .json or .parquet files, found "
-                             f"{sorted({f.suffix for f in files}) or 'none'}", 1, path_at + 1,
-                             "a directory must hold files of one format")
-        fmt = kinds.pop().replace("jsonl", "json")
-        if stream and p.is_file():
-            raise ShellError("STREAM reads a directory (its files arriving over time)", 1,
-                             path_at + 1, "give the directory the files arrive in")
-        spark = self.spark()
-        if fmt == "parquet":  # pandas' nanosecond timestamps as timestamps
-            with spark_errors(None):
-                return read_parquet(p, spark, stream=stream)
-        reader = spark.read.format(fmt)
-        if fmt == "csv":
-            reader = reader.option("header", True).option("inferSchema", True)
-        df = reader.load(str(p))
-        if not stream:
-            return df
-        reader = spark.readStream.format(fmt).schema(df.schema)
-        if fmt == "csv":
-            reader = reader.option("header", True)
-        return reader.load(str(p))
 
     def _explain(self, rest: str, at: int) -> None:
         text = rest.rstrip(";").rstrip()
