@@ -109,6 +109,7 @@ from dfsql.spark.timelines import from_table_timeline, watermark_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
     from dfsql.language.stages import Stages
     from dfsql.spark.plan_types import ReplayPlan
@@ -121,14 +122,6 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     """The panes of a windowed block over a streaming input (a streaming DataFrame):
     keys, aggregates, pane columns and the hidden §7 rank, in append mode."""
     from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.types import (
-        BooleanType,
-        ByteType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
 
     cl = plan.clauses
     keys = list(plan.stages.key_columns)
@@ -175,9 +168,39 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
         packed = packed.withWatermark(MAX_ET, f"{cl.watermark.delay.micros // 1000} "
                                               "milliseconds")
     packed = packed.drop(MAX_ET)
-    schema = inp.schema
+    out_schema = _processor_schema(cl, inp.schema, keys, aggs.types)
+    fields = out_schema.fields
+    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
+                           marks)
+    panes = packed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
+        timeMode="EventTime" if engine else "None")
+    panes = _observed(panes).where(F.col(ROW_KIND) != STATS)
+    late = _late_row(plan, keys) if cl.late_rows_into else []
+    return panes.select(
+        *keys, *[a for a, _ in aggs.types],
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"),
+        "pane_index", "pane_timing", "is_last",
+        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
+        *late)
+
+
+
+def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types) -> StructType:
+    """The bucket processor's output: keys, aggregates, pane columns (times in µs), the
+    §7 rank, what a row is, and the metrics' and dropped elements' own fields."""
+    from pyspark.sql.types import (
+        BooleanType,
+        ByteType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
     fields = [schema[k] for k in keys]
-    fields += [StructField(alias, t, True) for alias, t in aggs.types]
+    fields += [StructField(alias, t, True) for alias, t in agg_types]
     fields += [StructField("window_start", LongType()), StructField("window_end", LongType()),
                StructField("pane_index", LongType()), StructField("pane_timing", StringType()),
                StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
@@ -189,16 +212,18 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     if cl.late_rows_into:
         fields += [StructField(f, LongType()) for f in LATE_FIELDS[:-1]]
         fields.append(StructField(LATE_FIELDS[-1], StringType()))
-    out_schema = StructType(fields)
-    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
-                           marks)
-    panes = packed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
-        timeMode="EventTime" if engine else "None")
+    return StructType(fields)
+
+
+def _observed(panes: DataFrame) -> DataFrame:
+    """The processor's output with the query's metrics (:data:`METRICS`) observed on it:
+    its metrics rows' fields summed, its panes and retractions counted."""
+    from pyspark.sql import functions as F  # noqa: N812
+
     stats = F.col(ROW_KIND) == STATS
     fired = F.col(ROW_KIND) == PANE
     arrived, retained, dropped, change, watermark = (F.col(f) for f in STATS_FIELDS)
-    panes = panes.observe(
+    return panes.observe(
         METRICS,
         F.sum(F.when(stats, arrived)).alias("elements_in"),
         F.sum(F.when(stats, retained)).alias("state_elements"),
@@ -206,27 +231,21 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
         F.sum(F.when(stats, dropped)).alias("late_dropped"),
         F.timestamp_micros(F.max(F.when(stats, watermark))).alias("watermark"),
         F.count(F.when(fired & ~F.col("is_retraction"), 1)).alias("panes"),
-        F.count(F.when(fired & F.col("is_retraction"), 1)).alias("retractions"),
-    ).where(~stats)
-    late = []
-    if cl.late_rows_into:
-        # a dropped element rides along as one struct (the LATE ROWS INTO view's row);
-        # the sink splits it off (dfsql.spark.sinks.start_stream)
-        event_time, arrival, watermark_then, reason = LATE_FIELDS
-        late = [F.when(F.col(ROW_KIND) == LATE, F.struct(
-            *[F.col(k).alias(n) for k, n in zip(keys, late_row_key_names(plan), strict=True)],
-            F.timestamp_micros(event_time).alias("event_time"),
-            F.timestamp_micros(arrival).alias("arrival_time"),
-            F.col(reason).alias("reason"),
-            F.timestamp_micros(watermark_then).alias("watermark_at_arrival"))).alias(LATE_ROW)]
-    return panes.select(
-        *keys, *[a for a, _ in aggs.types],
-        F.timestamp_micros("window_start").alias("window_start"),
-        F.timestamp_micros("window_end").alias("window_end"),
-        "pane_index", "pane_timing", "is_last",
-        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
-        *late)
+        F.count(F.when(fired & F.col("is_retraction"), 1)).alias("retractions"))
 
+
+def _late_row(plan: ReplayPlan, keys: list[str]) -> list:
+    """LATE ROWS INTO: a dropped element rides along as one struct (the view's row), which
+    the sink splits off (:func:`dfsql.spark.sinks.start_stream`)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    event_time, arrival, watermark_then, reason = LATE_FIELDS
+    return [F.when(F.col(ROW_KIND) == LATE, F.struct(
+        *[F.col(k).alias(n) for k, n in zip(keys, late_row_key_names(plan), strict=True)],
+        F.timestamp_micros(event_time).alias("event_time"),
+        F.timestamp_micros(arrival).alias("arrival_time"),
+        F.col(reason).alias("reason"),
+        F.timestamp_micros(watermark_then).alias("watermark_at_arrival"))).alias(LATE_ROW)]
 
 #: the observed metrics' name in a stream's progress (``progress.observedMetrics``):
 #: elements_in, state_elements (retained by the buckets this batch ran), state_change

@@ -110,29 +110,6 @@ def test_no_import_cycle_anywhere_in_dfsql() -> None:
 #: issue #33's limits (item 4): no module over 500 lines, no function over 80
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
 
-#: what is still over the limits while other work splits it (issue #33, item 4), by the
-#: dotted names :func:`_oversized` gives. This set only shrinks: nothing is added to it,
-#: and an entry leaves it with the split that brings it within the limits (the test below
-#: fails while an entry is within them, so the list cannot go stale).
-PENDING = frozenset({
-    "dfsql.language.parse",
-    "dfsql.language.rewrite",
-    "dfsql.language.scan.scan",
-    "dfsql.language.statement",
-    "dfsql.model.fastpath.run",
-    "dfsql.model.reference.run",
-    "dfsql.model.sessions_fast",
-    "dfsql.model.sessions_fast._steps",
-    "dfsql.model.triggers",
-    "dfsql.spark.block_plan",
-    "dfsql.spark.replay",
-    "dfsql.spark.replay._PartitionDriver._run",
-    "dfsql.spark.replay.replay_panes",
-    "dfsql.spark.stream_buckets",
-    "dfsql.spark.streaming.stream_panes",
-})
-
-
 def _functions(tree: ast.AST, prefix: str = ""):
     """Every function in ``tree`` with its qualified name (``Class.method``,
     ``outer.inner``)."""
@@ -163,16 +140,10 @@ def _oversized() -> dict[str, int]:
 
 
 def test_small_rooms_everywhere_in_dfsql() -> None:
-    big = {name: size for name, size in _oversized().items() if name not in PENDING}
+    big = _oversized()
     assert not big, f"over the size limits ({MAX_MODULE_LINES} lines a module, " \
         f"{MAX_FUNCTION_LINES} a function): " + "; ".join(f"{n}: {s} lines"
                                                         for n, s in sorted(big.items()))
-
-
-def test_what_is_pending_is_still_over_the_limits() -> None:
-    done = sorted(PENDING - _oversized().keys())
-    assert not done, "within the size limits now (or gone): remove from PENDING: " \
-        + ", ".join(done)
 
 
 # --------------------------------------------------------------------------- imports in functions
