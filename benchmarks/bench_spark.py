@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     import dfsql
-    from dfsql.spark.replay_aggregates import KERNELS_CONF
+    from dfsql.spark.replay.kernels import KERNELS_CONF
 
     spark = dfsql.session()
     print(f"load: {os.getloadavg()}", flush=True)

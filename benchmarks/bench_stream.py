@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F  # noqa: N812
 
     import dfsql
-    from dfsql.spark.streaming import BUCKETS_CONF
+    from dfsql.spark.stream.plan import BUCKETS_CONF
 
     spark = dfsql.session()
     src = dataset(args.events)

@@ -2,7 +2,7 @@
 accumulation and retractions) on Apache Spark.
 
 The query functions load lazily (PEP 562): Spark's Python workers import ``dfsql.model``
-and the executors' modules (``dfsql.spark.replay``, ``timelines``, ``stream_packing``,
+and the executors' modules (``dfsql.spark.replay.panes``, ``timelines``, ``stream_packing``,
 ``stream_buckets``), which runs this file, and must not pay for the parsers (lark,
 sqlglot) that ``dfsql.api`` brings. ``dfsql.errors`` and ``dfsql.session`` import nothing
 heavy, so they load at once (``dfsql.session`` must be bound to the function before anyone
@@ -19,8 +19,8 @@ from dfsql.session import session  # pyspark is imported only when session() is 
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
     from dfsql.notebook import plot
-    from dfsql.spark.parquet import read_parquet
-    from dfsql.spark.sinks import TableSink
+    from dfsql.spark.catalog.parquet import read_parquet
+    from dfsql.spark.stream.sinks import TableSink
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
            "DfsqlError", "read_parquet", "plot"]
@@ -45,12 +45,12 @@ def __getattr__(name: str) -> object:
         globals()[name] = value
         return value
     if name == "TableSink":
-        from dfsql.spark.sinks import TableSink
+        from dfsql.spark.stream.sinks import TableSink
 
         globals()[name] = TableSink
         return TableSink
     if name == "read_parquet":
-        from dfsql.spark.parquet import read_parquet
+        from dfsql.spark.catalog.parquet import read_parquet
 
         globals()[name] = read_parquet
         return read_parquet

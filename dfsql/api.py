@@ -1,7 +1,7 @@
 """The public API: ``sql``, ``start``, ``explain``, ``register``.
 
 Plain Spark SQL goes to ``spark.sql`` untouched (same DataFrame, same errors mapped to
-DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.planner`.
+DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.plan.planner`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from dfsql.language.scan import Scanned, scan_text
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
-from dfsql.spark import views
-from dfsql.spark.catalog import sync as sync_catalog
+from dfsql.spark.catalog import views
+from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
-from dfsql.spark.sinks import STORE_CONF, start_stream
+from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.spark.planner import Planned
+    from dfsql.spark.plan.planner import Planned
 
 
 #: the registrations of each session (:func:`register`), by the session's id: a
@@ -109,8 +109,8 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession) -> P
 
 def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
-    text, a windowed statement by :mod:`dfsql.spark.planner` (the caller has brought the
-    catalog up to date: :func:`~dfsql.spark.catalog.sync`)."""
+    text, a windowed statement by :mod:`dfsql.spark.plan.planner` (the caller has brought the
+    catalog up to date: :func:`~dfsql.spark.catalog.warehouse.sync`)."""
     Planned = _planner().Planned  # noqa: N806
     quiet_spark_loggers()
     s = _spark(spark)
@@ -187,7 +187,7 @@ def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
 
 def _runs_as(stmt: Statement, spark: SparkSession | None, registry: dict) -> list[str]:
     """EXPLAIN's ``-- runs as:`` line of each block: the executor Spark's analysis of its
-    input chooses (:func:`dfsql.spark.physical.choose`), or why it is not known."""
+    input chooses (:func:`dfsql.spark.plan.physical.choose`), or why it is not known."""
     if spark is None:
         return ["-- runs as: chosen on Spark from the input (no Spark session here)"] * len(
             stmt.blocks)
@@ -252,9 +252,9 @@ def _planned_of(df: DataFrame) -> Planned | None:
 
 
 def _planner() -> ModuleType:
-    """:mod:`dfsql.spark.planner`, imported with the first query that needs it: Spark's
+    """:mod:`dfsql.spark.plan.planner`, imported with the first query that needs it: Spark's
     modules are not loaded for parsing, EXPLAIN without a session or the CLI's start."""
-    from dfsql.spark import planner
+    from dfsql.spark.plan import planner
 
     return planner
 

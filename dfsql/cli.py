@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dfsql
-from dfsql import docs_help  # re and importlib.resources only: light at start-up
 from dfsql.errors import DfsqlError
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
+from dfsql.shell import (
+    reference_help as docs_help,  # re and importlib.resources only: light at start-up
+)
 
 if TYPE_CHECKING:
     from dfsql.shell.repl import Shell
@@ -39,7 +41,7 @@ def _statements(path: Path) -> list[str]:
 
 
 def _run_text(text: str, spark, show: bool = True) -> None:
-    from dfsql.progress import progress  # its thread (threading) only once a query runs
+    from dfsql.shell.progress import progress  # its thread (threading) only once a query runs
 
     with progress(spark):
         df = dfsql.sql(text, spark)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from dfsql.errors import AnalysisError, DfsqlError, SourceError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
-from dfsql.spark.sinks import TableSink
+from dfsql.spark.stream.sinks import TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +61,7 @@ class Starter(Protocol):
                  spark: SparkSession | None = ...) -> object: ...
 
 
-#: the name of dfsql's figures in a batch's progress (dfsql.spark.streaming.METRICS, not
+#: the name of dfsql's figures in a batch's progress (dfsql.spark.stream.plan.METRICS, not
 #: imported: that module loads Spark's and numpy's, which ``import dfsql`` does not)
 METRICS = "dfsql"
 

@@ -6,7 +6,7 @@ back as a pandas DataFrame (``toPandas``, through Arrow on the sessions dfsql ma
 the next cell can compute with them. The frame is a :class:`Result`: a windowed result
 renders its pane timing coloured and, for a retracting EMIT, a leading ``+``/``-`` column
 with the retractions in red, exactly the rows the shell marks
-(:func:`dfsql.spark.planner.is_changelog`); the rows the query dropped are listed under
+(:func:`dfsql.spark.plan.planner.is_changelog`); the rows the query dropped are listed under
 it (:func:`dfsql.api.dropped_warnings`, never silent). ``%dfsql --plot`` and
 :func:`plot` draw the panes as the shell's ``\\plot`` does, inline.
 
@@ -37,7 +37,7 @@ from dfsql.shell.display import TIMING_STYLE, cell, print_error
 from dfsql.shell.plot import plot_result
 from dfsql.shell.script import split
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.planner import is_changelog, top_plan
+from dfsql.spark.plan.planner import is_changelog, top_plan
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: the colours of the HTML table (rich's names in the shell: yellow, green, magenta, red)

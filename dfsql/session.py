@@ -55,7 +55,7 @@ Why each setting (for sessions dfsql creates):
   warning) that stalls start-up on machines without DNS, and binds no public port.
 * ``spark.sql.warehouse.dir`` = the ``warehouse`` argument, ``DFSQL_WAREHOUSE`` or
   ``./spark-warehouse`` — and the session's catalog kept there across runs and shared by
-  every process on it (:mod:`dfsql.spark.catalog`): Spark's in-memory catalog alone
+  every process on it (:mod:`dfsql.spark.catalog.warehouse`): Spark's in-memory catalog alone
   forgets the tables whose files stay behind. Registering the tables found costs about
   0.13 s each (measured with 20 on this 2-core machine under load); none: nothing.
 * ``spark.sql.ansi.enabled`` is deliberately left at Spark's default: dfsql promises plain
@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dfsql.errors import ClusterUnreachableError
-from dfsql.spark.catalog import attach, warehouse_dir
+from dfsql.spark.catalog.warehouse import attach, warehouse_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -189,7 +189,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
 
     ``warehouse``: where a new local or cluster session keeps its tables and their
     definitions (``spark.sql.warehouse.dir``), kept across runs and shared by every
-    process on the same warehouse (:mod:`dfsql.spark.catalog`); default
+    process on the same warehouse (:mod:`dfsql.spark.catalog.warehouse`); default
     ``DFSQL_WAREHOUSE``, else ``./spark-warehouse``."""
     from pyspark.sql import SparkSession
 

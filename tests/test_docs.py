@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dfsql import docs_help
 from dfsql.session import register_paper_tables
+from dfsql.shell import reference_help as docs_help
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -2,7 +2,7 @@
 
 Issue #10, items 16-19: the grammar and the demo's data ship inside the wheel; nothing reads
 a path outside the repository; the wheel's Requires-Python has no upper cap; the code uses
-nothing newer than Python 3.10; and ``dfsql.model`` / ``dfsql.spark.replay`` (imported by
+nothing newer than Python 3.10; and ``dfsql.model`` / ``dfsql.spark.replay.panes`` (imported by
 every Spark Python worker) load neither lark nor sqlglot.
 """
 
@@ -39,14 +39,14 @@ def _python(code: str, *, cwd: Path, env: dict[str, str] | None = None,
 # -- item 19: what a Spark worker imports ------------------------------------------------
 
 def test_model_and_replay_import_neither_lark_nor_sqlglot(tmp_path: Path) -> None:
-    """Every Spark Python worker imports dfsql.model and dfsql.spark.replay; lark and
+    """Every Spark Python worker imports dfsql.model and dfsql.spark.replay.panes; lark and
     sqlglot (the parsers) would be paid per worker for nothing."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = _python("import sys, dfsql.model, dfsql.spark.replay\n"
+    r = _python("import sys, dfsql.model, dfsql.spark.replay.panes\n"
                 "heavy = sorted(m for m in ('lark', 'sqlglot', 'pyspark') if m in sys.modules)\n"
                 "print(','.join(heavy))", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "", f"imported by dfsql.model / dfsql.spark.replay: {r.stdout}"
+    assert r.stdout.strip() == "", f"imported by dfsql.model / dfsql.spark.replay.panes: {r.stdout}"
 
 
 def test_import_dfsql_is_light_and_public_names_still_resolve(tmp_path: Path) -> None:
@@ -292,7 +292,7 @@ text = dfsql.explain(
 print(text)
 paper = dfsql.cli.EXAMPLES / 'paper'
 assert str(paper).startswith({str(target)!r}), paper
-from dfsql import docs_help  # \\help's reference: the installed package's own copy
+from dfsql.shell import reference_help as docs_help  # \\help's reference: the installed package's own copy
 print(docs_help.section('trigger').splitlines()[0])
 print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
 """

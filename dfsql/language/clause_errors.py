@@ -18,7 +18,7 @@ from dfsql.errors import (
     MissingOperandError,
     UnknownKeywordError,
 )
-from dfsql.language.expected import (
+from dfsql.language.expected_words import (
     CLAUSE_ORDER,
     TERMINAL_TEXT,
     describe_expected,

@@ -71,7 +71,7 @@ def _view_head(first: list[Token], end: int) -> ViewHead:
 
 def check_windowed_view(view: ViewHead, src: Source) -> None:
     """A windowed view names its query's own columns (no column list); a temp view's name
-    has one part. (A persistent one is kept in the catalog: :mod:`dfsql.spark.views`.)"""
+    has one part. (A persistent one is kept in the catalog: :mod:`dfsql.spark.catalog.views`.)"""
     text = src.text
     after_view = view.view_word.end if view.view_word is not None else 0
     if not view.parts:

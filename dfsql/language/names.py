@@ -1,6 +1,6 @@
 """Column and table names that the rewrite, the planner and the replay executor share.
 
-Kept apart from ``rewrite`` (which needs sqlglot) because ``dfsql.spark.replay`` runs in
+Kept apart from ``rewrite`` (which needs sqlglot) because ``dfsql.spark.replay.panes`` runs in
 every Spark Python worker and needs only these strings.
 """
 

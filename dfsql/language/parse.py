@@ -38,7 +38,7 @@ from dfsql.language.clause_errors import (
     late_rows_alone,
     misspelt_clause_word,
 )
-from dfsql.language.expected import CLAUSE_ORDER
+from dfsql.language.expected_words import CLAUSE_ORDER
 from dfsql.language.scan import Source
 from dfsql.model import clauses as c
 
@@ -472,7 +472,7 @@ def _assemble(items: list, src: Source, base: int) -> c.Clauses:
 def parse_clauses(text: str) -> c.Clauses:
     """Parse extension-clause text on its own (``WINDOW ... EMIT ...``).
 
-    Used by :func:`dfsql.language.reference.run` and by tests; comments are allowed.
+    Used by :func:`dfsql.language.model_run.run` and by tests; comments are allowed.
     """
     tokens, cleaned = scanner.scan(Source(text))
     return parse_region(Source(cleaned), 0, len(cleaned), tokens)

@@ -21,7 +21,7 @@ from dfsql.language.parse import parse_region
 from dfsql.language.regions import find_regions, spark_watermarks
 from dfsql.language.rewrite import parse_select, rewrite
 from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
-from dfsql.language.tries import TriedWatermark, check_explained, split_tries
+from dfsql.language.watermark_tries import TriedWatermark, check_explained, split_tries
 from dfsql.model import clauses as c
 
 __all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_any",

@@ -2,8 +2,8 @@
 LANGUAGE.md §7's order of panes and retractions as places in that changelog.
 
 One implementation, called by both executors: the bounded replay's ``mapInArrow`` driver
-(:mod:`dfsql.spark.replay`) and the stream's bucket processor
-(:mod:`dfsql.spark.stream_buckets`). Both read the flat arrays of one
+(:mod:`dfsql.spark.replay.panes`) and the stream's bucket processor
+(:mod:`dfsql.spark.stream.buckets`). Both read the flat arrays of one
 :func:`~dfsql.model.group_also_by_window.drive` run (a
 :class:`~dfsql.model.group_also_by_window.FlatResult`).
 

@@ -235,7 +235,7 @@ class Events:
     sentinels (NEG_INF / POS_INF / NULL_EVENT_TIME); pane_index and timing are -1 where
     they do not apply. Element rows carry no ``detail`` (None): ``event_time`` and
     ``reason`` (panes.DROP_*) say it, and the caller prints them (the replay, in Spark SQL:
-    dfsql.spark.firings).
+    dfsql.spark.explain.firings).
     ``pane`` is the pane's id for FIRE and the retracted pane's for RETRACT; ``seq``
     orders the events of one key at one instant and window start."""
 

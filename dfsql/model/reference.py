@@ -69,7 +69,7 @@ def run(
     come from every element, and only the flagged ones enter windows — a row WHERE
     removes moves time but is never late, dropped or counted.
 
-    ``clauses`` are typed (:func:`dfsql.language.reference.run` takes them as the text
+    ``clauses`` are typed (:func:`dfsql.language.model_run.run` takes them as the text
     from WINDOW to EMIT); without PROCESSING TIME the input is batch. ``watermarks``
     feeds WATERMARK FROM: pairs ``(processing_time, watermark)`` or, with BY writer,
     ``(writer, processing_time, noted_time)``. ``aggregate`` is any callable over a list

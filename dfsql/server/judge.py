@@ -3,7 +3,7 @@ Spark will run, not on its text.
 
 Each text that ``spark.sql`` would run for a client — the statement itself, and every
 query dfsql builds from a windowed statement — is parsed first by the session's own
-parser (:mod:`dfsql.spark.plan_walk`), and the tree is read before anything runs. A
+parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
 the same way; a name or statement that exists only when the statement runs
 (``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
@@ -39,7 +39,14 @@ from dfsql.language.statement import Statement, parse_any, parse_statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
-from dfsql.spark.plan_walk import Node, PlanTooLarge, Tree, parse_identifier, parse_plan, walk
+from dfsql.spark.plan.parsed_plan import (
+    Node,
+    PlanTooLarge,
+    Tree,
+    parse_identifier,
+    parse_plan,
+    walk,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,7 +9,7 @@ DIR; ``STOP STREAMING QUERY`` is the only thing that removes one. DIR holds::
                              (schema included)
     checkpoints/<name>/      Spark's checkpoint (offsets, commits, state)
     tables/<name>/           an INTO TABLE query's rows after its last batch, with that
-                             batch's id (dfsql.spark.sinks.TableSink)
+                             batch's id (dfsql.spark.stream.sinks.TableSink)
 
 Exactly once across a kill: Spark replays the batch whose commit it had not written, and
 the table applies a batch id it has already applied as nothing (and one half-applied

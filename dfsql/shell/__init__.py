@@ -14,7 +14,7 @@ matplotlib (``\\plot``). Pieces:
 * :mod:`dfsql.shell.plot` — a windowed result drawn the way the paper draws its figures
   (its time axes in :mod:`~dfsql.shell.plot_time`, an EXPLAIN FIRINGS result read by
   :mod:`~dfsql.shell.plot_firings`, an EXPLAIN WATERMARK one drawn by
-  :mod:`~dfsql.shell.tradeoff`);
+  :mod:`~dfsql.shell.plot_tradeoff`);
 * :mod:`dfsql.shell.commands` — the backslash commands that show or read something
   (``\\help``, ``\\d``, ``\\load``);
 * :mod:`dfsql.shell.repl` — the shell: its Spark session, statements, the dispatch of

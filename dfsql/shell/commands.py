@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dfsql import docs_help
 from dfsql.errors import DfsqlError
 from dfsql.shell import display
+from dfsql.shell import reference_help as docs_help
 from dfsql.shell.lexer import COMMANDS
+from dfsql.spark.catalog.parquet import read_parquet
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.parquet import read_parquet
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,7 +33,7 @@ class ShellError(DfsqlError):
 
 def show_help(out: Console, rest: str, at: int) -> None:
     """``\\help`` lists the commands and the reference's topics; ``\\help WINDOW``
-    prints that section of the shipped reference (:mod:`dfsql.docs_help`)."""
+    prints that section of the shipped reference (:mod:`dfsql.shell.reference_help`)."""
     from rich.table import Table
 
     if rest:

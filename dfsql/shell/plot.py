@@ -36,7 +36,7 @@ from dfsql.shell.plot_firings import firings_as_panes, is_firings
 from dfsql.shell.plot_input import Input, read_input
 from dfsql.shell.plot_labels import Label, Placer, Spot, above, at_ends, beside
 from dfsql.shell.plot_time import num, nums, time_axis
-from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff, save
+from dfsql.shell.plot_tradeoff import TradeoffSummary, is_tradeoff, plot_tradeoff, save
 
 MAX_PANELS = 6
 DPI = 110  # the figure's, so what is measured on screen is what is saved

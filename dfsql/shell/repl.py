@@ -34,8 +34,8 @@ from dfsql.shell.commands import (
 from dfsql.shell.jobs import Cancelled, Job
 from dfsql.shell.lexer import COMMANDS, Catalog, DfsqlLexer, ShellCompleter
 from dfsql.shell.plot import is_firings, plot_result
+from dfsql.shell.plot_tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.script import Piece, is_complete, split
-from dfsql.shell.tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.watch import watch
 from dfsql.spark.errors import spark_errors
 
@@ -288,7 +288,7 @@ class Shell:
         if not path.lower().endswith(".png"):
             raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
                              "e.g. \\plot panes.png")
-        from dfsql.spark.planner import top_plan
+        from dfsql.spark.plan.planner import top_plan
 
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
@@ -407,7 +407,7 @@ def _default_target() -> str:
 
 
 def _retracting(df) -> bool:
-    """Whether ``df``'s rows get +/- marks (:func:`dfsql.spark.planner.is_changelog`)."""
-    from dfsql.spark.planner import is_changelog
+    """Whether ``df``'s rows get +/- marks (:func:`dfsql.spark.plan.planner.is_changelog`)."""
+    from dfsql.spark.plan.planner import is_changelog
 
     return is_changelog(df)

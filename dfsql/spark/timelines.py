@@ -39,7 +39,7 @@ from dfsql.spark.errors import spark_errors
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan.values import ReplayPlan
 
 _TS = f"{PROCESSING_TIME} TIMESTAMP, {EVENT_TIME} TIMESTAMP"
 

@@ -69,7 +69,7 @@ def test_udaf_batch(spark: SparkSession, events: str) -> None:
 
 def test_udaf_replay_is_refused_at_the_call(spark: SparkSession, events: str) -> None:
     """A replay computes each pane's aggregates with FILTER beside other aggregates
-    (dfsql.spark.replay); Spark's pandas UDAFs allow neither. Until the replay can
+    (dfsql.spark.replay.panes); Spark's pandas UDAFs allow neither. Until the replay can
     aggregate such a function on its own, the query is refused where the call is written
     (line 1, col 11), with the way out in the hint — not Spark's error from inside the
     replay's SQL. (What the replay would give, by hand: at 1:21 a's ON_TIME pane

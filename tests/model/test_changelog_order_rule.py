@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dfsql.language import parse_statement
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 from dfsql.language.rewrite import rewrite
 from dfsql.model.changelog import (
     changelog_order,

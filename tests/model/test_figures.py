@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfsql.language.reference import run as run_text
+from dfsql.language.model_run import run as run_text
 from dfsql.model import run
 from tests.model.conftest import FIGURE_CLAUSES, figures, ts
 

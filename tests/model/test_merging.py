@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 from dfsql.model.triggers import (
     AfterAll,
     AfterEach,

@@ -24,7 +24,7 @@ import pytest
 
 import dfsql
 from dfsql.language import parse_statement
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 from dfsql.language.rewrite import rewrite
 from dfsql.model.clauses import Duration, SessionWindows
 from dfsql.model.windows import (
@@ -34,7 +34,7 @@ from dfsql.model.windows import (
     sessions,
     within,
 )
-from dfsql.spark import streaming as S
+from dfsql.spark.stream import plan as S
 
 S_ = 1_000_000
 T0 = datetime(2024, 1, 1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dfsql.language import parse_clauses
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 from dfsql.model import group_also_by_window, timeline_for
 from dfsql.model.panes import DROP_NULL_TIME
 from dfsql.model.watermarks import inputs_frontier

@@ -5,7 +5,7 @@ s ≡ o (mod period) containing t — none when period > size and t falls in a g
 sampling window: in no window, not dropped); GLOBAL in ``[-inf, +inf)``; SESSIONS in the
 proto-window ``[t, t+gap)``. Every path holds to it at the boundaries, by hand: the model's
 ``assign``, the batch plan's Spark SQL (Spark's ``window()`` as
-``dfsql.spark.window_assignment.grid_sql`` renders the grid) and the replay's
+``dfsql.spark.plan.window_assignment.grid_sql`` renders the grid) and the replay's
 ``by_window`` (the element's window starts in µs, from the same function): t on a window
 start, one µs before it, negative and epoch times, OFFSET, SLIDING with period < size and
 with period > size (t in the gap)."""
@@ -98,7 +98,7 @@ def test_batch_sql_assigns_the_same(spark, window) -> None:
 @pytest.mark.parametrize("window", CASES)
 def test_replay_by_window_assigns_the_same(spark, window) -> None:
     """The replay: each element once per window start (FIXED: its one start)."""
-    from dfsql.spark.replay import WINDOW_START, by_window
+    from dfsql.spark.replay.panes import WINDOW_START, by_window
 
     inp = _events(spark, window).withColumnRenamed("et", EVENT_TIME)
     out, extra, driver = by_window(inp, parse_clauses(f"WINDOW {window} ON et"))
@@ -117,7 +117,7 @@ def test_replay_by_window_assigns_the_same(spark, window) -> None:
 
 def test_replay_by_window_keeps_a_null_event_time(spark) -> None:
     """The driver drops and counts a NULL event time, so by_window keeps its row."""
-    from dfsql.spark.replay import WINDOW_START, by_window
+    from dfsql.spark.replay.panes import WINDOW_START, by_window
 
     inp = spark.sql(f"SELECT CAST(NULL AS TIMESTAMP) AS {EVENT_TIME}")
     for window in ("FIXED(1 MINUTE)", "SLIDING(1 MINUTE, EVERY 20 SECONDS)",

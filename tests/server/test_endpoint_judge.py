@@ -27,7 +27,7 @@ from dfsql.server import Server
 from dfsql.server.auth import set_password
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.paths import outside
-from dfsql.spark.plan_walk import walk
+from dfsql.spark.plan.parsed_plan import walk
 from tests.conftest import register_paper_tables
 
 SECRET = "TOP-SECRET-31"

@@ -148,7 +148,7 @@ def two_keys(spark, paper_tables):
     """Figure 12's query (fixed 2-minute windows, the paper's watermark) over the paper's
     scores and three elements of a second key j; the result's rows and its plan."""
     import dfsql
-    from dfsql.spark.planner import top_plan
+    from dfsql.spark.plan.planner import top_plan
     from tests.shell.test_script_and_display import FIGURES
 
     values = ", ".join(f"('j', {v}, TIMESTAMP '2015-09-01 {e}', TIMESTAMP '2015-09-01 {a}')"
@@ -207,7 +207,7 @@ def test_elements_of_a_key_that_is_no_group_by_key_are_left_out_and_said(
     unknown, so no panel shows dots (they would be every key's), the summary says why,
     and both panels still have the watermark."""
     import dfsql
-    from dfsql.spark.planner import top_plan
+    from dfsql.spark.plan.planner import top_plan
 
     query = two_keys[3].replace("SELECT key,", "SELECT UPPER(key) AS k,")
     df = dfsql.sql(query, spark)
@@ -274,7 +274,7 @@ def test_dense_input_labels_never_overlap(spark, tmp_path) -> None:
     its event time minus the delay), so each window fires once, ON_TIME, with the sum
     of its 24 values. No two labels overlap; every window's sum is shown."""
     import dfsql
-    from dfsql.spark.planner import top_plan
+    from dfsql.spark.plan.planner import top_plan
 
     spark.sql("CREATE OR REPLACE TEMP VIEW plot_dense AS SELECT 'd' AS key, "
               "CAST(id % 10 AS INT) AS value, "
@@ -322,7 +322,7 @@ def test_the_watermark_line_comes_from_every_row_the_dots_from_those_where_keeps
     between 12:05:40 and 12:06:20, the 3 of 12:04:00 that WHERE leaves out; over the
     five alone it would be 12:02:10 there."""
     import dfsql
-    from dfsql.spark.planner import top_plan
+    from dfsql.spark.plan.planner import top_plan
 
     query = ("SELECT key, SUM(value) AS total FROM scores WHERE value >= 5 GROUP BY key "
              "WINDOW FIXED(2 MINUTES) ON event_time PROCESSING TIME arrival_time")

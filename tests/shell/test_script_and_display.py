@@ -221,7 +221,7 @@ def test_plot_of_figure_14_draws_the_papers_panes(spark, paper_tables, tmp_path)
     -7 -10 +25, -5 -25 +39, 3, -3 +12; the ten input elements and the watermark too."""
     import dfsql
     from dfsql.shell.plot import plot_result
-    from dfsql.spark.planner import block_plans
+    from dfsql.spark.plan.planner import block_plans
 
     fig = FIGURES["fig14_sessions_retracting"]
     df = dfsql.sql(fig["query"], spark)
@@ -259,7 +259,7 @@ def test_plot_draws_every_aggregate_with_its_input_and_watermark(spark, paper_ta
     by hand: {5}, {7}, {3,4,3}, then {7,3,4,3,8}, {5,9,7,3,4,3,8}, {3}, {3,8,1}."""
     import dfsql
     from dfsql.shell.plot import plot_result
-    from dfsql.spark.planner import block_plans
+    from dfsql.spark.plan.planner import block_plans
 
     query = FIGURES["fig14_sessions_retracting"]["query"].replace(
         "SUM(value) AS total", "SUM(value) AS total, COUNT(*) AS n")

@@ -251,8 +251,8 @@ DECOMPOSABLE = ["total", "n", "nx", "lo", "hi", "s_lo", "s_hi", "big", "n_neg"]
 
 @pytest.mark.parametrize("mode", MODES)
 def test_decomposable_aggregates_two_level(spark, agg_rows, mode):
-    from dfsql.spark.planner import block_plans
-    from dfsql.spark.replay_pane_sql import two_level_merges as _two_level
+    from dfsql.spark.plan.planner import block_plans
+    from dfsql.spark.replay.pane_sql import two_level_merges as _two_level
 
     select = """SELECT key, SUM(x) AS total, COUNT(*) AS n, COUNT(x) AS nx, MIN(x) AS lo,
        MAX(x) AS hi, MIN(s) AS s_lo, MAX(s) AS s_hi, SUM(x) FILTER (WHERE x > 3) AS big,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dfsql
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 
 GEN = Path(__file__).resolve().parents[2] / "benchmarks" / "gen_events.py"
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dfsql
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIG14 = "\n".join(line for line in (PAPER / "fig14_sessions_retracting.sql").read_text()

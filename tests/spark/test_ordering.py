@@ -1,5 +1,5 @@
 """LANGUAGE.md §7's default order for replayed results, built without a sampled range
-exchange (dfsql.spark.ordering): the hash that places rows, and the order that results."""
+exchange (dfsql.spark.replay.ordering): the hash that places rows, and the order that results."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dfsql
-from dfsql.spark.ordering import in_emit_order, murmur3_long, partition_stand_ins
+from dfsql.spark.replay.ordering import in_emit_order, murmur3_long, partition_stand_ins
 
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 ORDER = ("emit_time", "is_retraction DESC", "`key`", "window_start")

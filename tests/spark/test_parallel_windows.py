@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
 import dfsql
-from dfsql.language.reference import run
-from dfsql.spark.planner import planned_of
+from dfsql.language.model_run import run
+from dfsql.spark.plan.planner import planned_of
 
 T0 = datetime(2024, 1, 1)
 

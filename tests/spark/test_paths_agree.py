@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import dfsql
 from dfsql.language import parse_clauses
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 from dfsql.model.fastpath import plan_for
 from dfsql.model.sessions_fast import early_period
 

@@ -1,4 +1,4 @@
-"""What runs a block is chosen once, as a value (issue #33): ``dfsql.spark.physical.choose``.
+"""What runs a block is chosen once, as a value (issue #33): ``dfsql.spark.plan.physical.choose``.
 
 EXPLAIN prints the choice as one ``-- runs as:`` line, and the query itself runs on the
 executor that line names (its planned block carries the same value). The expected lines
@@ -22,7 +22,7 @@ import pytest
 import dfsql
 from dfsql.errors import NotSupportedError
 from dfsql.model.aggregates import decomposable
-from dfsql.spark.planner import planned_of
+from dfsql.spark.plan.planner import planned_of
 
 PT = "WINDOW FIXED(2 MINUTES) ON et PROCESSING TIME pt"
 KERNELS_OFF = "dfsql.replay.aggregateKernels"

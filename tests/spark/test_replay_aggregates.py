@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dfsql
-from dfsql.spark.replay_aggregates import KERNELS_CONF
+from dfsql.spark.replay.kernels import KERNELS_CONF
 
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 SCHEMA = ("key STRING, v BIGINT, i INT, d DOUBLE, f FLOAT, b BOOLEAN, "

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dfsql
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 

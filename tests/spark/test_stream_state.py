@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from dfsql.language import parse_statement
 from dfsql.language.rewrite import rewrite
-from dfsql.spark import streaming as S
+from dfsql.spark.stream import plan as S
 
 QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM t GROUP BY key "
          "WINDOW SESSIONS(GAP 30 SECONDS) ON event_time WATERMARK DELAY 10 SECONDS "

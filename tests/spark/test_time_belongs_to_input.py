@@ -22,7 +22,7 @@ from test_stream_engine_clock import _run as _run_engine_clock
 from test_streaming import _stream_and_replay, _workload
 
 import dfsql
-from dfsql.language.reference import run
+from dfsql.language.model_run import run
 
 T = datetime(2024, 1, 1, 12)
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, blank, scan_text
+from dfsql.spark.catalog.writes import QUALIFIED_NAME
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan_walk import relations_read
-from dfsql.spark.writes import QUALIFIED_NAME
+from dfsql.spark.plan.parsed_plan import relations_read
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,7 +1,7 @@
 """The values that pass between the planner and the executors.
 
-:mod:`dfsql.spark.block_plan` builds a block's plan and calls :mod:`dfsql.spark.replay`
-and :mod:`dfsql.spark.streaming`; they only read the plan (:class:`ReplayPlan` is that
+:mod:`dfsql.spark.plan.block` builds a block's plan and calls :mod:`dfsql.spark.replay.panes`
+and :mod:`dfsql.spark.stream.plan`; they only read the plan (:class:`ReplayPlan` is that
 read-only view, so they do not import the planner, not even for typing) and return what
 they computed (:class:`Replayed`, :class:`StreamPlan`). Planning a statement returns a
 :class:`Planned`: nothing is set on a DataFrame or written back onto a plan.
@@ -57,7 +57,7 @@ REPLAY = "replay"
 NATIVE_STREAM = "native stream"
 BUCKET_PROCESSOR = "bucket processor"
 
-#: how a replay computes its aggregates (:func:`dfsql.spark.physical.choose`)
+#: how a replay computes its aggregates (:func:`dfsql.spark.plan.physical.choose`)
 KERNELS, TWO_LEVEL, EXPLODED = "the model's kernels", "Spark, two levels", "Spark, per element"
 
 
@@ -69,9 +69,9 @@ class PhysicalPlan:
     executor: str
     #: the replay's aggregates: KERNELS, TWO_LEVEL or EXPLODED (None for another executor)
     aggregates: str | None = None
-    #: the kernels, for KERNELS (:class:`~dfsql.spark.replay_aggregates.Kernels`)
+    #: the kernels, for KERNELS (:class:`~dfsql.spark.replay.kernels.Kernels`)
     kernels: Any = None
-    #: the two-level merges (:func:`~dfsql.spark.replay_pane_sql.two_level_merges`)
+    #: the two-level merges (:func:`~dfsql.spark.replay.pane_sql.two_level_merges`)
     merges: tuple[tuple, ...] | None = None
     #: the state store provider a stream must start on (None: the session's own)
     state_store: str | None = None
@@ -103,7 +103,7 @@ def _short(provider: str | None) -> str:
 
 @dataclass(frozen=True)
 class Replayed:
-    """What a replay computed (:func:`dfsql.spark.replay.replay_panes`)."""
+    """What a replay computed (:func:`dfsql.spark.replay.panes.replay_panes`)."""
 
     #: keys, aggregates and the pane columns, one row per emitted pane or retraction
     panes: DataFrame
@@ -117,13 +117,13 @@ class Replayed:
     dropped_by_partition: Any
     driver_partitions: int
     #: EXPLAIN FIRINGS: the events the driver recorded in the same run (see
-    #: :data:`dfsql.spark.replay.EVENT_FIELDS`); None for a query
+    #: :data:`dfsql.spark.replay.panes.EVENT_FIELDS`); None for a query
     events: DataFrame | None = None
 
 
 @dataclass(frozen=True)
 class FiringsRequest:
-    """What EXPLAIN FIRINGS asks of a replay (:func:`dfsql.spark.replay.replay_panes`)."""
+    """What EXPLAIN FIRINGS asks of a replay (:func:`dfsql.spark.replay.panes.replay_panes`)."""
 
     #: a filter over the input stage's columns (group keys), applied after the watermark
     #: is computed from the whole input (it is global across keys), before the driver

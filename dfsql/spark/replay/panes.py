@@ -14,10 +14,10 @@ The Dataflow model's driver decides windows and panes; Spark does everything els
    (its metadata and when it is retracted) and dropped elements;
 3. one Spark SQL statement aggregates the elements into the panes that cover them (in
    two levels for SUM / COUNT / MIN / MAX), adds the retraction rows, and the output
-   stage does the rest (§7's order: :mod:`dfsql.spark.ordering`).
+   stage does the rest (§7's order: :mod:`dfsql.spark.replay.ordering`).
 
 Where every aggregate is one the model's kernels compute exactly (COUNT, SUM, MIN, MAX,
-AVG: :mod:`dfsql.spark.replay_aggregates`), the driver emits no element rows: its pane
+AVG: :mod:`dfsql.spark.replay.kernels`), the driver emits no element rows: its pane
 rows carry their aggregates, and step 3 only adds the retraction rows.
 """
 
@@ -33,25 +33,25 @@ from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.group_also_by_window import end_floor_of
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NEG_INF, AssignedWindows
-from dfsql.spark.ordering import shuffle_partitions
-from dfsql.spark.plan_types import Replayed, in_query
-from dfsql.spark.plan_types import late_row_key_names as _key_names
-from dfsql.spark.replay_driver import WINDOW_START, PartitionDriver
-from dfsql.spark.replay_firings import EVENT_FIELDS, KIND_EVENT, for_firings
-from dfsql.spark.replay_pane_sql import (
+from dfsql.spark.plan.values import Replayed, in_query
+from dfsql.spark.plan.values import late_row_key_names as _key_names
+from dfsql.spark.plan.window_assignment import grid_sql
+from dfsql.spark.replay.driver import WINDOW_START, PartitionDriver
+from dfsql.spark.replay.ordering import shuffle_partitions
+from dfsql.spark.replay.pane_sql import (
     KIND_DROPPED,
     KIND_MARKER,
     panes_exploded,
     panes_two_level,
     quoted,
 )
+from dfsql.spark.replay.recorder import EVENT_FIELDS, KIND_EVENT, for_firings
 from dfsql.spark.timelines import Shipped, watermark_timeline
-from dfsql.spark.window_assignment import grid_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import FiringsRequest, PhysicalPlan, ReplayPlan
+    from dfsql.spark.plan.values import FiringsRequest, PhysicalPlan, ReplayPlan
 
 
 
@@ -226,7 +226,7 @@ def _dropped_accumulator(spark):
     Connect, which has no accumulators (the count then runs the driver once more)."""
     # inside: importing this module (every task does) must not load pyspark
     from dfsql.session import spark_context
-    from dfsql.spark.accumulators import PerPartition
+    from dfsql.spark.replay.accumulators import PerPartition
 
     sc = spark_context(spark)
     return None if sc is None else sc.accumulator({}, PerPartition())

@@ -1,4 +1,4 @@
-"""The function a replay gives ``mapInArrow`` (:mod:`dfsql.spark.replay`): the model's
+"""The function a replay gives ``mapInArrow`` (:mod:`dfsql.spark.replay.panes`): the model's
 driver over the keys of one partition, and the one union-typed Arrow stream it emits —
 element rows with the panes that aggregate them, one marker row per pane, dropped
 elements (and, for EXPLAIN FIRINGS, the recorded events)."""
@@ -13,14 +13,14 @@ from dfsql.model.changelog import element_panes as pane_members
 from dfsql.model.group_also_by_window import drive
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NULL_EVENT_TIME, AssignedWindows
-from dfsql.spark.replay_firings import event_types, recorded
-from dfsql.spark.replay_pane_sql import KIND_DROPPED, KIND_MARKER, KIND_MEMBER
+from dfsql.spark.replay.pane_sql import KIND_DROPPED, KIND_MARKER, KIND_MEMBER
+from dfsql.spark.replay.recorder import event_types, recorded
 from dfsql.spark.timelines import us as _us
 
 #: the timing names by their code (the model's), for Arrow columns
 TIMING = np.array(TIMING_NAMES, dtype=object)
 #: the column holding an element's window start, for windows that never merge (the
-#: driver runs one state machine per key and window: :func:`dfsql.spark.replay.by_window`)
+#: driver runs one state machine per key and window: :func:`dfsql.spark.replay.panes.by_window`)
 WINDOW_START = "__window_start"
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40

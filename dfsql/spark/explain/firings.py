@@ -1,7 +1,7 @@
 """``EXPLAIN FIRINGS <windowed query> [WHERE p]`` on Spark (LANGUAGE.md §8b).
 
 The query's block is replayed as for the query itself, with the model's recorder on
-(:mod:`dfsql.spark.replay_firings`): the driver's one run makes the panes and records
+(:mod:`dfsql.spark.replay.recorder`): the driver's one run makes the panes and records
 every event of every window's life. The FIRE and RETRACT events are joined to the
 panes of that run for the values they emitted; the events come back in §7's order.
 
@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 from dfsql.errors import NotSupportedError
 from dfsql.language.names import FIRINGS_COLUMNS
 from dfsql.model.panes import DROP_REASONS
-from dfsql.spark.block_plan import PlannedBlock
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.physical import choose
-from dfsql.spark.plan_types import FiringsRequest
-from dfsql.spark.replay import replay_panes
+from dfsql.spark.plan.block import PlannedBlock
+from dfsql.spark.plan.physical import choose
+from dfsql.spark.plan.values import FiringsRequest
+from dfsql.spark.replay.panes import replay_panes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from dfsql.language.statement import Statement
-    from dfsql.spark.block_plan import BlockPlan
+    from dfsql.spark.plan.block import BlockPlan
 
 COLUMNS = FIRINGS_COLUMNS
 _FIRINGS = re.compile(r"\bEXPLAIN\s+FIRINGS\b", re.IGNORECASE)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
-from dfsql.spark.ordering import sort_columns
+from dfsql.spark.replay.ordering import sort_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

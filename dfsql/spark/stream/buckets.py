@@ -1,15 +1,15 @@
 """The bucket processor: GroupAlsoByWindow for one bucket of user keys in
-``transformWithStateInPandas`` (planned by :mod:`dfsql.spark.streaming`, fed by
-:mod:`dfsql.spark.stream_packing`).
+``transformWithStateInPandas`` (planned by :mod:`dfsql.spark.stream.plan`, fed by
+:mod:`dfsql.spark.stream.packing`).
 
 A bucket's state is one ValueState holding Arrow IPC blobs: the elements of its keys'
 live windows, and the watermark's change points. Each call adds a micro-batch's
 elements and points, re-runs the model (:func:`~dfsql.model.group_also_by_window.drive`)
 over the retained elements up to the new frontier, emits exactly the panes and
 retractions whose emit time lies between the previous frontier and the new one (their
-aggregates from :mod:`dfsql.spark.stream_aggregates`, their §7 places from
+aggregates from :mod:`dfsql.spark.stream.aggregates`, their §7 places from
 :mod:`dfsql.model.changelog`), and keeps only what a later run needs
-(:mod:`dfsql.spark.stream_retention`; see :mod:`dfsql.spark.streaming` for the clocks and
+(:mod:`dfsql.spark.stream.retention`; see :mod:`dfsql.spark.stream.plan` for the clocks and
 the bounds).
 """
 
@@ -34,9 +34,9 @@ from dfsql.model.watermarks import (
     writers_timeline,
 )
 from dfsql.model.windows import NULL_EVENT_TIME
-from dfsql.spark.replay_driver import TIMING
-from dfsql.spark.stream_aggregates import bucket_aggregates
-from dfsql.spark.stream_packing import (
+from dfsql.spark.replay.driver import TIMING
+from dfsql.spark.stream.aggregates import bucket_aggregates
+from dfsql.spark.stream.packing import (
     AT,
     BLOB,
     ET,
@@ -56,7 +56,7 @@ from dfsql.spark.stream_packing import (
     from_ipc,
     to_ipc,
 )
-from dfsql.spark.stream_retention import fold_notes, fold_start, retained
+from dfsql.spark.stream.retention import fold_notes, fold_start, retained
 from dfsql.spark.timelines import count_pairs
 
 #: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,

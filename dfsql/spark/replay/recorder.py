@@ -1,6 +1,6 @@
 """EXPLAIN FIRINGS inside the replay: the driver's run with the model's recorder on.
 
-The replay (:mod:`dfsql.spark.replay`) runs as for the query itself; with a recorder the
+The replay (:mod:`dfsql.spark.replay.panes`) runs as for the query itself; with a recorder the
 driver also emits one row per event (kind :data:`KIND_EVENT`) beside its pane markers, so
 the events and the panes come out of the same run of the same tasks.
 """
@@ -23,7 +23,7 @@ from dfsql.spark.timelines import us as _us
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import FiringsRequest, ReplayPlan
+    from dfsql.spark.plan.values import FiringsRequest, ReplayPlan
 
 KIND_EVENT = 5
 #: an event row's columns beside the keys and window_start / window_end

@@ -4,7 +4,7 @@ When every aggregate of a replayed block is a COUNT, SUM, MIN, MAX or AVG that
 :mod:`dfsql.model.aggregates` computes exactly (types below; FILTER kept; DISTINCT only
 where it changes nothing, MIN / MAX), the driver emits one row per pane holding its
 aggregates, instead of one row per element listing the panes that aggregate it for Spark
-to explode and aggregate (:func:`dfsql.spark.replay._panes_exploded` and
+to explode and aggregate (:func:`dfsql.spark.replay.panes._panes_exploded` and
 ``_panes_two_level``, which stay the general case: any other aggregate or type).
 
 Spark still evaluates what the aggregates read — an argument that is an expression, a
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan.values import ReplayPlan
 
 #: Spark conf that turns the kernels off (any value but "false" leaves them on)
 KERNELS_CONF = "dfsql.replay.aggregateKernels"
@@ -189,7 +189,7 @@ def _arrow(values: np.ndarray, has: np.ndarray, typ: pa.DataType) -> pa.Array:
 def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     """The kernels for the block's aggregates, or None when one of them is not a
     kernel's: then Spark aggregates, the general case (the choice, and the session
-    setting that turns the kernels off: :func:`dfsql.spark.physical.choose`)."""
+    setting that turns the kernels off: :func:`dfsql.spark.plan.physical.choose`)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F  # noqa: N812
 

@@ -7,7 +7,7 @@ one read and one shuffle of the input, not one query per watermark.
    time, event time) columns, read once as Arrow (16 bytes a row); a ``FROM`` table's
    is read from that table. Each comes with its end instant (the replay's end floor).
 2. The input, cut to its keys and times, is repartitioned and sorted as the replay's is
-   (by key, and for FIXED windows by window too: see :func:`dfsql.spark.replay.by_window`),
+   (by key, and for FIXED windows by window too: see :func:`dfsql.spark.replay.panes.by_window`),
    and one ``mapInArrow`` runs the model once per timeline over each run of whole keys
    (:func:`~dfsql.model.watermark_trials.run_trials`). A task merges its statistics and
    sends one small row per watermark.
@@ -33,17 +33,17 @@ from dfsql.model.watermark_trials import Latencies, TrialStats, run_trials
 from dfsql.model.watermarks import Timeline, timeline_for
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.ordering import shuffle_partitions
-from dfsql.spark.plan_types import in_query
-from dfsql.spark.replay import by_window
-from dfsql.spark.replay_driver import key_runs
+from dfsql.spark.plan.values import in_query
+from dfsql.spark.replay.driver import key_runs
+from dfsql.spark.replay.ordering import shuffle_partitions
+from dfsql.spark.replay.panes import by_window
 from dfsql.spark.timelines import Shipped, check_processing_time, from_table_timeline, us
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.language.tries import TriedWatermark
-    from dfsql.spark.block_plan import BlockPlan
+    from dfsql.language.watermark_tries import TriedWatermark
+    from dfsql.spark.plan.block import BlockPlan
 
 #: the result's columns: latencies in seconds (DOUBLE), NULL without an ON_TIME pane
 RESULT_SCHEMA = ("watermark STRING, late_rows BIGINT, late_fraction DOUBLE, "

@@ -1,4 +1,4 @@
-"""What a stream bucket keeps between calls (:mod:`dfsql.spark.stream_buckets`): the
+"""What a stream bucket keeps between calls (:mod:`dfsql.spark.stream.buckets`): the
 elements a later run still needs (by the model's merge and expiry rules,
 :mod:`dfsql.model.windows`), and the watermark's history and writers' notes from the
 oldest retained arrival on.
@@ -10,7 +10,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model.windows import NULL_EVENT_TIME, expired, sessions
-from dfsql.spark.stream_packing import AT, NEG, WRITER
+from dfsql.spark.stream.packing import AT, NEG, WRITER
 
 
 def retained(clauses: c.Clauses, r, key_ids: np.ndarray, et: np.ndarray, at: np.ndarray,

@@ -1,5 +1,5 @@
 """Windowed statements on Spark: each windowed block planned in turn, innermost first
-(:mod:`dfsql.spark.block_plan`), and the statement around them.
+(:mod:`dfsql.spark.plan.block`), and the statement around them.
 
 Inner blocks are registered as temp views under names unique to the statement, so the
 outer query (windowed or not) reads them like any table. Planning returns a
@@ -8,7 +8,7 @@ the stream to start (:func:`dfsql.api.start`). :func:`remember` keeps a result's
 Planned in a map weakly keyed by the result DataFrame, for :func:`dfsql.api.dropped_late` and the
 shell's ``\\plot`` (nothing is set on the DataFrame: a Spark Connect result works the same).
 The windowed query of ``EXPLAIN WATERMARK`` gives no panes: its block is replayed under
-each watermark by :mod:`dfsql.spark.watermark_trials` instead.
+each watermark by :mod:`dfsql.spark.explain.watermark_trials` instead.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from dfsql.language.functions import resolve_aggregates
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
 from dfsql.session import spark_context
-from dfsql.spark.block_plan import BlockPlan, PlannedBlock, new_uid
+from dfsql.spark.catalog.writes import finish as finish_write
+from dfsql.spark.catalog.writes import write
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.firings import firings_result, refuse
-from dfsql.spark.physical import choose
-from dfsql.spark.plan_types import PhysicalPlan, StreamPlan
-from dfsql.spark.watermark_trials import explain_watermark
-from dfsql.spark.writes import finish as finish_write
-from dfsql.spark.writes import write
+from dfsql.spark.explain.firings import firings_result, refuse
+from dfsql.spark.explain.watermark_trials import explain_watermark
+from dfsql.spark.plan.block import BlockPlan, PlannedBlock, new_uid
+from dfsql.spark.plan.physical import choose
+from dfsql.spark.plan.values import PhysicalPlan, StreamPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -19,7 +19,7 @@ warehouse itself, where any number of processes can read it:
 
 A directory without the file (written by Spark outside dfsql) is registered when it holds
 Parquet or ORC files, whose schema is in the data. Persistent views (plain ones, and the
-windowed views of :mod:`dfsql.spark.views`) have no directory: each one's ``SHOW CREATE
+windowed views of :mod:`dfsql.spark.catalog.views`) have no directory: each one's ``SHOW CREATE
 TABLE`` is kept in ``.dfsql-views/<db>.<view>.sql`` in the warehouse, written after the
 statement that made, altered or dropped it, and made again (or dropped) by every other
 process at its next statement. Sessions dfsql did not create are

@@ -7,21 +7,21 @@ is a stream, and the types its aggregates read):
   key and window whatever the trigger, which *is* Spark's ``GROUP BY window()`` /
   ``session_window()``;
 * **replay** — PROCESSING TIME over a bounded input: the model's driver decides windows
-  and panes (:mod:`dfsql.spark.replay`); the aggregates are computed by the model's
+  and panes (:mod:`dfsql.spark.replay.panes`); the aggregates are computed by the model's
   kernels where every one is decomposable over types they compute exactly
-  (:mod:`dfsql.spark.replay_aggregates`), else by Spark in two levels where every one has a
+  (:mod:`dfsql.spark.replay.kernels`), else by Spark in two levels where every one has a
   one-column merge of its partial results, else by Spark over every (pane, element) pair
-  (:mod:`dfsql.spark.replay_pane_sql`);
+  (:mod:`dfsql.spark.replay.pane_sql`);
 * **native stream** — a stream on the engine's clock whose panes are exactly Spark's
-  append-mode aggregation (:func:`dfsql.spark.streaming.runs_natively`);
-* **bucket processor** — any other stream (:mod:`dfsql.spark.stream_buckets`), on the
+  append-mode aggregation (:func:`dfsql.spark.stream.plan.runs_natively`);
+* **bucket processor** — any other stream (:mod:`dfsql.spark.stream.buckets`), on the
   RocksDB state store.
 
 Every decision about aggregates starts from the model's one rule,
 :func:`dfsql.model.aggregates.decomposable`; what each executor adds to it (the kernels'
 types, the two-level merge, the stream's columns) is said here and nowhere else.
 ``EXPLAIN`` prints the choice as one line (:meth:`PhysicalPlan.line`); the value is
-:class:`~dfsql.spark.plan_types.PhysicalPlan`, beside the other values the planner and the
+:class:`~dfsql.spark.plan.values.PhysicalPlan`, beside the other values the planner and the
 executors pass.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql.spark.plan_types import (
+from dfsql.spark.plan.values import (
     BUCKET_PROCESSOR,
     EXPLODED,
     KERNELS,
@@ -40,12 +40,12 @@ from dfsql.spark.plan_types import (
     PhysicalPlan,
     in_query,
 )
-from dfsql.spark.replay_aggregates import KERNELS_CONF, kernels_for
-from dfsql.spark.replay_pane_sql import two_level_merges
-from dfsql.spark.streaming import NATIVE_CONF, ROCKSDB, runs_natively
+from dfsql.spark.replay.kernels import KERNELS_CONF, kernels_for
+from dfsql.spark.replay.pane_sql import two_level_merges
+from dfsql.spark.stream.plan import NATIVE_CONF, ROCKSDB, runs_natively
 
 if TYPE_CHECKING:
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan.values import ReplayPlan
 
 
 def choose(plan: ReplayPlan) -> PhysicalPlan:

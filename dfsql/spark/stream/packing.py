@@ -1,4 +1,4 @@
-"""A live stream's micro-batch packed for the bucket processor (:mod:`dfsql.spark.streaming`).
+"""A live stream's micro-batch packed for the bucket processor (:mod:`dfsql.spark.stream.plan`).
 
 Each input partition of a micro-batch becomes a few rows per bucket: its elements as one
 Arrow IPC blob per bucket of user keys, and its watermark points (the change points of
@@ -8,7 +8,7 @@ then receives a few rows per bucket instead of one per element (PySpark hands it
 to the processor row by row), and every bucket sees the same global watermark points.
 
 This module is the wire format between the stream's planning and
-:mod:`dfsql.spark.stream_buckets`: the row kinds, the columns, and the blobs.
+:mod:`dfsql.spark.stream.buckets`: the row kinds, the columns, and the blobs.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Layout (planning → packing → the bucket processor):
 
 * this module **plans a stream**: what a stream cannot do (positioned errors), the
   native path, and the query that packs the input and runs the processor;
-* :mod:`dfsql.spark.stream_packing` **packs** each input partition of a micro-batch into
+* :mod:`dfsql.spark.stream.packing` **packs** each input partition of a micro-batch into
   a few Arrow IPC blobs per bucket (elements and watermark points);
-* :mod:`dfsql.spark.stream_buckets` is the **bucket processor**: the model's
+* :mod:`dfsql.spark.stream.buckets` is the **bucket processor**: the model's
   GroupAlsoByWindow in ``transformWithStateInPandas``, with its state in Spark's state
   store (checkpointed with the query), so a restarted query continues exactly where its
   checkpoint left off. Its panes' order and membership come from
@@ -79,10 +79,10 @@ from typing import TYPE_CHECKING
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
-from dfsql.spark.batch_panes import batch_panes_sql
-from dfsql.spark.ordering import shuffle_partitions
-from dfsql.spark.plan_types import late_row_key_names
-from dfsql.spark.stream_buckets import (
+from dfsql.spark.plan.native_batch import batch_panes_sql
+from dfsql.spark.plan.values import late_row_key_names
+from dfsql.spark.replay.ordering import shuffle_partitions
+from dfsql.spark.stream.buckets import (
     LATE,
     LATE_FIELDS,
     PANE,
@@ -91,7 +91,7 @@ from dfsql.spark.stream_buckets import (
     STATS_FIELDS,
     BucketProcessor,
 )
-from dfsql.spark.stream_packing import (
+from dfsql.spark.stream.packing import (
     AT,
     BLOB,
     BUCKET,
@@ -112,7 +112,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from dfsql.language.stages import Stages
-    from dfsql.spark.plan_types import ReplayPlan
+    from dfsql.spark.plan.values import ReplayPlan
 
 __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_CONF", "PANE",
            "ROCKSDB", "ROW_KIND", "STATS", "STATS_FIELDS", "BucketProcessor", "Packer",
@@ -236,7 +236,7 @@ def _observed(panes: DataFrame) -> DataFrame:
 
 def _late_row(plan: ReplayPlan, keys: list[str]) -> list:
     """LATE ROWS INTO: a dropped element rides along as one struct (the view's row), which
-    the sink splits off (:func:`dfsql.spark.sinks.start_stream`)."""
+    the sink splits off (:func:`dfsql.spark.stream.sinks.start_stream`)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     event_time, arrival, watermark_then, reason = LATE_FIELDS
@@ -271,7 +271,7 @@ def _marks_rows(table: DataFrame) -> DataFrame:
 
 #: the state store transformWithState needs (Spark refuses the default HDFS-backed one; it
 #: is the store for large state anyway): a stream the bucket processor runs starts on it
-#: (the plan says so, :class:`~dfsql.spark.plan_types.StreamPlan`); a query Spark's own
+#: (the plan says so, :class:`~dfsql.spark.plan.values.StreamPlan`); a query Spark's own
 #: operator runs keeps the session's store (Spark's default, the in-memory HDFS-backed
 #: one, is its fastest)
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

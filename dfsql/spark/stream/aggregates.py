@@ -1,4 +1,4 @@
-"""A stream bucket's pane aggregates (:mod:`dfsql.spark.stream_buckets`): the model's
+"""A stream bucket's pane aggregates (:mod:`dfsql.spark.stream.buckets`): the model's
 kernels over the elements the driver routes to each pane, numbers and times as they are,
 strings and DECIMAL MIN / MAX by sorted codes, DECIMAL SUM / AVG exactly as objects.
 """

@@ -1,7 +1,7 @@
 """Spark's parsed plan of a statement as a Python value, so that what dfsql decides about
 a statement it decides on the tree Spark will run, not on its text: the endpoint's
 judgement (:mod:`dfsql.server.judge`), the tables a persistent view reads
-(:mod:`dfsql.spark.views`).
+(:mod:`dfsql.spark.catalog.views`).
 
 Spark's own parser (the session's ``sqlParser``: its settings, its variable
 substitution) parses the text; a small Java class, compiled once per JVM with the

@@ -1,13 +1,13 @@
 """One windowed block of a statement, planned: input stage → windows and panes →
-aggregates → output stage (the statement's blocks: :mod:`dfsql.spark.planner`).
+aggregates → output stage (the statement's blocks: :mod:`dfsql.spark.plan.planner`).
 
 1. the **input stage** (Spark SQL from the rewrite) projects keys, event time,
    processing time and the columns the aggregates read;
 2. windows and panes are decided — natively by Spark where the semantics allow it (a
    batch input fires exactly one ON_TIME, last pane per key and window whatever the
    trigger, so it *is* ``GROUP BY window()`` / ``session_window()``), otherwise by the
-   Dataflow model's driver over Arrow batches (:mod:`dfsql.spark.replay`), or on a
-   stream by :mod:`dfsql.spark.streaming`;
+   Dataflow model's driver over Arrow batches (:mod:`dfsql.spark.replay.panes`), or on a
+   stream by :mod:`dfsql.spark.stream.plan`;
 3. Spark computes every aggregate;
 4. the **output stage** applies the SELECT expressions, HAVING, ORDER BY and LIMIT.
 
@@ -40,11 +40,10 @@ from dfsql.language.scan import Source
 from dfsql.language.stages import with_views
 from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
 from dfsql.model import clauses as c
-from dfsql.spark.batch_panes import batch_panes_sql, input_columns, null_time_rows_sql
 from dfsql.spark.errors import map_spark_error, spark_errors
-from dfsql.spark.ordering import in_emit_order, shuffle_partitions
-from dfsql.spark.physical import choose
-from dfsql.spark.plan_types import (
+from dfsql.spark.plan.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
+from dfsql.spark.plan.physical import choose
+from dfsql.spark.plan.values import (
     BUCKET_PROCESSOR,
     NATIVE_BATCH,
     NATIVE_STREAM,
@@ -52,8 +51,9 @@ from dfsql.spark.plan_types import (
     Replayed,
     StreamPlan,
 )
-from dfsql.spark.replay import KIND_DROPPED, replay_panes
-from dfsql.spark.streaming import check_streamable, native_panes, stream_panes
+from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
+from dfsql.spark.replay.panes import KIND_DROPPED, replay_panes
+from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -327,7 +327,7 @@ class BlockPlan:
             df = self._output_df(ordered=False).drop(*SORT_COLUMNS)
         elif order_by is not None and replayed.emit_range is not None:
             # §7's order, partitioned by slices of the known emit-time range instead
-            # of a sampled range exchange (see dfsql.spark.ordering)
+            # of a sampled range exchange (see dfsql.spark.replay.ordering)
             df = self._output_df(ordered=False)
             if _is_timestamp(df, "emit_time"):
                 df = in_emit_order(df, order_by, *replayed.emit_range,
@@ -376,7 +376,7 @@ class BlockPlan:
 
     def _stream_result(self, names: list[str] | None,
                        physical: PhysicalPlan) -> tuple[DataFrame, PlannedBlock]:
-        """A live stream's result (append mode): the panes of :mod:`dfsql.spark.streaming`
+        """A live stream's result (append mode): the panes of :mod:`dfsql.spark.stream.plan`
         through the output stage, each micro-batch's rows in no order (a streaming
         DataFrame cannot be sorted); its :class:`StreamPlan` keeps the hidden sort columns
         and the state store the query needs (the session's is left as it is)."""
@@ -418,10 +418,10 @@ class BlockPlan:
 @dataclass(frozen=True)
 class PlannedBlock:
     """A planned block: its plan, and what its replay or stream computed (not its result,
-    which :func:`dfsql.spark.planner.remember` keys weakly)."""
+    which :func:`dfsql.spark.plan.planner.remember` keys weakly)."""
 
     plan: BlockPlan
-    #: the executor it ran on (:func:`dfsql.spark.physical.choose`)
+    #: the executor it ran on (:func:`dfsql.spark.plan.physical.choose`)
     physical: PhysicalPlan
     replay: Replayed | None = None
     stream: StreamPlan | None = None

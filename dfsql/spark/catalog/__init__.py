@@ -1,0 +1,1 @@
+"""What outlives a session: the catalog, persistent windowed views, writes."""

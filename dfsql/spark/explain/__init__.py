@@ -1,0 +1,1 @@
+"""EXPLAIN FIRINGS and EXPLAIN WATERMARK on Spark (LANGUAGE.md §8b)."""

@@ -1,0 +1,1 @@
+"""Planning a statement on Spark: its blocks, and the one choice of what runs each."""

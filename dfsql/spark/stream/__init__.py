@@ -1,0 +1,1 @@
+"""Live streams: planning, packing micro-batches, the bucket processor, the sinks."""
