@@ -524,7 +524,7 @@ class Beeline:
             if last(line):
                 return got
 
-    def run(self, script: str, timeout: float = 180) -> Ran:
+    def run(self, script: str, timeout: float = 600) -> Ran:
         self.n += 1
         path, mark = self.tmp / f"{self.n}.sql", f"bd{self.n}"
         path.write_text(script + "\n")
