@@ -173,32 +173,20 @@ def _no_jobs(spark, seconds: float = 30) -> bool:
     return True
 
 
-#: Hours of one stage's work (a CRC of each of 1e11 numbers' text in 2 tasks), so a bound
-#: of minutes on the cancel still tells a cancel from a run to its end (a plain SUM over
-#: the same range may end by itself within minutes); the range's
-#: loop looks for a cancel every thousand rows
-SLOW = "SELECT SUM(crc32(CAST(id AS STRING))) FROM range(0, 100000000000, 1, 2)"
+SLOW = "SELECT SUM(id) FROM range(0, 100000000000, 1, 2)"
 
 
 def test_a_statement_timeout_cancels_its_job(spark):
-    """--statement-timeout 1: the slow statement is cancelled. The timeout holds only
-    for that statement: PyHive's ``USE default`` at connect and the ``SELECT 1`` after
-    run without one, since on a loaded machine even they may take more than a second."""
     server = Server(spark, port=0, auth="NOSASL", statement_timeout=1).start()
     try:
-        server.service.statement_timeout = 0
         cur = _connect(server).cursor()
-        server.service.statement_timeout = 1
         t0 = time.monotonic()
         status = _refused(cur, SLOW)
-        server.service.statement_timeout = 0
         took = time.monotonic() - t0
         assert status.sqlState == "HYT00"
         assert status.errorMessage == ("the statement ran past its 1 s timeout (dfsql serve "
                                        "--statement-timeout) and was cancelled")
-        # not before the timeout; and cancelled, not run to its end (SLOW): the upper
-        # bound only has to be far below that, generous for a loaded machine
-        assert 1 <= took < 120, took
+        assert 1 <= took < 6, took
         assert _no_jobs(spark), "the job still runs"
         cur.execute("SELECT 1 AS one")  # the server, and the session, go on
         assert cur.fetchall() == [(1,)]
@@ -221,8 +209,7 @@ def test_the_clients_query_timeout(guarded, spark):
         if st.operationState not in (tt.TOperationState.PENDING_STATE,
                                      tt.TOperationState.RUNNING_STATE):
             break
-        time.sleep(0.05)
-    assert time.monotonic() - t0 < 120  # cancelled, not run to its end
+    assert time.monotonic() - t0 < 6
     assert st.operationState == tt.TOperationState.ERROR_STATE
     assert (st.sqlState, st.errorMessage) == ("HYT00", "the statement ran past its 1 s "
                                               "timeout (the client's query timeout) and was "
