@@ -54,6 +54,10 @@ WINDOW FIXED(2 MINUTES) ON event_time"""
 BAD_PLAIN_SQL = "SELECT key,\n       nope FROM scores"
 
 
+#: How every JVM the distribution tests start runs (see daemon_env).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
+
+
 # --------------------------------------------------------------------------- server side
 def spark_home() -> Path:
     """The ``pyspark`` package directory: it ships ``bin/spark-class``, ``sbin`` and jars."""
@@ -72,15 +76,24 @@ def daemon_env(tmp: Path) -> dict[str, str]:
            if not k.startswith(("SPARK_", "DFSQL_SPARK_", "PYSPARK_"))}
     conf = tmp / "conf"
     conf.mkdir(parents=True, exist_ok=True)
+    # Only how the JVMs run, as tests/conftest.py has the run's other JVMs run (C1 only,
+    # one compiler thread, the serial collector: short-lived JVMs on 2 shared cores): the
+    # drivers (the cluster's client, the Connect server) and the executors read it here,
+    # the master and workers from SPARK_DAEMON_JAVA_OPTS. No Spark setting: where the
+    # client runs is still only DFSQL_SPARK_MASTER / DFSQL_SPARK_REMOTE.
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.driver.extraJavaOptions {JVM_OPTIONS}\n"
+        f"spark.executor.extraJavaOptions {JVM_OPTIONS}\n")
     env.update({
         "SPARK_HOME": str(spark_home()),
-        "SPARK_CONF_DIR": str(conf),  # empty: no spark-defaults.conf from anywhere else
+        "SPARK_CONF_DIR": str(conf),  # ours: no spark-defaults.conf from anywhere else
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp / "logs"),
         "SPARK_PID_DIR": str(tmp / "pids"),
         "SPARK_IDENT_STRING": f"dfsql-test-{os.getpid()}",
         # The master's REST submission server listens on the fixed port 6066 by default.
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     })

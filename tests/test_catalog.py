@@ -38,6 +38,15 @@ def _cells(out: str) -> list[list[str]]:
 
 
 def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
+    """Tables made in one process are in the next, and a DROP in one is a DROP for all;
+    ``dfsql serve`` (here in this process, on the test session) and a shell on the same
+    warehouse, running side by side, each see the other's tables (Derby, Hive's embedded
+    metastore, would let only one of them open the catalog). The served check rides on
+    the second shell of the flow (one JVM start fewer than a shell of its own)."""
+    from pyhive import hive
+
+    from dfsql.server import Server
+
     wh = Path(os.environ["DFSQL_WAREHOUSE"])  # the test session's own warehouse
     assert spark.conf.get("spark.sql.warehouse.dir").rstrip("/").endswith(wh.name)
     # process 1 makes a table (CTAS: parquet), a database with a CSV table (whose schema
@@ -78,13 +87,30 @@ def test_tables_outlive_the_process_and_are_shared(spark, tmp_path):
     dfsql.sql("CREATE TABLE cat_gone AS SELECT 1 AS a", spark)
     dfsql.sql("DROP TABLE cat_gone", spark)
     assert not (wh / "cat_gone").exists()
-    out = _dfsql(wh, "SELECT * FROM cat_here", "SELECT * FROM cat_db.c ORDER BY a",
-                 "DROP TABLE cat_p", "DROP TABLE cat_t", "CREATE TABLE cat_t AS SELECT 2 AS a",
-                 "CREATE TABLE IF NOT EXISTS cat_again AS SELECT 5 AS a",
-                 "INSERT INTO cat_again VALUES (3)", "SELECT SUM(a) AS s FROM cat_again",
-                 "SELECT * FROM cat_gone", ok=False)
+    # the endpoint, serving while the next shell runs: a table made through it is in
+    # the shell, and one the shell makes is in the endpoint
+    server = Server(spark, port=0, auth="NONE").start()
+    try:
+        conn = hive.connect(host="127.0.0.1", port=server.port, username="analyst")
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE cat_served AS SELECT 7 AS n")
+        out = _dfsql(wh, "SELECT * FROM cat_here", "SELECT * FROM cat_db.c ORDER BY a",
+                     "DROP TABLE cat_p", "DROP TABLE cat_t",
+                     "CREATE TABLE cat_t AS SELECT 2 AS a",
+                     "CREATE TABLE IF NOT EXISTS cat_again AS SELECT 5 AS a",
+                     "INSERT INTO cat_again VALUES (3)", "SELECT SUM(a) AS s FROM cat_again",
+                     "SELECT n FROM cat_served", "CREATE TABLE cat_shell AS SELECT 8 AS n",
+                     "SELECT * FROM cat_gone", ok=False)
+        cur.execute("SELECT n FROM cat_shell")
+        assert cur.fetchall() == [(8,)]
+        cur.execute("DROP TABLE cat_served")
+        cur.execute("DROP TABLE cat_shell")
+        conn.close()
+    finally:
+        server.stop()
+    assert not (wh / "cat_served").exists() and not (wh / "cat_shell").exists()
     assert _cells(out) == [["s"], ["made here"], ["a", "b"], ["1", "one"], ["2", "two"],
-                           ["s"], ["4"]]
+                           ["s"], ["4"], ["n"], ["7"]]
     assert "TABLE_OR_VIEW_NOT_FOUND" in out
     assert not (wh / "cat_p").exists()
     assert [tuple(r) for r in dfsql.sql("SELECT * FROM cat_t", spark).collect()] == [(2,)]
@@ -123,32 +149,6 @@ print("definition", os.path.exists({str(wh / 'mine' / DEFINITION)!r}))
     assert proc.returncode == 0, proc.stderr
     assert "tables []" in proc.stdout
     assert "definition False" in proc.stdout
-
-
-def test_the_endpoint_and_the_shell_share_tables(spark):
-    """``dfsql serve`` (here in this process, on the test session) and a shell on the same
-    warehouse, running side by side: each sees the other's tables (Derby, Hive's embedded
-    metastore, would let only one of them open the catalog)."""
-    from pyhive import hive
-
-    from dfsql.server import Server
-
-    wh = Path(os.environ["DFSQL_WAREHOUSE"])
-    server = Server(spark, port=0, auth="NONE").start()
-    try:
-        conn = hive.connect(host="127.0.0.1", port=server.port, username="analyst")
-        cur = conn.cursor()
-        cur.execute("CREATE TABLE cat_served AS SELECT 7 AS n")
-        out = _dfsql(wh, "SELECT n FROM cat_served", "CREATE TABLE cat_shell AS SELECT 8 AS n")
-        assert _cells(out) == [["n"], ["7"]]
-        cur.execute("SELECT n FROM cat_shell")
-        assert cur.fetchall() == [(8,)]
-        cur.execute("DROP TABLE cat_served")
-        cur.execute("DROP TABLE cat_shell")
-        conn.close()
-    finally:
-        server.stop()
-    assert not (wh / "cat_served").exists() and not (wh / "cat_shell").exists()
 
 
 def test_sessions_of_one_process_sync_one_at_a_time(tmp_path, monkeypatch):

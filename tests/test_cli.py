@@ -38,20 +38,20 @@ def _free_port() -> int:
 ])
 def test_unreachable_cluster_is_a_clear_error(var: str, scheme: str, what: str) -> None:
     """A cluster URL nobody answers fails at once with dfsql's message and hint — not after
-    Spark's minute of retries, and not with a stack trace."""
+    Spark's minute of retries, and not with a stack trace. "At once" is what the message
+    proves: dfsql.session() raises it from its reachability check, before any Spark
+    (a JVM or a Connect client) is built, so no retry can have run (no bound on the
+    elapsed time, which a loaded machine would stretch)."""
     import os
     import subprocess
     import sys
-    import time
 
     url = f"{scheme}://127.0.0.1:{_free_port()}"
     env = {k: v for k, v in os.environ.items()
            if k not in ("DFSQL_SPARK_REMOTE", "DFSQL_SPARK_MASTER")}
     env[var] = url
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "dfsql.cli", "demo"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert time.monotonic() - t0 < 30
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert f"error: the {what} at {url} does not answer" in proc.stderr
     assert f"hint: start it, or fix the URL (argument or {var})" in proc.stderr

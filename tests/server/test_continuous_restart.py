@@ -101,7 +101,7 @@ class Served:
                  "--auth", "NOSASL", "--data-root", str(tmp), *args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                 start_new_session=True)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # a JVM and the kept queries, on a loaded machine
         while "dfsql serving" not in self.text():
             assert self.proc.poll() is None, self.text()
             assert time.monotonic() < deadline, self.text()
@@ -147,7 +147,7 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
-def _wait(what, want, seconds: float = 60):
+def _wait(what, want, seconds: float = 300):
     """``what()`` once it equals ``want``, else its last value after ``seconds``."""
     deadline = time.monotonic() + seconds
     got = what()

@@ -20,7 +20,7 @@ import pytest
 
 import dfsql
 from dfsql.server import Server
-from tests.conftest import register_paper_tables
+from tests.conftest import register_paper_tables, wait_until
 
 EXIT = "SELECT reflect('java.lang.System', 'exit', 3)"
 #: (statement, "line L, col C" of the refused call, keyword or path)
@@ -148,7 +148,7 @@ def test_beeline_gets_42501_and_the_server_goes_on(guarded, tmp_path):
         [str(Path(pyspark.__file__).parent / "bin" / "beeline"), "-u",
          f"jdbc:hive2://127.0.0.1:{guarded.port}/default;auth=noSasl",
          "--outputformat=csv2", "--force=true", "-f", str(script)],
-        capture_output=True, text=True, env=env, timeout=180)
+        capture_output=True, text=True, env=env, timeout=600)
     # each error: its positioned first line, then the hint and the SQLSTATE
     errors = re.findall(r"^Error: (line \d+, col \d+): .*\n\s*hint: .*"
                         r"--allow-jvm-functions \(state=(\w+),code=0\)$", done.stderr, re.M)
@@ -219,17 +219,22 @@ def test_the_clients_query_timeout(guarded, spark):
 
 
 def test_idle_operations_and_sessions_are_closed(spark):
+    """An operation without a call for --idle-operation-timeout is closed (its session
+    stays); a session without one for --idle-session-timeout is closed. Each is watched
+    on a server of its own with only that timeout, and the test waits for the sweep to
+    happen (however late a loaded machine runs it) rather than sleeping a fixed time
+    between two timeouts."""
     from pyhive.exc import OperationalError
 
     server = Server(spark, port=0, auth="NOSASL", idle_operation_timeout=0.5,
-                    idle_session_timeout=1.5).start()
+                    idle_session_timeout=0).start()
     try:
         conn = _connect(server)
         cur = conn.cursor()
         cur.arraysize = 2
         cur.execute("SELECT id FROM range(10)")
         assert cur.fetchmany(2) == [(0,), (1,)]
-        time.sleep(1.0)  # > 0.5 s: the operation goes; < 1.5 s: the session stays
+        assert wait_until(lambda: not server.service.operations, 120)
         with pytest.raises(OperationalError) as info:
             cur.fetchmany(2)
         assert info.value.args[0].status.errorMessage == (
@@ -239,12 +244,21 @@ def test_idle_operations_and_sessions_are_closed(spark):
         cur.execute("SELECT 2 AS two")
         assert cur.fetchall() == [(2,)]
         assert len(server.service.sessions) == 1
-        time.sleep(2.0)
-        assert not server.service.sessions
+    finally:
+        server.stop()
+
+    server = Server(spark, port=0, auth="NOSASL", idle_operation_timeout=0,
+                    idle_session_timeout=0.5).start()
+    try:
+        conn = _connect(server)
+        cur = conn.cursor()
+        cur.execute("SELECT 2 AS two")
+        assert cur.fetchall() == [(2,)]
+        assert wait_until(lambda: not server.service.sessions, 120)
         with pytest.raises(OperationalError) as info:  # a new cursor: the old one's
             conn.cursor().execute("SELECT 3")  # execute would close its gone operation
         assert info.value.args[0].status.errorMessage == (
-            "invalid session handle: the session was closed after 1.5 s without a call "
+            "invalid session handle: the session was closed after 0.5 s without a call "
             "(dfsql serve --idle-session-timeout)")
     finally:
         server.stop()

@@ -140,7 +140,9 @@ def test_a_long_statement_does_not_hold_another_sessions_select_1(spark, server)
         t0 = time.monotonic()
         assert _select_one(server) == [(1,)]
         took = time.monotonic() - t0
-        assert took < 5, took
+        # behind the join's queue it would wait many minutes; a loaded machine's slower
+        # start of the SELECT's own job stays far below that
+        assert took < 60, took
         assert cur.poll().operationState == tt.TOperationState.RUNNING_STATE
     finally:
         cur.cancel()
@@ -256,7 +258,7 @@ def test_the_statement_size_and_nesting_caps(server):
     # the attack: 50,000 deep, refused before any parser (which spent minutes on it)
     t0 = time.monotonic()
     assert _refused(cur, "SELECT " + "(" * 50_000 + "1" + ")" * 50_000).sqlState == "54000"
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # minutes of parsing otherwise
     # at the limit, and parentheses in strings and comments, are fine
     cur.execute("SELECT " + "(" * 32 + "1" + ")" * 32 + " AS x, '((((' AS s -- ((((\n")
     assert cur.fetchall() == [(1, "((((")]
@@ -337,7 +339,7 @@ def _lock_out(port: int, count: int, first: bytes) -> list[socket.socket]:
     return socks
 
 
-def _first_success(attempt, seconds: float = 30.0):
+def _first_success(attempt, seconds: float = 120.0):
     """What ``attempt()`` returns the first time it succeeds, retrying what the server
     refuses."""
     t0 = time.monotonic()
@@ -365,7 +367,7 @@ def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
     they came, however long they stay silent or trickle."""
     socks = _lock_out(server.port, 100, b"\x01\x00\x00\x00")
     opened = time.monotonic()
-    assert _wait(lambda: server.connections() == 100, 10)
+    assert _wait(lambda: server.connections() == 100, 60)
     trickler = socks[0]
     trickler.sendall(b"\x40")  # a mechanism name of 64 bytes announced ...
     stop = threading.Event()
@@ -397,7 +399,7 @@ def test_half_open_http_requests_lock_nobody_out_past_the_login_timeout(http_ser
     socks = _lock_out(http_server.port, 10,
                       b"POST /cliservice HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     opened = time.monotonic()
-    assert _wait(lambda: http_server.connections() == 10, 10)
+    assert _wait(lambda: http_server.connections() == 10, 60)
 
     try:
         conn = _first_success(lambda: hive.connect(

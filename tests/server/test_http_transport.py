@@ -113,7 +113,7 @@ def test_beeline_over_http_windowed_query_metadata_patterns_and_a_wrong_password
     env["JAVA_TOOL_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
     done = subprocess.run([_beeline(), "-u", endpoint.url(), "-n", "ada", "-p", PASSWORD,
                            "--outputformat=csv2", "-f", str(script)],
-                          capture_output=True, text=True, env=env, timeout=180)
+                          capture_output=True, text=True, env=env, timeout=600)
     out = _outputs(done.stdout)
     assert len(out) >= len(BEELINE_SCRIPT), done.stdout[-3000:] + done.stderr[-3000:]
     fig10, tables, columns, schemas = out[:len(BEELINE_SCRIPT)]

@@ -259,7 +259,7 @@ def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
         took = time.monotonic() - killed
         print(f"\nSIGKILL of Spark's JVM → dfsql serve exited {status} after {took:.2f} s")
         assert status == EXIT_SPARK_DIED == 69
-        assert took < 30
+        assert took < 120  # the watchdog looks every 0.25 s; generous for a loaded machine
 
         lines = log.read_text().splitlines()
         reason = (f"dfsql serve: Spark's JVM (pid {jvm}) died (exit status 137, killed by "
