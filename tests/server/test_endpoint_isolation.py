@@ -334,7 +334,9 @@ def test_failed_logins_back_off_per_user_not_for_others(spark, tmp_path):
         status, message = sasl_login(port, "carol", PASSWORDS["carol"])
         assert status == 3 and message.startswith(
             b"too many failed logins for user 'carol': try again in ")
-        assert time.monotonic() - began < 0.5  # refused at once, not delayed
+        # refused at once, not delayed by the lock (LOCK s); half of it leaves a loaded
+        # machine room
+        assert time.monotonic() - began < LOCK / 2
         assert sasl_login(port, "bob", PASSWORDS["bob"]) == (5, b"")
         time.sleep(LOCK)
         assert sasl_login(port, "carol", PASSWORDS["carol"]) == (5, b"")
@@ -368,7 +370,8 @@ def test_failed_logins_back_off_per_user_not_for_others(spark, tmp_path):
     assert checked == 3 if hammered < LOCK else checked <= 4, (checked, hammered)
     assert len(answers) > 20 and all(a.startswith(b"too many failed logins") or
                                      a == b"Error validating the login" for a in answers)
-    assert len(took) >= 3 and max(took) < 1.0, took
+    # fast: unchecked, the flood took bob's login to 3.4 s; 2 s leaves a loaded machine room
+    assert len(took) >= 3 and max(took) < 2.0, took
 
 
 def test_failed_logins_back_off_per_address(spark, tmp_path):

@@ -126,4 +126,4 @@ def test_impyla_and_pyhive_see_the_names(endpoint):
         columnName="amo%")))
     assert [r[3] for r in cols] == ["amount"]
     hconn.close()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 120  # no retry loop or hang (a loaded JVM is slow)
