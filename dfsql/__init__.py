@@ -2,8 +2,8 @@
 accumulation and retractions) on Apache Spark.
 
 The query functions load lazily (PEP 562): Spark's Python workers import ``dfsql.model``
-and the executors' modules (``dfsql.spark.replay.panes``, ``timelines``, ``stream_packing``,
-``stream_buckets``), which runs this file, and must not pay for the parsers (lark,
+and the executors' modules (``dfsql.spark.replay.driver``, ``dfsql.spark.timelines``,
+``dfsql.spark.stream.packing``, ``dfsql.spark.stream.buckets``), which runs this file, and must not pay for the parsers (lark,
 sqlglot) that ``dfsql.api`` brings. ``dfsql.errors`` and ``dfsql.session`` import nothing
 heavy, so they load at once (``dfsql.session`` must be bound to the function before anyone
 imports the submodule of the same name).

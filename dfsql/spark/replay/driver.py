@@ -51,7 +51,7 @@ class PartitionDriver:
         #: positions, see _packed_ranks) instead of a running id: unique within a key (a key's
         #: rows are one run, and panes group by id and key), and the sort key after
         self.ranked = ranked
-        #: the aggregates the driver computes per pane (replay_aggregates.Kernels), or
+        #: the aggregates the driver computes per pane (replay.kernels.Kernels), or
         #: None: it emits the elements with their panes for Spark to aggregate
         self.kernels = kernels
         self.end_floor = end_floor

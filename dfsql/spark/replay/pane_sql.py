@@ -47,7 +47,7 @@ def panes_exploded(plan: ReplayPlan, view: str, keys, payload, meta,
             + f" FROM ({marked}) AS __marked GROUP BY " + ", ".join(["__pane", *quoted(keys)]))
 
 
-#: a ranked pane's id is its §7 rank (see replay_driver.PartitionDriver): the pane query passes it on
+#: a ranked pane's id is its §7 rank (see replay.driver.PartitionDriver): the pane query passes it on
 _RANK = {False: [], True: ["__pane AS __pane_rank"]}
 
 

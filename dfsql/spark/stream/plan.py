@@ -206,7 +206,7 @@ def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types) -> Stru
                StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
                StructField("is_retraction", BooleanType()),
                StructField(SORT_COLUMNS[0], LongType())]
-    # what a row is, and the fields of the metrics and dropped rows (see stream_buckets)
+    # what a row is, and the fields of the metrics and dropped rows (see stream.buckets)
     fields.append(StructField(ROW_KIND, ByteType()))
     fields += [StructField(f, LongType()) for f in STATS_FIELDS]
     if cl.late_rows_into:
