@@ -9,12 +9,14 @@ guarded client session), counted as
 sqlglot parses, and the Spark parses the judge asks for (``parse_plan``: a statement is
 judged on the plan Spark parses from it).
 
-Before (60e0bb7): the windowed statement 2 scans, 2 Lark parses, 6 sqlglot parses (the
-judge parsed it, then ``dfsql.sql`` parsed the text again); CREATE STREAMING QUERY 4
-scans, 3 Lark parses, 9 sqlglot parses (the judge parsed the statement, then its query
-again; ``dfsql.sql`` parsed the statement, and ``dfsql.start`` its query once more).
-After: 1 scan, 1 Lark parse, 3 sqlglot parses each; one Spark parse for the judge of
-the windowed block's Spark SQL, the same as before.
+Before (60e0bb7): the windowed statement 2 scans, 2 Lark parses, 6 sqlglot parses,
+15 renders (the judge parsed the text, then ``dfsql.sql`` parsed the text again);
+CREATE STREAMING QUERY 4 scans, 2 Lark parses, 6 sqlglot parses, 16 renders (the judge
+scanned the statement and parsed its query again, ``dfsql.sql`` scanned the statement,
+and ``dfsql.start`` scanned and parsed its query once more). After: 1 scan, 1 Lark
+parse, 3 sqlglot parses each, 8 and 9 renders. The judge's Spark parses are the same
+before and after: one of the client's statement (its windowed block's Spark SQL) and
+one of each text ``spark.sql`` runs for it (4 here), the guard's.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def test_a_windowed_statement_is_read_once(service, handle, monkeypatch) -> None
     counts = _count(monkeypatch, run)
     print("endpoint", dict(counts), dict(spark_parses))
     assert (counts["scan"], counts["lark"], counts["sqlglot"]) == (1, 1, 3)
+    assert counts["render"] <= 8
     _assert_judged_once(spark_parses)
 
 
@@ -127,4 +130,5 @@ def test_create_streaming_query_is_read_once(service, handle, monkeypatch) -> No
         _run(service, handle, "STOP STREAMING QUERY counted_live")
     print("endpoint CREATE STREAMING QUERY", dict(counts), dict(spark_parses))
     assert (counts["scan"], counts["lark"], counts["sqlglot"]) == (1, 1, 3)
+    assert counts["render"] <= 9
     _assert_judged_once(spark_parses)
