@@ -258,6 +258,10 @@ def test_the_statement_size_and_nesting_caps(server):
     t0 = time.monotonic()
     assert _refused(cur, "SELECT " + "(" * 50_000 + "1" + ")" * 50_000).sqlState == "54000"
     assert time.monotonic() - t0 < 5
+    # ... hidden after a raw string that a backslash would have kept open (Spark reads
+    # r'\' as a backslash, then the parentheses as code)
+    assert _refused(cur, "SELECT r'\\', " + "(" * 50_000 + "1" + ")" * 50_000 +
+                    " --'").sqlState == "54000"
     # at the limit, and parentheses in strings and comments, are fine
     cur.execute("SELECT " + "(" * 32 + "1" + ")" * 32 + " AS x, '((((' AS s -- ((((\n")
     assert cur.fetchall() == [(1, "((((")]
@@ -274,6 +278,11 @@ def test_the_statement_size_and_nesting_caps(server):
     ("SELECT `a``((((`, (1)", (1, None, None)),  # a doubled back-quote inside a name
     ("SELECT 1 -- '\n, ((((1))))", (4, 2, 6)),  # a quote in a comment opens nothing
     ("SELECT '\\' -- ', ((((1))))", (4, 1, 21)),  # ... nor a comment in a string
+    # a raw string ends at its first quote, its backslash itself (as Spark reads it):
+    # what follows is code, counted, not the rest of a string
+    ("SELECT r'\\', ((((1)))) --'", (4, 1, 17)),
+    ("SELECT R\"\\\", ((((1)))) --\"", (4, 1, 17)),
+    ("SELECT ar'\\', ((((1)))) --'", (0, None, None)),  # a name, then a string
 ])
 def test_nesting_counts_outside_strings_and_comments(text, expected):
     """Counted on the statement's tokens: the scanner's strings, names and comments."""
