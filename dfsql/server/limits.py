@@ -10,10 +10,11 @@ much of a result the server holds at once.
   thread busy for minutes after the client left, and 512 overflow its stack), and no
   thread can interrupt it once it runs. These are resource bounds, not judgements of
   what a statement means (that is :mod:`dfsql.server.judge`'s): a parenthesis inside a
-  string, a quoted name or a comment is not a token (a quote's escapes honoured, block
-  comments nested as Spark nests them), nothing else is looked at. A statement the
-  scanner cannot read (an unterminated string or comment, unbalanced parentheses)
-  reaches no parser at all: dfsql refuses it with the scanner's error when it runs.
+  string, a quoted name or a comment is not a token (a quote's escapes honoured, none
+  in a raw string ``r'…'``, block comments nested: as Spark reads them), nothing else
+  is looked at. A statement the scanner cannot read (an unterminated string or
+  comment, unbalanced parentheses) reaches no parser at all: dfsql refuses it with the
+  scanner's error when it runs.
 * A result reaches the server one Spark partition at a time (``toLocalIteratorAndServe``
   collects each partition whole, in the JVM, before sending it on), so one huge
   partition — ``range(0, 2000000000, 1, 1)`` is 16 GB — ran the JVM out of memory and the
