@@ -130,7 +130,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     return planned
 
 
-def start(text: str, sink: object = "memory", checkpoint: str | None = None,
+def start(text: str | Statement, sink: object = "memory", checkpoint: str | None = None,
           trigger: dict | None = None, name: str | None = None,
           spark: SparkSession | None = None):
     """Start a windowed query over a streaming source and return its StreamingQuery.
@@ -148,11 +148,13 @@ def start(text: str, sink: object = "memory", checkpoint: str | None = None,
 
     The statement is planned once; the query starts on the state store its plan needs
     (the session's own setting is left as it was), the same on classic Spark and Spark
-    Connect."""
+    Connect. ``text`` may be the query already parsed (as CREATE STREAMING QUERY
+    passes it): it is not scanned or parsed again."""
 
     stream = None
-    scanned = scan_text(text)
-    stmt = parse_any(text, scanned)
+    stmt = parse_any(text) if isinstance(text, str) else text
+    text = stmt.written
+    scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if not isinstance(stmt, ContinuousStatement):
         planned = _planned(stmt, text, scanned, _spark(spark))
         stream = planned.stream if planned.result.isStreaming else None

@@ -33,6 +33,8 @@ from dfsql.spark.stream.sinks import TableSink
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dfsql.language.statement import Statement
+
 
 class Keeper(Protocol):
     """Where the continuous queries of a process are kept across its restarts."""
@@ -56,7 +58,7 @@ class Keeper(Protocol):
 class Starter(Protocol):
     """How a continuous query starts its stream: :func:`dfsql.api.start`'s signature."""
 
-    def __call__(self, text: str, sink: object = ..., checkpoint: str | None = ...,
+    def __call__(self, text: str | Statement, sink: object = ..., checkpoint: str | None = ...,
                  trigger: dict | None = ..., name: str | None = ...,
                  spark: SparkSession | None = ...) -> object: ...
 
@@ -270,7 +272,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         sink = TableSink(stmt.name, path=table_path, global_view=True)
         where = f"table global_temp.{stmt.name}"
     try:
-        query = start(stmt.query, sink=sink, checkpoint=checkpoint, name=stmt.name,
+        query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
                       spark=spark)
     except SourceError as e:
         if e.line == 1 and e.column == 1:  # "not over a stream": point at the query

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from dfsql.language.continuous import parse_any
     from dfsql.language.parse import parse_clauses
-    from dfsql.language.statement import Statement, WindowedBlock, parse_any, parse_statement
+    from dfsql.language.statement import Statement, WindowedBlock, parse_statement
 
 __all__ = ["parse_any", "parse_clauses", "parse_statement", "Statement", "WindowedBlock"]
 
@@ -19,7 +20,7 @@ __all__ = ["parse_any", "parse_clauses", "parse_statement", "Statement", "Window
 _HOME = {
     "parse_clauses": "parse",
     "parse_statement": "statement",
-    "parse_any": "statement",
+    "parse_any": "continuous",
     "Statement": "statement",
     "WindowedBlock": "statement",
 }

@@ -15,7 +15,8 @@ current row of every live window, retractions applied, in the global temp view
 ``global_temp.<name>``, readable from every session; ``INTO DIRECTORY`` writes Spark's
 parquet file sink there (exactly once). The query keeps running until STOP.
 
-This module only parses; :mod:`dfsql.api` runs them. The query after AS keeps its
+This module only parses (and :func:`parse_any` tells them from the other statements);
+:mod:`dfsql.api` runs them. The query after AS keeps its
 offsets (the head is blanked), so its errors name the line and column the user wrote.
 """
 
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from dfsql.errors import DfsqlSyntaxError
-from dfsql.language.scan import Scanned, Token, blank, scan_text
+from dfsql.errors import DfsqlError, DfsqlSyntaxError
+from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
+from dfsql.language.statement import Statement, parse_statement
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
             "[CHECKPOINT 'path'] AS <windowed query>")
@@ -43,16 +45,57 @@ class ContinuousStatement:
     query_offset: int = 0
     #: the statement as written, scanned (once)
     scanned: Scanned | None = field(default=None, repr=False, compare=False)
+    #: where INTO DIRECTORY's and CHECKPOINT's quoted paths start (their quote; -1: none)
+    path_offset: int = -1
+    checkpoint_offset: int = -1
+    #: the query after AS, parsed once from the statement's own tokens
+    #: (:func:`parse_any`; None: not parsed, or it does not parse, and then its error
+    #: is raised when the query starts)
+    statement: Statement | None = field(default=None, repr=False, compare=False)
 
     @property
     def written(self) -> str:
         """The statement's text as the user wrote it."""
         return self.scanned.source.text if self.scanned is not None else ""
 
+    @property
+    def query_scanned(self) -> Scanned | None:
+        """The query after AS as scanned, without scanning it again: the statement's
+        tokens from the query on, the text's head blanked (offsets and lines kept)."""
+        if self.scanned is None or self.kind != "create":
+            return None
+        body, cleaned = self.query_offset, self.scanned.cleaned
+        return Scanned(Source(self.query),
+                       [t for t in self.scanned.tokens if t.start >= body],
+                       blank(cleaned[:body]) + cleaned[body:])
+
+    @property
+    def query_statement(self) -> Statement | str:
+        """What starts the query: its parsed statement, else its text."""
+        return self.statement if self.statement is not None else self.query
+
 
 def _string(tok: Token) -> str:
     body = tok.text[1:-1]
     return body.replace("\\'", "'").replace('\\"', '"')
+
+
+def parse_any(text: str, scanned: Scanned | None = None) -> ContinuousStatement | Statement:
+    """``text`` scanned once and parsed: a continuous-query statement (CREATE / SHOW /
+    STOP STREAMING QUERY, CREATE's query parsed with it from the same tokens), else a
+    plain or windowed statement (:func:`~dfsql.language.statement.parse_statement`).
+    ``scanned``: ``text`` already scanned."""
+    scanned = scanned or scan_text(text)
+    continuous = parse_continuous(text, scanned)
+    if continuous is None:
+        return parse_statement(text, scanned)
+    query = continuous.query_scanned
+    if query is None:
+        return continuous
+    try:  # a query that does not parse: its error is raised when it starts, as before
+        return replace(continuous, statement=parse_statement(continuous.query, query))
+    except DfsqlError:
+        return continuous
 
 
 def parse_continuous(text: str, scanned: Scanned | None = None,
@@ -98,6 +141,7 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                             words[4].start, "STOP STREAMING QUERY name")
         return ContinuousStatement("stop", name, name_tok.start)
     sink, path, checkpoint = "table", None, None
+    path_at = checkpoint_at = -1
     i = 4
     seen: set[str] = set()
     while i < len(words) and not words[i].is_word("AS"):
@@ -114,7 +158,7 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                     raise src.error(DfsqlSyntaxError, "INTO DIRECTORY needs a quoted path",
                                     (arg or nxt).start if arg else nxt.end,
                                     "e.g. INTO DIRECTORY '/data/panes'")
-                sink, path, i = "directory", _string(arg), i + 3
+                sink, path, path_at, i = "directory", _string(arg), arg.start, i + 3
                 continue
             raise src.error(DfsqlSyntaxError, "expected TABLE or DIRECTORY 'path' after INTO",
                             (nxt or t).start if nxt else t.end, SYNOPSIS)
@@ -124,7 +168,7 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
             if arg is None or arg.kind != "string":
                 raise src.error(DfsqlSyntaxError, "CHECKPOINT needs a quoted path",
                                 arg.start if arg else t.end, "e.g. CHECKPOINT '/data/ck/q1'")
-            checkpoint, i = _string(arg), i + 2
+            checkpoint, checkpoint_at, i = _string(arg), arg.start, i + 2
             continue
         raise src.error(DfsqlSyntaxError, f"unexpected {t.text!r} in CREATE STREAMING QUERY",
                         t.start, SYNOPSIS)
@@ -134,4 +178,5 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                         at.end, SYNOPSIS)
     body = words[i + 1].start
     return ContinuousStatement("create", name, name_tok.start, sink, path, checkpoint,
-                               blank(text[:body]) + text[body:], body)
+                               blank(text[:body]) + text[body:], body,
+                               path_offset=path_at, checkpoint_offset=checkpoint_at)

@@ -149,13 +149,22 @@ def _comment(src: Source, i: int) -> int:
     return j
 
 
+def _raw(text: str, i: int) -> bool:
+    """Whether the quote at ``i`` opens a raw string (``r'…'``, ``R"…"``: Spark reads a
+    backslash in it as itself, and the first quote ends it), so that this scanner ends
+    it where Spark does."""
+    return i > 0 and text[i - 1] in "rR" and not (
+        i > 1 and (text[i - 2].isalnum() or text[i - 2] == "_"))
+
+
 def _lexeme(src: Source, i: int) -> tuple[str, int]:
     """The kind and end of the token (not a parenthesis or comment) starting at ``i``."""
     text, n, ch = src.text, len(src.text), src.text[i]
     if ch in "'\"":
         j = i + 1
+        escapes = not _raw(text, i)
         while j < n and text[j] != ch:
-            j += 2 if text[j] == "\\" else 1
+            j += 2 if escapes and text[j] == "\\" else 1
         if j >= n:
             raise src.error(DfsqlSyntaxError, "unterminated string literal", i,
                             f"close it with {ch}")

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 
 from dfsql.errors import NotSupportedError, WindowedQueryError
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
-from dfsql.language.continuous import ContinuousStatement, parse_continuous
 from dfsql.language.heads import check_windowed_view, statement_kind
 from dfsql.language.parse import parse_region
 from dfsql.language.regions import find_regions, spark_watermarks
@@ -24,8 +23,7 @@ from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
 from dfsql.language.watermark_tries import TriedWatermark, check_explained, split_tries
 from dfsql.model import clauses as c
 
-__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_any",
-           "parse_statement"]
+__all__ = ["PLACEHOLDER", "SparkWatermark", "Statement", "WindowedBlock", "parse_statement"]
 
 
 @dataclass(frozen=True)
@@ -98,15 +96,6 @@ def _matching_close(tokens: list[Token], open_idx: int) -> int:
         if tokens[j].text == ")" and tokens[j].depth == depth:
             return j
     return len(tokens) - 1
-
-
-def parse_any(text: str, scanned: Scanned | None = None) -> ContinuousStatement | Statement:
-    """``text`` scanned once and parsed: a continuous-query statement (CREATE / SHOW /
-    STOP STREAMING QUERY), else a plain or windowed statement (:func:`parse_statement`).
-    ``scanned``: ``text`` already scanned."""
-    scanned = scanned or scan_text(text)
-    continuous = parse_continuous(text, scanned)
-    return continuous if continuous is not None else parse_statement(text, scanned)
 
 
 def parse_statement(text: str, scanned: Scanned | None = None) -> Statement:

@@ -35,7 +35,7 @@ from dfsql.continuous import NotOwnerError, actor, not_owner, owners
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
-from dfsql.language.statement import Statement, parse_any, parse_statement
+from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
@@ -114,40 +114,37 @@ class Judge:
         spark.sql = sql  # type: ignore[method-assign]
 
     @contextmanager
-    def statement(self, text: str) -> Iterator[None]:
-        """While a client's ``text`` runs: refusals in texts dfsql builds from it are
-        placed where their fragment stands in ``text``."""
-        self._local.statement = text
+    def statement(self, stmt: Statement | ContinuousStatement) -> Iterator[None]:
+        """While a client's statement runs: refusals in texts dfsql builds from it are
+        placed where their fragment starts a token of it (:func:`_placed`)."""
+        self._local.statement = stmt
         try:
             yield
         finally:
             self._local.statement = None
 
-    def check_statement(self, spark: SparkSession, text: str,
-                        ) -> Statement | ContinuousStatement | None:
-        """Judge a client's whole statement before dfsql plans it: a windowed one as the
-        Spark SQL its blocks are made of (:meth:`Statement.spark_sql`, offsets kept), so
-        that nothing of it — an aggregate's argument, a source in a subquery — waits for
-        dfsql's planning to be seen; a continuous query's paths too. A plain statement
-        is judged as ``spark.sql`` runs it (:meth:`guard`); a statement dfsql cannot
-        parse is dfsql's to report, and runs nothing. Returns the statement parsed, for
-        ``dfsql.sql`` (which then does not read it again), or None."""
+    def check_statement(self, spark: SparkSession,
+                        stmt: Statement | ContinuousStatement) -> None:
+        """Judge a client's whole statement, as dfsql parsed it (once, for this and for
+        ``dfsql.sql``), before dfsql plans it: a windowed one as the Spark SQL its
+        blocks are made of (:meth:`Statement.spark_sql`, offsets kept), so that nothing
+        of it — an aggregate's argument, a source in a subquery — waits for dfsql's
+        planning to be seen; a continuous query's paths and its query too (the query
+        parsed with the statement: :attr:`ContinuousStatement.statement`). A plain
+        statement is judged as ``spark.sql`` runs it (:meth:`guard`); a query dfsql
+        cannot parse is dfsql's to report, and runs nothing."""
         if not self.policy.judges:
-            return None
-        try:
-            parsed = stmt = parse_any(text)
-        except DfsqlError:
-            return None
+            return
+        text = stmt.written
         if isinstance(stmt, ContinuousStatement):
             if stmt.kind != "create":
-                return parsed
+                return
             self.check_continuous(text, stmt)
-            try:
-                stmt = parse_statement(stmt.query)
-            except DfsqlError:
-                return parsed
+            if stmt.statement is None:  # its error is raised when it starts
+                return
+            stmt = stmt.statement
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
-            return parsed
+            return
         self.check(spark, stmt.spark_sql(), exact=True)
         if stmt.firings_where is not None:  # its WHERE, blanked in the query's text
             at, where = stmt.firings_where
@@ -156,7 +153,6 @@ class Judge:
             if found is not None:
                 raise Source(text).error(found.error, found.message,
                                          at + max(found.offset - len(head), 0), found.hint)
-        return parsed
 
     def check(self, spark: SparkSession, text: str, exact: bool = False) -> None:
         """Raise the positioned refusal of ``text``, if any (``exact``: its offsets are
@@ -164,11 +160,11 @@ class Judge:
         found = self.refusal(spark, text)
         if found is None:
             return
-        where, shown = text, getattr(self._local, "statement", None)
-        offset = found.offset
-        if shown is not None and shown != text and not exact:
-            at = shown.find(found.fragment) if found.fragment else -1
-            where, offset = shown, max(at, 0)
+        where, offset = text, found.offset
+        shown: Statement | ContinuousStatement | None = getattr(self._local, "statement",
+                                                                None)
+        if shown is not None and shown.written != text and not exact:
+            where, offset = shown.written, _placed(shown, found.fragment)
         raise Source(where).error(found.error, found.message, offset, found.hint)
 
     # ---------------------------------------------------------------- the tree
@@ -403,14 +399,14 @@ class Judge:
         roots = self.policy.data_roots
         if roots is None or stmt.kind != "create":
             return
-        for path in (stmt.path, stmt.checkpoint):
+        for path, at in ((stmt.path, stmt.path_offset),
+                         (stmt.checkpoint, stmt.checkpoint_offset)):
             why = None if path is None else outside(path, roots, self._working_dir())
-            if why is not None:
-                at = text.find(path, stmt.name_offset)  # type: ignore[arg-type]
+            if why is not None:  # at its quoted path's token (dfsql's parse placed it)
                 raise Source(text).error(
                     PathNotAllowedError, f"this server reads and writes files only under "
                     f"its data roots ({roots_text(roots)}): {path!r} is {why}",
-                    max(at - 1, 0), ROOT_HINT)
+                    max(at, 0), ROOT_HINT)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -438,6 +434,20 @@ def _path_values(field: str, value: str) -> list[str]:
             return [value]
         return [str(p) for p in parsed] if isinstance(parsed, list) else [value]
     return [value]
+
+
+def _placed(stmt: Statement | ContinuousStatement, fragment: str) -> int:
+    """Where ``fragment`` (a refused node's text, in a text dfsql built) is written in
+    the client's statement: at the first of its tokens the fragment starts with, so
+    never inside a string literal, a quoted name or a comment (0: not written there,
+    e.g. a persistent view's body). For the message only: the refusal is the tree's."""
+    text = stmt.written
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
+    if fragment:
+        for t in tokens:
+            if text.startswith(fragment, t.start):
+                return t.start
+    return 0
 
 
 def _start(node: Node) -> int:

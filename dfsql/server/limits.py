@@ -1,14 +1,20 @@
 """What one statement may cost the endpoint (issue #31, "no statement starves or kills
-the server"): checks on a statement's text before any parser sees it, and the bound on
-how much of a result the server holds at once.
+the server"): checks on a statement before any parser sees it, and the bound on how
+much of a result the server holds at once.
 
-* Size (``--max-statement-kb``) and parenthesis nesting (``--max-nesting``) are counted
-  over the raw text in one pass: Spark's ANTLR parser spends seconds to minutes on a few
-  thousand nested parentheses (50,000 kept a JVM thread busy for minutes after the client
-  left, and 512 overflow its stack), and no thread can interrupt it once it runs. These
-  are resource bounds, not judgements of what a statement means (that is
-  :mod:`dfsql.server.guard`'s): a parenthesis inside a string or a comment is not
-  counted, a quote's escapes are honoured, nothing else is looked at.
+* Size (``--max-statement-kb``) is counted over the raw text, before anything reads it.
+  Parenthesis nesting (``--max-nesting``) is counted on the statement's tokens, from
+  the one scan dfsql makes of it (:func:`dfsql.language.scan.scan_text`, which the
+  operation then parses: the statement is not scanned again): Spark's ANTLR parser
+  spends seconds to minutes on a few thousand nested parentheses (50,000 kept a JVM
+  thread busy for minutes after the client left, and 512 overflow its stack), and no
+  thread can interrupt it once it runs. These are resource bounds, not judgements of
+  what a statement means (that is :mod:`dfsql.server.judge`'s): a parenthesis inside a
+  string, a quoted name or a comment is not a token (a quote's escapes honoured, none
+  in a raw string ``r'…'``, block comments nested: as Spark reads them), nothing else
+  is looked at. A statement the scanner cannot read (an unterminated string or
+  comment, unbalanced parentheses) reaches no parser at all: dfsql refuses it with the
+  scanner's error when it runs.
 * A result reaches the server one Spark partition at a time (``toLocalIteratorAndServe``
   collects each partition whole, in the JVM, before sending it on), so one huge
   partition — ``range(0, 2000000000, 1, 1)`` is 16 GB — ran the JVM out of memory and the
@@ -22,7 +28,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from dfsql.errors import DfsqlError
+from dfsql.errors import DfsqlError, DfsqlSyntaxError
+from dfsql.language.scan import Scanned, scan_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,9 +51,6 @@ MARKER = "DFSQL_PARTITION_LIMIT"
 #: the lower 33 bits of monotonically_increasing_id(): a row's index in its partition
 _ROW_IN_PARTITION = (1 << 33) - 1
 
-_TOKENS = re.compile(r"[()]|'|\"|`|--|/\*")
-_ENDS = {"'": re.compile(r"\\.|'", re.S), '"': re.compile(r'\\.|"', re.S),
-         "`": re.compile(r"``|`")}
 
 
 class LimitError(DfsqlError):
@@ -55,9 +59,11 @@ class LimitError(DfsqlError):
     sqlstate = LIMIT_STATE
 
 
-def check_statement(text: str, max_kb: float, max_nesting: int) -> None:
-    """Refuse a statement over ``max_kb`` kilobytes (UTF-8) or nested deeper than
-    ``max_nesting`` parentheses, before anything parses it (0: no limit)."""
+def check_statement(text: str, max_kb: float, max_nesting: int) -> Scanned | None:
+    """Refuse a statement over ``max_kb`` kilobytes (UTF-8) before anything reads it,
+    then one nested deeper than ``max_nesting`` parentheses before anything parses it
+    (0: no limit). Returns the statement scanned, for the operation to parse (None: it
+    does not scan, and the operation's parse raises the scanner's error)."""
     if max_kb > 0:
         size, limit = len(text.encode("utf-8", "surrogatepass")), int(max_kb * 1024)
         if size > limit:
@@ -66,54 +72,32 @@ def check_statement(text: str, max_kb: float, max_nesting: int) -> None:
                 f"{limit:,} bytes (dfsql serve --max-statement-kb)",
                 hint="load large data from a file or a table rather than the statement's "
                      "text, or split the statement")
+    try:
+        scanned = scan_text(text)
+    except DfsqlSyntaxError:
+        return None
     if max_nesting > 0:
-        depth, line, column = nesting(text, max_nesting)
+        depth, line, column = nesting(scanned, max_nesting)
         if depth > max_nesting:
             raise LimitError(
                 f"parentheses nested more than {max_nesting} deep; the limit is "
                 f"{max_nesting} (dfsql serve --max-nesting)", line, column,
                 "flatten the expression or the subqueries (a CTE, WITH name AS (...), "
                 "names a subquery once)")
+    return scanned
 
 
-def nesting(text: str, limit: int) -> tuple[int, int | None, int | None]:
-    """The deepest parenthesis nesting of ``text`` outside strings, quoted names and
-    comments, up to the first point past ``limit`` (returned with its line and column:
-    the count stops there). One pass; a regular expression finds the characters that
-    matter, so a long statement costs milliseconds."""
-    depth = deepest = 0
-    pos, n = 0, len(text)
-    while pos < n:
-        m = _TOKENS.search(text, pos)
-        if m is None:
-            break
-        tok, pos = m.group(), m.end()
-        if tok == "(":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if depth > limit:
-                    start = m.start()
-                    line = text.count("\n", 0, start) + 1
-                    return depth, line, start - (text.rfind("\n", 0, start) + 1) + 1
-        elif tok == ")":
-            depth = max(0, depth - 1)
-        elif tok == "--":
-            end = text.find("\n", pos)
-            pos = n if end < 0 else end + 1
-        elif tok == "/*":
-            end = text.find("*/", pos)
-            pos = n if end < 0 else end + 2
-        else:  # a quote: skip to its end (escapes and doubled back-quotes inside)
-            end_re = _ENDS[tok]
-            while True:
-                e = end_re.search(text, pos)
-                if e is None:
-                    pos = n
-                    break
-                pos = e.end()
-                if e.group() == tok:
-                    break
+def nesting(scanned: Scanned, limit: int) -> tuple[int, int | None, int | None]:
+    """The deepest parenthesis nesting of the scanned statement (its ``(`` tokens: none
+    in a string, a quoted name or a comment), up to the first past ``limit`` (returned
+    with its line and column: the count stops there)."""
+    deepest = 0
+    for tok in scanned.tokens:
+        if tok.kind == "punct" and tok.text == "(" and tok.depth >= deepest:
+            deepest = tok.depth + 1  # a "(" carries the depth it opens from
+            if deepest > limit:
+                at = scanned.source.pos(tok.start)
+                return deepest, at.line, at.column
     return deepest, None, None
 
 

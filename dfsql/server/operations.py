@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 import dfsql
 from dfsql.continuous import Actor, acting_as
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
-from dfsql.language.statement import parse_any
+from dfsql.language.continuous import ContinuousStatement, parse_any
+from dfsql.language.scan import Scanned
+from dfsql.language.statement import Statement
 from dfsql.server import rowsets
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
@@ -42,16 +44,12 @@ COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
 S = tt.TOperationState
 
 
-def stream_refused(statement: str) -> NotSupportedError:
+def stream_refused(stmt: Statement | ContinuousStatement) -> NotSupportedError:
     """What a client of the endpoint can do instead of reading a stream as a result set:
     a windowed query runs as a continuous query (CREATE STREAMING QUERY), whose live
     windows are a table; a plain query over a stream has no windows to keep (Python's
     ``dfsql.start`` and the shell's ``\\watch`` are not reachable from a client)."""
-    try:
-        windowed = getattr(parse_any(statement), "windowed", False)
-    except DfsqlError:
-        windowed = False
-    if windowed:
+    if getattr(stmt, "windowed", False):
         hint = ("run it as a continuous query: CREATE STREAMING QUERY name AS <this "
                 "query>; then SELECT * FROM global_temp.name reads its live windows")
     else:
@@ -118,10 +116,13 @@ def arrow_batches(df: DataFrame) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
 class Operation:
     """One statement or metadata call of a session, and its result set."""
 
-    def __init__(self, session: Session, kind: int, statement: str = "") -> None:
+    def __init__(self, session: Session, kind: int, statement: str = "",
+                 scanned: Scanned | None = None) -> None:
         self.session = session
         self.kind = kind
         self.statement = statement
+        #: the statement as the service scanned it for its limits (None: not yet)
+        self.scanned = scanned
         self.handle = tt.TOperationHandle(operationId=_handle_id(), operationType=kind,
                                           hasResultSet=True)
         self.key = self.handle.operationId.guid
@@ -180,15 +181,18 @@ class Operation:
             except Exception:
                 pass
         try:
+            # read once: the judge and dfsql.sql take the value, not the text
+            scanned, self.scanned = self.scanned, None  # its tokens not held past the parse
+            stmt = parse_any(self.statement, scanned)
             with acting_as(Actor(self.session.user, self.session.admin)), \
-                    self.session.judging(self.statement):
+                    self.session.judging(stmt):
                 if self.session.judge is not None:
-                    self.session.judge.check_statement(spark, self.statement)
-                df = dfsql.sql(self.statement, spark)
+                    self.session.judge.check_statement(spark, stmt)
+                df = dfsql.sql(stmt, spark)
             if self._abandoned():  # while it was planned: start no job
                 return
             if df.isStreaming:
-                raise stream_refused(self.statement)
+                raise stream_refused(stmt)
             with self.lock:
                 if self._abandoned():  # cancelled or closed meanwhile
                     return
@@ -392,7 +396,7 @@ class Session:
         #: its FAIR scheduler pool (spark.scheduler.pool), one per client session
         self.pool = f"dfsql-{self.key.hex()[:16]}"
 
-    def judging(self, statement: str):
+    def judging(self, statement: Statement | ContinuousStatement):
         """While ``statement`` runs: refusals are placed in its text."""
         return self.judge.statement(statement) if self.judge is not None else nullcontext()
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
+from dfsql.language.scan import Scanned
 from dfsql.server import metadata, rowsets
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
 from dfsql.server.judge import Judge, Policy
@@ -196,12 +197,13 @@ class Service:
         if sessions is not None:
             sessions.discard(key)
 
-    def _new_operation(self, session: Session, kind: int, statement: str = "") -> Operation:
+    def _new_operation(self, session: Session, kind: int, statement: str = "",
+                       scanned: Scanned | None = None) -> Operation:
         if session.running() >= self.max_operations:
             raise ServiceError(f"this session already runs {self.max_operations} operations "
                                "(the per-session limit): wait for one to finish, or close it",
                                "54000")
-        op = Operation(session, kind, statement)
+        op = Operation(session, kind, statement, scanned)
         op.max_partition_mb = self.max_partition_mb
         session.operations[op.key] = op
         self.operations[op.key] = op
@@ -274,9 +276,10 @@ class Service:
     def ExecuteStatement(self, req):  # noqa: N802
         try:
             s = self._session(req.sessionHandle)
-            # before anything scans or parses it (Spark's parser above all)
-            check_statement(req.statement, self.max_statement_kb, self.max_nesting)
-            op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement)
+            # before anything parses it (Spark's parser above all); scanned once, here
+            scanned = check_statement(req.statement, self.max_statement_kb, self.max_nesting)
+            op = self._new_operation(s, tt.TOperationType.EXECUTE_STATEMENT, req.statement,
+                                     scanned)
             self.timeouts.set_deadline(op, req.queryTimeout or 0)
         except ServiceError as e:
             return tt.TExecuteStatementResp(status=_error_status(str(e), e.sqlstate))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from dfsql import continuous
 from dfsql.api import start
 from dfsql.errors import DfsqlError
-from dfsql.language.continuous import ContinuousStatement, parse_continuous
+from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
 from dfsql.server.streams import StreamView
@@ -126,8 +126,10 @@ class StateDir:
     def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession,
              owner: str | None) -> None:
         assert stmt.name is not None
-        words = {t.text.strip("`").lower() for t in scan_text(stmt.query).tokens
-                 if t.kind in ("word", "quoted")}
+        # the streams its query names, from the tokens the statement was read with
+        query = stmt.statement.scanned if stmt.statement is not None else stmt.query_scanned
+        tokens = (query or scan_text(stmt.query)).tokens
+        words = {t.text.strip("`").lower() for t in tokens if t.kind in ("word", "quoted")}
         streams = [{"name": v.name, "path": v.path, "format": v.format,
                     "schema": spark.table(v.name).schema.json()}
                    for v in self.streams if v.name.lower() in words]
@@ -194,8 +196,8 @@ class StateDir:
             raise DfsqlError(f"a record of version {record.get('version')}, this server "
                              f"reads version {VERSION}")
         text = record["statement"]
-        stmt = parse_continuous(text)
-        if stmt is None or stmt.kind != "create":
+        stmt = parse_any(text)  # its query parsed too, once, for the judge and the start
+        if not isinstance(stmt, ContinuousStatement) or stmt.kind != "create":
             raise DfsqlError("the record holds no CREATE STREAMING QUERY")
         judge.check_continuous(text, stmt)  # the roots may have changed since
         for s in record["streams"]:  # before any Spark work: a query that cannot start

@@ -140,6 +140,15 @@ ATTACKS = [
      "text.`{outside}/secret.txt`) GROUP BY key WINDOW GLOBAL", None),
     ("CREATE STREAMING QUERY q_out INTO DIRECTORY '{outside}/panes' AS SELECT key, "
      "COUNT(*) AS n FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 45"),
+    # a path with an escaped quote: at its own quote (dfsql's token), not at line 1 col 1
+    ("CREATE STREAMING QUERY q_esc CHECKPOINT '{outside}/it\\'s' AS SELECT key, "
+     "COUNT(*) AS n FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 41"),
+    # a continuous query's query, judged as it was parsed with the statement
+    ("CREATE STREAMING QUERY q_code AS SELECT key, MAX(reflect('java.lang.String', "
+     "'valueOf', value)) AS m FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 50"),
+    ("CREATE STREAMING QUERY q_sub AS SELECT key, COUNT(*) AS n FROM (SELECT value AS "
+     "key, current_timestamp() AS ts FROM text.`{outside}/secret.txt`) GROUP BY key "
+     "WINDOW GLOBAL", None),
 ]
 #: statements that spell a forbidden form but do nothing forbidden: (statement, rows)
 ALLOWED = [
@@ -189,6 +198,33 @@ def test_every_attack_is_refused_and_nothing_happens(server, cursor, places):
     assert "db_out" not in {r[0] for r in cursor.fetchall()}
     cursor.execute("SELECT 1 AS one")  # the server, and the session, go on
     assert cursor.fetchall() == [(1,)]
+
+
+def test_a_continuous_querys_path_is_placed_at_its_own_quote(cursor, places):
+    """CHECKPOINT's path also written inside INTO DIRECTORY's: the refusal stands at
+    CHECKPOINT's quoted path (its token), not where the text first spells it."""
+    from pyhive.exc import OperationalError
+
+    statement = _fill("CREATE STREAMING QUERY q_ck INTO DIRECTORY '{root}/panes' "
+                      "CHECKPOINT '/panes' AS SELECT key, COUNT(*) AS n FROM scores "
+                      "GROUP BY key WINDOW GLOBAL", places)
+    with pytest.raises(OperationalError) as info:
+        cursor.execute(statement)
+    status = info.value.args[0].status
+    assert status.sqlState == "42501", status.errorMessage
+    column = statement.index("CHECKPOINT '/panes'") + len("CHECKPOINT ") + 1
+    assert status.errorMessage.startswith(f"line 1, col {column}:"), status.errorMessage
+
+
+def test_a_refusal_is_placed_at_a_token_never_in_a_string_or_comment():
+    """A refusal in a text dfsql built is placed in the client's statement where the
+    refused fragment starts a token: a string or a comment that spells it is skipped."""
+    from dfsql.language import parse_any
+    from dfsql.server.judge import _placed
+
+    text = "SELECT 'reflect(1)' AS s /* reflect(1) */, reflect(1) AS r -- reflect(1)"
+    assert _placed(parse_any(text), "reflect(1)") == text.index(", reflect(1)") + 2
+    assert _placed(parse_any("SELECT 'reflect(1)' AS s"), "reflect(1)") == 0
 
 
 def test_what_only_spells_a_forbidden_form_runs(cursor, places):

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from dfsql.language.scan import scan_text
 from dfsql.server import Server
 from dfsql.server.auth import hash_line
 from dfsql.server.limits import nesting
@@ -259,6 +260,10 @@ def test_the_statement_size_and_nesting_caps(server):
     t0 = time.monotonic()
     assert _refused(cur, "SELECT " + "(" * 50_000 + "1" + ")" * 50_000).sqlState == "54000"
     assert time.monotonic() - t0 < 60  # minutes of parsing otherwise
+    # ... hidden after a raw string that a backslash would have kept open (Spark reads
+    # r'\' as a backslash, then the parentheses as code)
+    assert _refused(cur, "SELECT r'\\', " + "(" * 50_000 + "1" + ")" * 50_000 +
+                    " --'").sqlState == "54000"
     # at the limit, and parentheses in strings and comments, are fine
     cur.execute("SELECT " + "(" * 32 + "1" + ")" * 32 + " AS x, '((((' AS s -- ((((\n")
     assert cur.fetchall() == [(1, "((((")]
@@ -270,9 +275,20 @@ def test_the_statement_size_and_nesting_caps(server):
     ("SELECT '(((' || \"((\" || `a((` FROM t /* ((( */ -- (((\nWHERE (x)", (1, None, None)),
     ("SELECT 'it\\'s (((' , ((2))", (2, None, None)),
     ("SELECT\n  ((((1))))", (4, 2, 6)),  # the first parenthesis past 3, line 2
+    # Spark nests block comments: what the inner one's end leaves is still a comment
+    ("SELECT 1 /* a /* b */ ((((( */, (2)", (1, None, None)),
+    ("SELECT `a``((((`, (1)", (1, None, None)),  # a doubled back-quote inside a name
+    ("SELECT 1 -- '\n, ((((1))))", (4, 2, 6)),  # a quote in a comment opens nothing
+    ("SELECT '\\' -- ', ((((1))))", (4, 1, 21)),  # ... nor a comment in a string
+    # a raw string ends at its first quote, its backslash itself (as Spark reads it):
+    # what follows is code, counted, not the rest of a string
+    ("SELECT r'\\', ((((1)))) --'", (4, 1, 17)),
+    ("SELECT R\"\\\", ((((1)))) --\"", (4, 1, 17)),
+    ("SELECT ar'\\', ((((1)))) --'", (0, None, None)),  # a name, then a string
 ])
 def test_nesting_counts_outside_strings_and_comments(text, expected):
-    assert nesting(text, 3) == expected
+    """Counted on the statement's tokens: the scanner's strings, names and comments."""
+    assert nesting(scan_text(text), 3) == expected
 
 
 # --------------------------------------------------------------------------- sessions
