@@ -237,8 +237,9 @@ def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,
                             "a view's query cannot read the view it defines, directly or "
                             "through another view")
     _refuse_temporary_inputs(stmt, spark, name)
-    # the view's head comes before anything expanded: body_start is the same in both texts
-    schema = plan_body(expanded.text[stmt.body_start:].rstrip().rstrip(";")).schema
+    # the view's head comes before anything expanded: body_start is the same in both
+    # texts; the head blanked, so a mistake in the body is at the user's line and column
+    schema = plan_body(splice(expanded.text, [(0, stmt.body_start, "")])).schema
     return create(stmt, spark, body, schema)
 
 
