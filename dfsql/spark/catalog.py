@@ -252,10 +252,10 @@ class Catalog:
 def _is_ddl(statement: Statement | str) -> bool:
     """Whether the statement's first word makes, alters or drops a table or view (read
     from its tokens: a leading comment is no word)."""
-    scanned = None if isinstance(statement, str) else statement.scanned
     try:
-        tokens = (scanned or scan_text(str(getattr(statement, "text", statement)))).tokens
-    except DfsqlError:
+        tokens = scan_text(statement).tokens if isinstance(statement, str) else (
+            statement.scanned or scan_text(statement.text)).tokens
+    except DfsqlError:  # not a statement Spark runs either
         return False
     return bool(tokens) and tokens[0].is_word(*_DDL)
 
