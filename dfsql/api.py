@@ -100,7 +100,7 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession) -> P
         if stmt.kind == "create_view" and not stmt.view_temporary and \
                 (stmt.windowed or expanded.spans):
             made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
-            sync_catalog(s, text)  # its definition, for other processes
+            sync_catalog(s, stmt)  # its definition, for other processes
             return _planner().Planned(made)
         return _plan(stmt, expanded.text, s)
     except DfsqlError as err:
@@ -115,18 +115,18 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
     quiet_spark_loggers()
     s = _spark(spark)
     if not stmt.windowed and stmt.kind != "explain_firings":
-        shown = views.show_create(text, s) if stmt.kind == "other" else None
+        shown = views.show_create(stmt, s) if stmt.kind == "other" else None
         if shown is not None:
             return Planned(shown)
         with spark_errors(stmt.source, text=text):
             df = s.sql(text)
-        sync_catalog(s, text)  # a table this statement made: its definition, for later runs
+        sync_catalog(s, stmt)  # a table this statement made: its definition, for later runs
         return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
     planned = _planner().execute(stmt, s, _registry(s))
     if stmt.kind == "write":
-        sync_catalog(s, text)  # the table the statement made or filled, for later runs
+        sync_catalog(s, stmt)  # the table the statement made or filled, for later runs
     return planned
 
 

@@ -169,7 +169,7 @@ def test_sessions_of_one_process_sync_one_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(Catalog, "_exists", slow_exists)
     cat = Catalog(spark=None, warehouse=tmp_path)  # type: ignore[arg-type]  # no Spark call
     for name in ("scores", "paper_watermarks"):
-        cat.seen[tmp_path / "analytics.db" / name] = _Seen(f"`analytics`.`{name}`", 1, 1)
+        cat.seen[tmp_path / "analytics.db" / name] = _Seen("analytics", name, 1, 1)
     start, errors = threading.Barrier(2), []
 
     def session() -> None:

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -122,6 +122,9 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     group_keys = tuple(GroupKey(col, k.sql("spark"), next(
         (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
         for col, k in zip(key_cols, keys, strict=True))
+    calls = tuple(replace(a, output_name=next(
+        (out.names[j] for j, i in enumerate(items) if i.unalias() == g), None))
+        for a, g in zip(calls, aggs, strict=True))
     inp, trees = _input_stage(select, keys, key_cols, input_cols, cl, block.trees)
     return Stages(
         input=inp,

@@ -185,3 +185,42 @@ def _lexeme(src: Source, i: int) -> tuple[str, int]:
             j += 1
         return "number", j
     return ("punct" if ch in ",;." else "op"), i + 1
+
+
+def splice(text: str, edits: list[tuple[int, int, str]], keep_offsets: bool = True) -> str:
+    """``text`` with each span ``[start, end)`` of ``edits`` (spans the scanner found, not
+    overlapping) replaced by its new text: the one place SQL text is cut and joined.
+
+    ``keep_offsets``: a new text shorter than its span is padded with the span blanked
+    (its newlines kept), so every offset after it still points where the user wrote it
+    and Spark's error positions map straight back; a longer one takes the blanks that
+    follow the span (as many as there are). Without it the new texts are put in as they
+    are (the caller maps positions itself)."""
+    out, at = [], 0
+    for start, end, new in sorted(edits):
+        if start < at:
+            raise ValueError(f"overlapping spans at {start}")
+        out.append(text[at:start])
+        if keep_offsets and len(new) <= end - start:
+            new += blank(text[start + len(new):end])
+        elif keep_offsets:
+            room = len(text[end:]) - len(text[end:].lstrip(" "))
+            end += min(room, len(new) - (end - start))
+        out.append(new)
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def name_end(tokens: list[Token], k: int) -> int:
+    """The index just past the (possibly qualified) name that starts at ``tokens[k]``
+    (``db . t`` included), or ``k`` when no name starts there."""
+    end = k
+    while end < len(tokens) and tokens[end].kind in ("word", "quoted"):
+        end += 1
+        if end + 1 < len(tokens) and tokens[end].text == "." and \
+                tokens[end + 1].kind in ("word", "quoted"):
+            end += 1
+            continue
+        break
+    return end

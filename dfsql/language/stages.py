@@ -44,6 +44,8 @@ class AggregateCall:
     nested: bool  # another aggregate call inside its arguments
     #: ``sql`` as a tree (FILTER included), for a caller that adds to it
     tree: exp.Expression | None = field(default=None, compare=False, repr=False)
+    #: the output column that selects exactly this aggregate, if one does
+    output_name: str | None = field(default=None, compare=False)
 
     @property
     def column(self) -> str | None:

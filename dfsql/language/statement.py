@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
 from dfsql.errors import NotSupportedError, WindowedQueryError
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
 from dfsql.language.heads import check_windowed_view, statement_kind
@@ -52,6 +56,9 @@ class Statement:
     tries_start: int = -1
     #: EXPLAIN FIRINGS … WHERE p: (offset of p, p's text); the WHERE is blanked in ``text``
     firings_where: tuple[int, str] | None = None
+    #: p as sqlglot reads it, parsed with the statement (None when sqlglot cannot: Spark
+    #: then reports the mistake, positioned)
+    firings_predicate: exp.Expression | None = field(default=None, repr=False, compare=False)
     #: the statement as written, scanned (once): what ``dfsql.sql`` and the endpoint
     #: read of it besides the blocks (the views it names), without scanning it again
     scanned: Scanned | None = field(default=None, repr=False, compare=False)
@@ -118,7 +125,8 @@ def _parse(text: str, scanned: Scanned) -> Statement:
         query, firings_where = _firings_where(scanned)
         if firings_where is not None:  # the query without the WHERE on its events
             return replace(_parse(query.source.text, query), kind=kind,
-                           body_start=body_start, firings_where=firings_where)
+                           body_start=body_start, firings_where=firings_where,
+                           firings_predicate=_predicate(firings_where[1]))
     regions = find_regions(tokens, src)
     if not regions:
         if kind == "explain_watermark":
@@ -166,6 +174,14 @@ def _firings_where(scanned: Scanned) -> tuple[Scanned, tuple[int, str] | None]:
         scanned.cleaned[end:]
     kept = [t for t in tokens if not w.start <= t.start < end]
     return Scanned(Source(cut), kept, cleaned), (w.end + len(p) - len(p.lstrip()), p.strip())
+
+
+def _predicate(text: str) -> exp.Expression | None:
+    """EXPLAIN FIRINGS' WHERE as sqlglot reads it, or None."""
+    try:
+        return sqlglot.parse_one(text, read="spark")
+    except SqlglotError:
+        return None
 
 
 def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Source,

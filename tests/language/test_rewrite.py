@@ -178,6 +178,8 @@ def test_keys_and_aggregates_are_typed() -> None:
     )
     assert [(a.sql, a.alias) for a in st.aggregate_calls] == list(st.aggregates)
     assert [k.column for k in st.group_keys] == list(st.key_columns)
+    # the output column that selects each aggregate (EXPLAIN FIRINGS names values by it)
+    assert [a.output_name for a in st.aggregate_calls] == ["n", "s", "d", "p", "a"]
     count, total, distinct, pct, avg = st.aggregate_calls
     assert count.star and count.column is None and count.decomposable
     assert total.column == "__c0" and total.decomposable  # FILTER applies to the elements

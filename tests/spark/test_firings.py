@@ -86,11 +86,18 @@ def test_paper_fig14_events(fig14) -> None:
 def test_where_on_a_key_filters_the_input(fig14_df) -> None:
     """``WHERE key = 'k' AND event = 'MERGE'``: the key's conjunct also filters the input
     stage (by the key's input column, ``__k0``); the whole predicate filters the events."""
+    import sqlglot
+
+    def where(p: str):  # as the statement's parser gives it: (offset, text), tree
+        return (0, p), sqlglot.parse_one(p, read="spark")
+
     plan = planned_of(fig14_df).blocks[-1].plan
-    residual, pushed = _split_where(plan, (0, "key = 'k' AND event = 'MERGE'"))
+    residual, pushed = _split_where(plan, *where("key = 'k' AND event = 'MERGE'"))
     assert pushed == "(__k0 = 'k')"
     assert residual == (0, "key = 'k' AND event = 'MERGE'")
-    assert _split_where(plan, (0, "window_start > key")) == ((0, "window_start > key"), None)
+    assert _split_where(plan, *where("window_start > key")) == ((0, "window_start > key"), None)
+    # a predicate the parser could not read: Spark reports it, nothing is pushed
+    assert _split_where(plan, (0, "key = = 1"), None) == ((0, "key = = 1"), None)
 
 
 def test_waiting_on_a_writer_that_stopped(spark) -> None:

@@ -113,6 +113,21 @@ def test_a_mistake_in_a_write_is_positioned_and_writes_nothing(spark, tables):
     assert not spark.catalog.tableExists("w_bad")
 
 
+def test_a_mistake_around_a_windowed_subquery_is_where_the_user_wrote_it(spark, tables):
+    """The statement around windowed blocks reaches Spark with each block replaced by its
+    view, offsets kept: a mistake after the block, or in a CACHE TABLE's query, is at
+    the user's line and column (``nope``: line 2, column 7 and column 8)."""
+    tables.append("c_bad")
+    with pytest.raises(DfsqlError) as e:
+        dfsql.sql(f"SELECT * FROM ({BATCH}) t\nWHERE nope > 1", spark)
+    assert (e.value.line, e.value.column) == (2, 7) and "nope" in e.value.message
+    with pytest.raises(DfsqlError) as e:
+        dfsql.sql(f"/* CACHE LAZY TABLE x */ CACHE TABLE c_bad AS\nSELECT nope FROM ({BATCH}) t",
+                  spark)
+    assert (e.value.line, e.value.column) == (2, 8) and "nope" in e.value.message
+    assert not spark.catalog.tableExists("c_bad")
+
+
 # --------------------------------------------------------------------------- persistent views
 
 
@@ -141,6 +156,11 @@ def test_a_persistent_view_is_the_windowed_query_replanned_on_each_read(spark, t
     assert ("is_retraction", "boolean") in described
     shown = dfsql.sql("SHOW CREATE TABLE v_sessions", spark).collect()[0][0]
     assert "WINDOW SESSIONS(GAP 1 MINUTE)" in shown and shown.startswith("CREATE VIEW")
+    # the head read from tokens: a comment, odd whitespace, a quoted qualified name
+    shown = dfsql.sql("-- SHOW CREATE TABLE v_totals\nshow  create\tTABLE default.`v_sessions`"
+                      " ;", spark).collect()[0][0]
+    assert shown.startswith("CREATE VIEW default.`v_sessions` AS\n")
+    assert "WINDOW SESSIONS(GAP 1 MINUTE)" in shown
     assert {"v_sessions", "v_totals"} <= {r.tableName for r in
                                           spark.sql("SHOW TABLES").collect()}
 
@@ -166,6 +186,11 @@ def test_a_view_that_would_read_itself_and_a_mistake_in_a_view_are_positioned(sp
     with pytest.raises(AnalysisError) as e:
         dfsql.sql("CREATE OR REPLACE VIEW v_a AS SELECT * FROM v_b", spark)
     assert "would read itself" in e.value.message and (e.value.line, e.value.column) == (1, 24)
+    with pytest.raises(DfsqlError) as e3:  # a mistake in a view's windowed body
+        dfsql.sql("CREATE VIEW v_bad AS\n" + _over("scores_v2").replace("SUM(value)",
+                                                                        "SUM(valu)"), spark)
+    assert (e3.value.line, e3.value.column) == (2, 17) and "valu" in e3.value.message
+    assert not spark.catalog.tableExists("v_bad")
     with pytest.raises(DfsqlError) as e2:
         dfsql.sql("SELECT 1 AS one,\n  nope FROM v_a", spark)
     assert (e2.value.line, e2.value.column) == (2, 3)

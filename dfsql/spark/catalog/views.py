@@ -13,13 +13,11 @@ subquery (:func:`expand`), so the statement's windowed blocks include the view's
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
-from dfsql.language.scan import Token, blank, scan_text
-from dfsql.spark.catalog.writes import QUALIFIED_NAME
+from dfsql.language.scan import Token, name_end, scan_text, splice
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan.parsed_plan import relations_read
 
@@ -88,20 +86,25 @@ def create(stmt: Statement, spark: SparkSession, body: str, schema: StructType) 
         return spark.sql(ddl)
 
 
-_SHOW_CREATE = re.compile(rf"^\s*SHOW\s+CREATE\s+TABLE\s+({QUALIFIED_NAME})\s*(?:AS\s+SERDE\s*)?;?\s*$",
-                          re.IGNORECASE)
-
-
-def show_create(text: str, spark: SparkSession) -> DataFrame | None:
-    """``SHOW CREATE TABLE v`` of a windowed view: the statement that makes it, with its
-    clauses (Spark would show the body that refuses plain reads)."""
-    m = _SHOW_CREATE.match(text)
-    if m is None:
+def show_create(stmt: Statement, spark: SparkSession) -> DataFrame | None:
+    """``SHOW CREATE TABLE v [AS SERDE]`` of a windowed view: the statement that makes it,
+    with its clauses (Spark would show the body that refuses plain reads). Read from the
+    statement's top-level tokens."""
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else scan_text(stmt.text).tokens
+    top = [t for t in tokens if t.depth == 0]
+    while top and top[-1].text == ";":
+        top.pop()
+    if len(top) < 4 or [t.upper for t in top[:3]] != ["SHOW", "CREATE", "TABLE"]:
         return None
-    body = definition(spark, m.group(1))
+    end = name_end(top, 3)
+    rest = [t.upper for t in top[end:]]
+    if end == 3 or rest not in ([], ["AS", "SERDE"]):
+        return None
+    name = stmt.text[top[3].start:top[end - 1].end]
+    body = definition(spark, name)
     if body is None:
         return None
-    return spark.createDataFrame([(f"CREATE VIEW {m.group(1)} AS\n{body}",)], "createtab_stmt string")
+    return spark.createDataFrame([(f"CREATE VIEW {name} AS\n{body}",)], "createtab_stmt string")
 
 
 # ---------------------------------------------------------------------------- reading
@@ -169,11 +172,11 @@ def _cte_names(tokens: list[Token]) -> set[str]:
             and (tokens[i - 1].is_word("WITH", "RECURSIVE") or tokens[i - 1].text == ",")}
 
 
-def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool]]:
+def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool, Token]]:
     """The table names a statement (its ``tokens``) reads: (start, end, followed by an
-    alias)."""
+    alias, the name's last part)."""
     ctes = _cte_names(tokens)
-    refs: list[tuple[int, int, bool, int]] = []  # … and the token index after the alias
+    refs: list[tuple[int, int, bool, int, Token]] = []  # … the token index after the alias
     for i, t in enumerate(tokens):
         if not (t.is_word("FROM", "JOIN") or (t.text == "," and refs and refs[-1][3] == i)):
             continue
@@ -190,8 +193,8 @@ def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool]]:
             after.kind in ("word", "quoted") and after.upper not in _NOT_ALIAS))
         end = _name_at(tokens, k + 1) if aliased and after.is_word("AS") else (
             k + 1 if aliased else k)
-        refs.append((tokens[j].start, tokens[k - 1].end, aliased, end))
-    return [(r[0], r[1], r[2]) for r in refs]
+        refs.append((tokens[j].start, tokens[k - 1].end, aliased, end, tokens[k - 1]))
+    return [(r[0], r[1], r[2], r[4]) for r in refs]
 
 
 def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, depth: int = 0,
@@ -199,9 +202,9 @@ def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, de
     """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
     (nested views too); a view that reads itself is an error. ``tokens``: ``text``
     already scanned."""
-    out, spans, at, pos, reached = [], [], 0, 0, set()
+    edits, spans, shift, reached = [], [], 0, set()
     tokens = scan_text(text).tokens if tokens is None else tokens
-    for start, end, aliased in _table_refs(tokens):
+    for start, end, aliased, last in _table_refs(tokens):
         name = text[start:end]
         body = definition(spark, name)
         if body is None:
@@ -211,20 +214,16 @@ def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, de
             raise AnalysisError(f"the view {name} reads itself", None, None,
                                 "a view's query cannot read the view it defines")
         inner_expanded = expand(body, spark, None, depth + 1, (*seen, key))
-        inner = inner_expanded.text
         reached |= {key, *inner_expanded.reached}
-        alias = "" if aliased else f" AS {name.split('.')[-1].strip()}"
-        piece = f"(\n{inner}\n){alias}"
-        out.append(text[at:start])
-        pos += start - at
-        spans.append((start, end, pos, pos + len(piece), name))
-        out.append(piece)
-        pos += len(piece)
-        at = end
+        alias = "" if aliased else f" AS {last.text}"
+        piece = f"(\n{inner_expanded.text}\n){alias}"
+        edits.append((start, end, piece))
+        spans.append((start, end, start + shift, start + shift + len(piece), name))
+        shift += len(piece) - (end - start)
     if not spans:
         return Expanded(text, text)
-    out.append(text[at:])
-    return Expanded("".join(out), text, tuple(spans), frozenset(reached))
+    return Expanded(splice(text, edits, keep_offsets=False), text, tuple(spans),
+                    frozenset(reached))
 
 
 def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,
@@ -238,8 +237,9 @@ def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,
                             "a view's query cannot read the view it defines, directly or "
                             "through another view")
     _refuse_temporary_inputs(stmt, spark, name)
-    # the view's head comes before anything expanded: body_start is the same in both texts
-    schema = plan_body(expanded.text[stmt.body_start:].rstrip().rstrip(";")).schema
+    # the view's head comes before anything expanded: body_start is the same in both
+    # texts; the head blanked, so a mistake in the body is at the user's line and column
+    schema = plan_body(splice(expanded.text, [(0, stmt.body_start, "")])).schema
     return create(stmt, spark, body, schema)
 
 
@@ -249,8 +249,7 @@ def _refuse_temporary_inputs(stmt: Statement, spark: SparkSession, name: str) ->
     reads (Spark's parse of the query, its clauses blanked) and those its clauses name
     (``WATERMARK FROM t``). Checked at CREATE, where the user can act, not in the next
     process, where the view would no longer plan."""
-    plain = stmt.spark_sql()
-    body = blank(plain[:stmt.body_start]) + plain[stmt.body_start:]  # offsets kept
+    body = splice(stmt.spark_sql(), [(0, stmt.body_start, "")])  # the head blanked
     try:
         read = relations_read(spark, body)
     except Exception:  # noqa: BLE001 (Spark cannot parse it: planning the body says why)

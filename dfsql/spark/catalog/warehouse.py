@@ -29,22 +29,26 @@ never touched; over Spark Connect the server owns the catalog.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
+from dfsql.errors import DfsqlError
+from dfsql.language.scan import Token, name_end, scan_text, splice
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from dfsql.language.statement import Statement
 
 #: the table's definition, inside its directory (hidden from Spark's file listing)
 DEFINITION = ".dfsql-table.sql"
 #: the persistent views' definitions, in the warehouse
 VIEWS = ".dfsql-views"
-#: statements after which table definitions are written again
-_DDL = re.compile(r"^\s*(CREATE|REPLACE|ALTER|DROP|TRUNCATE|MSCK|RENAME)\b", re.IGNORECASE)
+#: the first words of the statements after which table definitions are written again
+_DDL = ("CREATE", "REPLACE", "ALTER", "DROP", "TRUNCATE", "MSCK", "RENAME")
 #: data files whose schema Spark reads from the files themselves
 _SELF_DESCRIBING = {".parquet": "parquet", ".orc": "orc"}
 
@@ -60,9 +64,15 @@ def warehouse_dir(warehouse: str | os.PathLike | None = None) -> Path:
 class _Seen:
     """A registered table as last seen: its directory's and definition's mtimes."""
 
-    name: str  # `db`.`table`
+    db: str
+    table: str
     dir_mtime: int
     def_mtime: int
+
+    @property
+    def name(self) -> str:
+        """`db`.`table`"""
+        return f"{_q(self.db)}.{_q(self.table)}"
 
 
 @dataclass
@@ -125,13 +135,13 @@ class Catalog:
         jc.alterTable(meta.copy(*args))
 
     # ------------------------------------------------------------------ sync
-    def sync(self, statement: str | None = None) -> None:
+    def sync(self, statement: Statement | str | None = None) -> None:
         """Bring the session's catalog and the warehouse's definitions in line (see the
         module doc); after a DDL ``statement``, write this process's tables' definitions."""
         with self.lock:
             self._sync(statement)
 
-    def _sync(self, statement: str | None) -> None:
+    def _sync(self, statement: Statement | str | None) -> None:
         dirs = self._table_dirs()
         dbs = {db for db, _ in self._database_dirs()}
         for db in dbs - self.databases:
@@ -139,7 +149,7 @@ class Catalog:
         self.databases = dbs
         for path in [p for p in self.seen if p not in dirs]:  # dropped (here or elsewhere)
             self._forget(path)
-        ddl = statement is not None and _DDL.match(statement) is not None
+        ddl = statement is not None and _is_ddl(statement)
         for path, (db, table) in dirs.items():
             seen = self.seen.get(path)
             defn = path / DEFINITION
@@ -156,7 +166,7 @@ class Catalog:
                 self._define(path, db, table)
             elif _mtime(path) != seen.dir_mtime:  # new files (INSERT here or elsewhere)
                 self.spark.sql(f"REFRESH TABLE {seen.name}")
-            self.seen[path] = _Seen(f"{_q(db)}.{_q(table)}", _mtime(path), _mtime(defn))
+            self.seen[path] = _Seen(db, table, _mtime(path), _mtime(defn))
         if ddl:
             self._write_views()
         else:
@@ -175,10 +185,8 @@ class Catalog:
             if self.views_seen.get(fname) == mtime:
                 continue
             try:
-                text = path.read_text()
-                self.spark.sql(re.sub(r"^\s*CREATE\s+VIEW\b", "CREATE OR REPLACE VIEW", text,
-                                      count=1, flags=re.IGNORECASE))
-            except (OSError, PySparkException):
+                self.spark.sql(_or_replace(path.read_text()))
+            except (OSError, DfsqlError, PySparkException):
                 continue
             self.views_seen[fname] = mtime
         for fname in [f for f in self.views_seen if f not in files]:
@@ -218,29 +226,63 @@ class Catalog:
             if fmt is None:
                 return False
             text = f"CREATE TABLE {name} USING {fmt}"
-        # SHOW CREATE TABLE's text, made IF NOT EXISTS and placed at the directory
-        text = re.sub(r"^\s*CREATE\s+TABLE\s+\S+", f"CREATE TABLE IF NOT EXISTS {name}", text,
-                      count=1, flags=re.IGNORECASE)
         from pyspark.errors import PySparkException
 
         try:
+            # SHOW CREATE TABLE's text, made IF NOT EXISTS and placed at the directory
+            tokens = scan_text(text).tokens
+            text = _if_not_exists(text, tokens, name)
             self.spark.sql(f"{text}\nLOCATION '{location}'")
-            if re.search(r"\bPARTITIONED\s+BY\b", text, re.IGNORECASE):
+            if _partitioned(tokens):
                 self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
             self._set_type(db, table, "MANAGED")
-        except PySparkException:  # unreadable (being written, or not a table): skip it
-            return False
+        except (DfsqlError, PySparkException):  # unreadable (being written, or not a
+            return False  # table): skip it
         return True
 
     def _forget(self, path: Path) -> None:
         """Drop a table from this session's catalog but not its files (gone already, or
         about to be registered again)."""
         seen = self.seen.pop(path)
-        db, table = [p.strip("`").replace("``", "`") for p in
-                     re.findall(r"`(?:[^`]|``)*`", seen.name)]
-        if self._exists(db, table):
-            self._set_type(db, table, "EXTERNAL")
+        if self._exists(seen.db, seen.table):
+            self._set_type(seen.db, seen.table, "EXTERNAL")
             self.spark.sql(f"DROP TABLE IF EXISTS {seen.name}")
+
+
+def _is_ddl(statement: Statement | str) -> bool:
+    """Whether the statement's first word makes, alters or drops a table or view (read
+    from its tokens: a leading comment is no word)."""
+    try:
+        tokens = scan_text(statement).tokens if isinstance(statement, str) else (
+            statement.scanned or scan_text(statement.text)).tokens
+    except DfsqlError:  # not a statement Spark runs either
+        return False
+    return bool(tokens) and tokens[0].is_word(*_DDL)
+
+
+def _or_replace(text: str) -> str:
+    """``CREATE VIEW …`` (a definition file) as ``CREATE OR REPLACE VIEW …``."""
+    tokens = scan_text(text).tokens
+    if len(tokens) > 1 and tokens[0].is_word("CREATE") and tokens[1].is_word("VIEW"):
+        return splice(text, [(tokens[0].start, tokens[1].end, "CREATE OR REPLACE VIEW")],
+                      keep_offsets=False)
+    return text
+
+
+def _if_not_exists(text: str, tokens: list[Token], name: str) -> str:
+    """``CREATE TABLE <any name> …`` (a definition) as ``CREATE TABLE IF NOT EXISTS name …``."""
+    if len(tokens) > 2 and tokens[0].is_word("CREATE") and tokens[1].is_word("TABLE"):
+        end = name_end(tokens, 2)
+        if end > 2:
+            return splice(text, [(tokens[0].start, tokens[end - 1].end,
+                                  f"CREATE TABLE IF NOT EXISTS {name}")], keep_offsets=False)
+    return text
+
+
+def _partitioned(tokens: list[Token]) -> bool:
+    """A definition with PARTITIONED BY (its partitions are recovered from the directory)."""
+    return any(t.depth == 0 and t.is_word("PARTITIONED") and u.is_word("BY")
+               for t, u in zip(tokens, tokens[1:], strict=False))
 
 
 def _q(name: str) -> str:
@@ -304,7 +346,7 @@ def attach(spark: SparkSession, warehouse: Path) -> Catalog:
     return _CATALOG
 
 
-def sync(spark: SparkSession, statement: str | None = None) -> None:
+def sync(spark: SparkSession, statement: Statement | str | None = None) -> None:
     """:meth:`Catalog.sync` when ``spark`` shares the SparkContext of the session dfsql
     created (the endpoint's per-client sessions do); else nothing."""
     cat = _CATALOG

@@ -12,53 +12,97 @@ once the statement is planned): dfsql makes the temp view from q's DataFrame ins
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfsql.language.scan import Token, name_end, splice
 from dfsql.language.statement import Statement
 from dfsql.spark.errors import spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: a name in SQL text, backticked or not, and one qualified by database (and catalog)
-NAME = r"(?:`[^`]*`|[\w$]+)"
-QUALIFIED_NAME = rf"{NAME}(?:\s*\.\s*{NAME})*"
-#: CREATE OR REPLACE TABLE name / REPLACE TABLE name, up to the name's end
-_REPLACE_HEAD = re.compile(rf"^(\s*)(CREATE\s+OR\s+REPLACE|REPLACE)(\s+TABLE\s+)({QUALIFIED_NAME})",
-                           re.IGNORECASE)
-#: CACHE [LAZY] TABLE name [OPTIONS ('storageLevel' 'LEVEL')] [AS]
-_CACHE_HEAD = re.compile(rf"^\s*CACHE\s+(LAZY\s+)?TABLE\s+({NAME})\s*(?:OPTIONS\s*\((.*?)\)\s*)?",
-                         re.IGNORECASE | re.DOTALL)
-_STORAGE_LEVEL = re.compile(r"""['"]storageLevel['"]\s*=?\s*['"](\w+)['"]""", re.IGNORECASE)
+
+@dataclass(frozen=True)
+class _Head:
+    """A write's head as the statement's top-level tokens say it."""
+
+    cache: bool = False
+    lazy: bool = False
+    #: where the written table's (possibly qualified) name starts and ends in the text
+    name: tuple[int, int] = (0, 0)
+    #: CACHE's OPTIONS: the storage level asked for, as written
+    level: str | None = None
+    #: CREATE OR REPLACE / REPLACE TABLE: the span of the words before TABLE
+    replace: tuple[int, int] | None = None
+
+
+def _head(stmt: Statement) -> _Head:
+    """``CACHE [LAZY] TABLE t [OPTIONS (…)]`` or ``[CREATE OR] REPLACE TABLE t``, read
+    from the statement's tokens before its query (a comment, a quoted name or a string
+    is never taken for a word of the head)."""
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
+    head = [t for t in tokens if t.start < stmt.body_start]
+    top = [t for t in head if t.depth == 0]
+    if not top:
+        return _Head()
+    at = next((k for k, t in enumerate(top) if t.is_word("TABLE")), None)
+    if at is None or at + 1 >= len(top):
+        return _Head()
+    end = name_end(top, at + 1)
+    name = (top[at + 1].start, top[end - 1].end) if end > at + 1 else (0, 0)
+    if top[0].is_word("CACHE"):
+        return _Head(cache=True, lazy=top[1].is_word("LAZY"), name=name,
+                     level=_storage_level(head, top, end))
+    words = [t.upper for t in top[:at]]
+    if words in (["CREATE", "OR", "REPLACE"], ["REPLACE"]):
+        return _Head(name=name, replace=(top[0].start, top[at].start))
+    return _Head(name=name)
+
+
+def _storage_level(head: list[Token], top: list[Token], end: int) -> str | None:
+    """``OPTIONS ('storageLevel' [=] 'LEVEL', …)``'s level (the key in any case)."""
+    if end >= len(top) or not top[end].is_word("OPTIONS") or end + 1 >= len(top):
+        return None
+    opened = top[end + 1]
+    inside = [t for t in head if t.start > opened.start and t.depth > opened.depth]
+    for k, t in enumerate(inside[:-1]):
+        if t.kind == "string" and t.text[1:-1].lower() == "storagelevel":
+            value = inside[k + 2] if inside[k + 1].text == "=" and k + 2 < len(inside) \
+                else inside[k + 1]
+            level = value.text[1:-1]
+            if value.kind == "string" and level.replace("_", "").isalnum():
+                return level
+    return None
 
 
 def write(stmt: Statement, text: str, spark: SparkSession) -> DataFrame:
     """Run the write ``text`` (the statement over its windowed blocks' views)."""
     from pyspark.errors import AnalysisException
 
-    cache = _CACHE_HEAD.match(text)
-    if cache is not None:
-        return _cache(stmt, text, cache, spark)
+    head = _head(stmt)
+    if head.cache:
+        return _cache(stmt, text, head, spark)
     with spark_errors(stmt.source):
         try:
             return spark.sql(text)
         except AnalysisException as exc:
-            head = _REPLACE_HEAD.match(text)
-            if head is None or "TABLE_OPERATION" not in (exc.getCondition() or ""):
+            if head.replace is None or "TABLE_OPERATION" not in (exc.getCondition() or ""):
                 raise
     # the session catalog's file tables cannot be replaced in one step: drop, then create
+    # (the head's words before TABLE become CREATE, offsets kept)
     with spark_errors(stmt.source):
-        spark.sql(f"DROP TABLE IF EXISTS {head.group(4)}")
-        return spark.sql(head.group(1) + "CREATE" + head.group(3) + text[head.end(3):])
+        spark.sql(f"DROP TABLE IF EXISTS {text[head.name[0]:head.name[1]]}")
+        return spark.sql(splice(text, [(*head.replace, "CREATE ")]))
 
 
-def _cache(stmt: Statement, text: str, head: re.Match, spark: SparkSession) -> DataFrame:
+def _cache(stmt: Statement, text: str, head: _Head, spark: SparkSession) -> DataFrame:
     """``CACHE [LAZY] TABLE t [OPTIONS (…)] AS q``: the temp view t of q's DataFrame,
-    which keeps the windowed blocks' plans; :func:`finish` caches it."""
+    which keeps the windowed blocks' plans; :func:`finish` caches it. (q is the text
+    with the head blanked: Spark's positions are the user's.)"""
     with spark_errors(stmt.source):
-        spark.sql(text[stmt.body_start:].rstrip().rstrip(";")).createTempView(
-            head.group(2).strip("`"))
+        spark.sql(splice(text, [(0, stmt.body_start, "")])).createTempView(
+            text[head.name[0]:head.name[1]].strip("`"))
     return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
 
 
@@ -68,15 +112,14 @@ def finish(stmt: Statement, spark: SparkSession) -> None:
     now unless LAZY — as Spark does."""
     from pyspark import StorageLevel
 
-    head = _CACHE_HEAD.match(stmt.text)
-    if head is None:
+    head = _head(stmt)
+    if not head.cache:
         return
-    name = head.group(2).strip("`")
-    level = _STORAGE_LEVEL.search(head.group(3) or "")
+    name = stmt.text[head.name[0]:head.name[1]].strip("`")
     with spark_errors(stmt.source):
-        if level is not None:
-            spark.catalog.cacheTable(name, getattr(StorageLevel, level.group(1).upper()))
+        if head.level is not None:
+            spark.catalog.cacheTable(name, getattr(StorageLevel, head.level.upper()))
         else:
             spark.catalog.cacheTable(name)
-        if not head.group(1):
+        if not head.lazy:
             spark.table(name).count()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from dfsql.errors import NotSupportedError
 from dfsql.language.names import FIRINGS_COLUMNS
 from dfsql.model.panes import DROP_REASONS
@@ -32,13 +34,14 @@ if TYPE_CHECKING:
     from dfsql.spark.plan.block import BlockPlan
 
 COLUMNS = FIRINGS_COLUMNS
-_FIRINGS = re.compile(r"\bEXPLAIN\s+FIRINGS\b", re.IGNORECASE)
 
 
 def firings_offset(stmt: Statement) -> int:
-    """Where the word FIRINGS is (errors about EXPLAIN FIRINGS point at it)."""
-    m = _FIRINGS.search(stmt.text)
-    return m.end() - len("FIRINGS") if m else 0
+    """Where the word FIRINGS is (errors about EXPLAIN FIRINGS point at it): the
+    statement's second top-level token."""
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
+    top = [t for t in tokens if t.depth == 0][:2]
+    return top[1].start if len(top) == 2 and top[1].is_word("FIRINGS") else 0
 
 
 def refuse(stmt: Statement, message: str, hint: str) -> NotSupportedError:
@@ -68,7 +71,7 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
                      "arrives at once and each window fires one ON_TIME pane",
                      "add PROCESSING TIME <arrival column> to replay the table in arrival "
                      "order")
-    residual, pushed = _split_where(plan, stmt.firings_where)
+    residual, pushed = _split_where(plan, stmt.firings_where, stmt.firings_predicate)
     tz = plan.spark.conf.get("spark.sql.session.timeZone")
     with spark_errors(plan.src):
         physical = choose(plan)
@@ -86,18 +89,13 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
     return df, PlannedBlock(plan, physical, replayed)
 
 
-def _split_where(plan: BlockPlan, where: tuple[int, str] | None):
+def _split_where(plan: BlockPlan, where: tuple[int, str] | None,
+                 tree: exp.Expression | None):
     """(the predicate on the events, the conjuncts over plain-column group keys as a
-    filter of the input stage, or None)."""
-    if where is None:
-        return None, None
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(where[1], read="spark")
-    except sqlglot.errors.ParseError:
-        return where, None  # Spark reports it, positioned
+    filter of the input stage, or None). ``tree``: the predicate as the statement's
+    parser read it (None: Spark reports the mistake, positioned)."""
+    if where is None or tree is None:
+        return where, None
     column_of = {n.lower(): k.column for n, k in zip(key_names(plan), plan.stages.group_keys,
                                                      strict=True)
                  if re.fullmatch(r"`?\w+`?", k.sql)}
@@ -116,17 +114,7 @@ def _split_where(plan: BlockPlan, where: tuple[int, str] | None):
 def _value_sql(plan: BlockPlan) -> str:
     """A pane's aggregates as the SELECT names them (``total=7, n=3``), in Spark SQL over
     the panes table."""
-    import sqlglot
-    from sqlglot import exp
-
-    named: dict[str, str] = {}
-    try:
-        sel = sqlglot.parse_one(plan.stages.output.clauses[0] + " FROM t", read="spark")
-        for e in sel.expressions:
-            if isinstance(e, exp.Alias) and isinstance(e.this, exp.Column):
-                named.setdefault(e.this.name, e.alias)
-    except sqlglot.errors.ParseError:  # pragma: no cover - the stage is ours
-        pass
+    named = {a.alias: a.output_name for a in plan.stages.aggregate_calls if a.output_name}
     calls = {a.alias: a.function.upper() for a in plan.stages.aggregate_calls}
     parts = []
     for _, alias in plan.stages.aggregates:

@@ -18,7 +18,6 @@ one read and one shuffle of the input, not one query per watermark.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -104,15 +103,23 @@ def _own_label(plan: BlockPlan) -> str:
         return "DELAY 0 SECONDS (the query's default)"
     if isinstance(wm, c.WatermarkDelay) and wm.from_relation:
         return f"{wm} (the query's, from its relation's WATERMARK … DELAY OF)"
-    # the clause's text, from after the word WATERMARK to the next clause or the region's end
-    text = plan.src.text[wm.pos.offset:plan.block.region[1]]
-    body = _NEXT_CLAUSE.split(text[len("WATERMARK"):], maxsplit=1)[0]
-    said = " ".join(body.split()) if "--" not in body and "/*" not in body else str(wm)
+    # the clause as written: its tokens, from after the word WATERMARK to the next
+    # clause's word (at the clause's depth) or the region's end
+    tokens = plan.stmt.scanned.tokens if plan.stmt.scanned is not None else []
+    at = next((k for k, t in enumerate(tokens) if t.start == wm.pos.offset), None)
+    if at is None:
+        return f"{wm} (the query's)"
+    stop = next((t.start for t in tokens[at + 1:] if t.depth < tokens[at].depth or (
+        t.depth == tokens[at].depth and t.is_word(*_NEXT_CLAUSE))), plan.block.region[1])
+    span = (tokens[at].end, min(stop, plan.block.region[1]))
+    written = plan.src.text[span[0]:span[1]]
+    commented = written != plan.stmt.scanned.cleaned[span[0]:span[1]]
+    said = " ".join(written.split()) if not commented else str(wm)
     return f"{said} (the query's)"
 
 
-#: what ends a WATERMARK clause's text: the next clause
-_NEXT_CLAUSE = re.compile(r"(?i)\b(?:PROCESSING|ALLOWED|TRIGGER|EMIT)\b")
+#: the words that end a WATERMARK clause: the next clause's
+_NEXT_CLAUSE = ("PROCESSING", "ALLOWED", "TRIGGER", "EMIT")
 
 
 def _timelines(plan: BlockPlan, inp: DataFrame,

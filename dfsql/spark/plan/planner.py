@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.blocks import executor_view
 from dfsql.language.functions import resolve_aggregates
+from dfsql.language.scan import splice
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
 from dfsql.session import spark_context
@@ -158,21 +159,19 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
     if result is not None:
         return Planned(result, tuple(blocks))
-    # Windowed blocks only inside a plain statement: run it over their views.
-    text = list(stmt.text)
-    outer = [b for b in stmt.blocks
+    # Windowed blocks only inside a plain statement: run it over their views (each
+    # outermost block's span read as its view, offsets kept for Spark's positions).
+    outer = [(b.span[0], b.span[1], f"SELECT * FROM {executor_view(b.index, uid)}")
+             for b in stmt.blocks
              if not any(o is not b and o.span[0] <= b.span[0] and b.span[1] <= o.span[1]
                         for o in stmt.blocks)]
-    for b in sorted(outer, key=lambda b: -b.span[0]):
-        text[b.span[0]:b.span[1]] = f"SELECT * FROM {executor_view(b.index, uid)}"
-    final = "".join(text)
+    final = splice(stmt.text, outer)
     if stmt.kind == "create_view":
         # The view's body reads windowed blocks: make the view from the body's DataFrame,
         # which keeps their plans (a SQL view would keep their names, and this
-        # statement's views are dropped once it is planned).
-        body = final[stmt.body_start:].rstrip().rstrip(";")
-        with spark_errors(stmt.source, lambda k: k + stmt.body_start):
-            _create_view(stmt, spark.sql(body))
+        # statement's views are dropped once it is planned); its head blanked.
+        with spark_errors(stmt.source):
+            _create_view(stmt, spark.sql(splice(final, [(0, stmt.body_start, "")])))
         return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
     if stmt.kind == "write":  # the rows written are the windowed result's, changelog and all
         return Planned(write(stmt, final, spark), tuple(blocks))

@@ -376,16 +376,22 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
 
 
 def _first_word(plan: ReplayPlan, words: tuple[str, ...]) -> c.Pos | None:
-    """Where the first of ``words`` appears in the block, outside the extension clauses
+    """Where the first of ``words`` (each one or more words) is written in the block,
+    outside its extension clauses and its inner windowed blocks: read from the
+    statement's tokens, so a string, a quoted name or a comment is never taken for one
     (for an error's position only; planning reads the parsed tree)."""
-    import re
-
     block = plan.block  # type: ignore[attr-defined]
-    patterns = [r"(?i)\b" + w.replace(" ", r"\s+") + r"\b" for w in words]
-    hits = [m.start() for p in patterns for m in [re.search(p, block.sql)] if m]
-    if not hits:
-        return None
-    return plan.src.pos(block.span[0] + min(hits))
+    stmt = plan.stmt  # type: ignore[attr-defined]
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
+    skip = [block.region, *(stmt.blocks[i].span for i in block.inner)]
+    mine = [t for t in tokens if block.span[0] <= t.start < block.span[1]
+            and not any(s0 <= t.start < s1 for s0, s1 in skip)]
+    phrases = [w.split() for w in words]
+    for k, t in enumerate(mine):
+        if any(all(k + j < len(mine) and mine[k + j].is_word(w) for j, w in enumerate(ph))
+               for ph in phrases):
+            return plan.src.pos(t.start)
+    return None
 
 
 class _Aggregates:
