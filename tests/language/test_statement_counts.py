@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from in_process import shell_on
 
 STATEMENT = ("SELECT key, SUM(value) AS total FROM count_scores GROUP BY key\n"
              "WINDOW FIXED(2 MINUTES) ON event_time\n"
@@ -100,18 +101,6 @@ def _count(monkeypatch, run: Callable[[], object]) -> Counter:
     return counts
 
 
-def _shell(spark):
-    from dfsql.shell.display import make_console
-    from dfsql.shell.repl import Shell
-
-    shell = Shell(history="/dev/null")
-    shell._spark = spark  # the test run's session, already started
-    shell._started.set()
-    shell.out = make_console(terminal=False)
-    shell.timing = shell.pager = False
-    return shell
-
-
 def test_dfsql_sql_reads_the_statement_once(spark, count_scores, monkeypatch) -> None:
     import dfsql
 
@@ -129,7 +118,7 @@ def test_dfsql_sql_reads_the_statement_once(spark, count_scores, monkeypatch) ->
 
 
 def test_the_shell_reads_the_statement_once(spark, count_scores, monkeypatch, capsys) -> None:
-    shell = _shell(spark)
+    shell = shell_on(spark)
     shell.statement(STATEMENT)
     capsys.readouterr()
     counts = _count(monkeypatch, lambda: shell.statement(STATEMENT))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from in_process import MemoryState
 
 import dfsql
 from dfsql.language import parse_statement
@@ -204,19 +205,7 @@ def _stream(clauses: str, rows) -> list[tuple]:
            S.ROW_KIND, *S.STATS_FIELDS]
     p = S.BucketProcessor(block.clauses, ["__k0"], [], [("__a0", "count", None)], out)
 
-    class _State:
-        value = None
-
-        def exists(self) -> bool:
-            return self.value is not None
-
-        def get(self):
-            return self.value
-
-        def update(self, value) -> None:
-            self.value = value
-
-    p.state = _State()
+    p.state = MemoryState()
     last = max(_us(at) for *_, at in rows)
     got = []
     for k, _, et, at in [*rows, ("z", 1, _t(0), _t(last + S_))]:

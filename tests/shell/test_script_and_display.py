@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from in_process import shell_on
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
@@ -93,17 +94,6 @@ def test_warnings_follow_the_row_count(capsys) -> None:
     assert "warning" not in capsys.readouterr().out
 
 
-def _shell_on(spark):
-    from dfsql.shell.repl import Shell
-
-    shell = Shell(history="/dev/null")
-    shell._spark = spark  # the test run's session, already started
-    shell._started.set()
-    shell.out = make_console(terminal=False)
-    shell.timing = shell.pager = False
-    return shell
-
-
 def _table_body(out: str) -> list[list[str]]:
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if "---" not in ln]
@@ -113,7 +103,7 @@ def test_only_a_retracting_windowed_result_gets_marks(spark, paper_tables, capsy
     """Issue #23: any table with an is_retraction column got +/- marks, even a plain
     GROUP BY over a stored changelog. Marks belong to a query that EMITs retractions:
     Figure 14's 12 rows, 5 of them retractions (the paper's -7 -10 -5 -25 -3)."""
-    shell = _shell_on(spark)
+    shell = shell_on(spark)
     shell.statement("SELECT key, is_retraction, COUNT(*) AS n FROM VALUES ('k', true), "
                     "('k', false), ('k', false) AS t(key, is_retraction) "
                     "GROUP BY key, is_retraction ORDER BY is_retraction")
@@ -144,7 +134,7 @@ def test_a_trigger_on_a_batch_input_is_said_to_have_no_effect(spark, paper_table
 
     events = pd.read_csv(ROOT / "examples" / "paper" / "events.csv", parse_dates=["event_time"])
     windows = events.event_time.dt.floor("2min").nunique()
-    shell = _shell_on(spark)
+    shell = shell_on(spark)
     base = ("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
             "WINDOW FIXED(2 MINUTES) ON event_time ")
     shell.statement(base + "TRIGGER EVERY 1 MINUTE")

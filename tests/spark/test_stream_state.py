@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from in_process import MemoryState
 
 from dfsql.language import parse_statement
 from dfsql.language.rewrite import rewrite
@@ -18,20 +19,6 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM t GROUP BY key "
          "PROCESSING TIME arrival_time ALLOWED LATENESS 60 SECONDS "
          "TRIGGER EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
          "EMIT ACCUMULATING AND RETRACTING")
-
-
-class _State:
-    def __init__(self) -> None:
-        self.value = None
-
-    def exists(self) -> bool:
-        return self.value is not None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
 
 
 def _processor(buckets: int):
@@ -46,7 +33,7 @@ def _processor(buckets: int):
     procs = []
     for _ in range(buckets):
         p = S.BucketProcessor(block.clauses, ["__k0"], ["__c0"], aggs, out)
-        p.state = _State()
+        p.state = MemoryState()
         procs.append(p)
     return procs
 
