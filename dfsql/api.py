@@ -195,8 +195,9 @@ def _runs_as(stmt: Statement, spark: SparkSession | None, registry: dict) -> lis
             stmt.blocks)
     lines = []
     for p in _planner().physical_plans(stmt, spark, registry):
-        lines.append(p.line() if not isinstance(p, DfsqlError)
-                     else f"-- runs as: not known: {str(p).splitlines()[0]}")
+        why = (str(p).strip().splitlines() or [type(p).__name__])[0] \
+            if isinstance(p, Exception) else ""
+        lines.append(f"-- runs as: not known: {why}" if why else p.line())
     lines += ["-- runs as: not known: an inner block cannot be planned"] * (
         len(stmt.blocks) - len(lines))
     return lines

@@ -77,7 +77,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dfsql.errors import ClusterUnreachableError
-from dfsql.spark.catalog.warehouse import attach, warehouse_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -213,6 +212,10 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    # the catalog (and the scanner it reads statements with) loads with the first session:
+    # importing dfsql, as Spark's Python workers do, loads no parser
+    from dfsql.spark.catalog.warehouse import attach, warehouse_dir
+
     where = warehouse_dir(warehouse)
     conf["spark.sql.warehouse.dir"] = str(where)
     for key, value in conf.items():

@@ -180,13 +180,14 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
 
 
 def physical_plans(stmt: Statement, spark: SparkSession,
-                   registry: dict) -> list[PhysicalPlan | DfsqlError]:
+                   registry: dict) -> list[PhysicalPlan | Exception]:
     """What each windowed block runs on (EXPLAIN's ``-- runs as:``), innermost first,
     decided as :func:`execute` decides it but from analysis alone: an inner block's
     result is stood in for by its :meth:`~BlockPlan.shape`, so nothing runs. A block that
-    cannot be planned gives its error, and the blocks after it are not planned."""
+    cannot be planned gives its error (a DfsqlError, or whatever Spark raised: EXPLAIN
+    shows it on the line and still answers), and the blocks after it are not planned."""
     uid = new_uid()
-    out: list[PhysicalPlan | DfsqlError] = []
+    out: list[PhysicalPlan | Exception] = []
     registered: list[str] = []
     try:
         for block in stmt.blocks:
@@ -202,6 +203,9 @@ def physical_plans(stmt: Statement, spark: SparkSession,
                     plans[-1].shape().createOrReplaceTempView(executor_view(block.index, uid))
                     registered.append(executor_view(block.index, uid))
             except DfsqlError as err:
+                out.append(err)
+                break
+            except Exception as err:  # EXPLAIN says why, and never fails on it
                 out.append(err)
                 break
             finally:

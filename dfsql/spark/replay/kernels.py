@@ -194,6 +194,8 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     from pyspark.sql import functions as F  # noqa: N812
 
     spark = plan.spark
+    if not plan.stages.aggregate_calls:
+        return None  # nothing to compute: the Spark path carries the keys and windows
     parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
     for call in plan.stages.aggregate_calls:
         if not call.decomposable or len(call.arguments) != 1:
