@@ -301,10 +301,11 @@ def test_the_shell_says_what_the_picture_leaves_out(two_keys, spark, capsys,
                                                     tmp_path) -> None:
     """``\\plot`` in the shell: its summary line, then each note (here the elements of a
     key column that is no GROUP BY key) on its own line."""
-    from dfsql.shell.display import make_console
-    from tests.shell.test_script_and_display import _shell_on
+    from in_process import shell_on
 
-    shell = _shell_on(spark)
+    from dfsql.shell.display import make_console
+
+    shell = shell_on(spark)
     shell.err = make_console(terminal=False)
     shell.statement(two_keys[3].replace("SELECT key,", "SELECT UPPER(key) AS k,"))
     capsys.readouterr()

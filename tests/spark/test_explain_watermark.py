@@ -201,10 +201,11 @@ def test_plot_draws_one_labelled_point_per_watermark(spark, paper_tables, fig14,
                                                      tmp_path) -> None:
     """The shell keeps an EXPLAIN WATERMARK result for \\plot, which draws the late fraction
     against ON_TIME latency: each watermark's text is a label in the figure."""
-    from dfsql.shell.plot import plot_result
-    from tests.shell.test_script_and_display import _shell_on
+    from in_process import shell_on
 
-    shell = _shell_on(spark)
+    from dfsql.shell.plot import plot_result
+
+    shell = shell_on(spark)
     shell.statement(f"EXPLAIN WATERMARK {FIG14} TRY PERFECT, DELAY 0 SECONDS")
     assert shell.last is not None and shell.last.columns[0] == "watermark"
     path = tmp_path / "tradeoff.png"

@@ -166,9 +166,9 @@ def test_shell_explain_firings_then_plot(spark, paper_tables, capsys, tmp_path) 
     """``\\explain firings QUERY WHERE ...`` in the shell prints the events (here Figure
     14's merges and firings) and keeps them as the last result, which ``\\plot`` draws:
     its 7 panes and 5 retractions."""
-    from tests.shell.test_script_and_display import _shell_on
+    from in_process import shell_on
 
-    shell = _shell_on(spark)
+    shell = shell_on(spark)
     shell.command("\\explain firings " + " ".join(FIG14.split())
                   + " WHERE event IN ('MERGE', 'FIRE', 'RETRACT');")
     out = capsys.readouterr().out
