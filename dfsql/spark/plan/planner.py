@@ -123,6 +123,15 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     return planned
 
 
+def _block_plan(stmt: Statement, block, spark: SparkSession, uid: str,
+                registry: dict) -> BlockPlan:
+    """A block's plan; over the aggregates Spark alone knows (UDAFs), its stages are made
+    again from Spark's answer."""
+    plan = BlockPlan(stmt, block, spark, uid, registry)
+    resolved = resolve_aggregates(block, stmt.source, spark, plan.views)
+    return plan if resolved is block else BlockPlan(stmt, resolved, spark, uid, registry)
+
+
 def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
              inner_views: list[str]) -> Planned:
     uid = new_uid()
@@ -134,10 +143,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
     cancel = {i for b in stmt.blocks if b.clauses.processing_time is None for i in b.inner}
     blocks: list[PlannedBlock] = []
     for block in stmt.blocks:
-        plan = BlockPlan(stmt, block, spark, uid, registry)
-        resolved = resolve_aggregates(block, stmt.source, spark, plan.views)
-        if resolved is not block:  # functions only Spark knows (UDAFs): stages over its answer
-            plan = BlockPlan(stmt, resolved, spark, uid, registry)
+        plan = _block_plan(stmt, block, spark, uid, registry)
         plans.append(plan)
         if block is top and stmt.kind == "explain_watermark":
             return Planned(explain_watermark(plan, stmt.tries))
@@ -191,16 +197,13 @@ def physical_plans(stmt: Statement, spark: SparkSession,
     registered: list[str] = []
     try:
         for block in stmt.blocks:
-            plans: list[BlockPlan] = []
+            plan: BlockPlan | None = None
             try:
-                plans.append(BlockPlan(stmt, block, spark, uid, registry))
-                resolved = resolve_aggregates(block, stmt.source, spark, plans[0].views)
-                if resolved is not block:
-                    plans.append(BlockPlan(stmt, resolved, spark, uid, registry))
-                plans[-1].check_clauses()
-                out.append(choose(plans[-1]))
+                plan = _block_plan(stmt, block, spark, uid, registry)
+                plan.check_clauses()
+                out.append(choose(plan))
                 if block is not stmt.top:
-                    plans[-1].shape().createOrReplaceTempView(executor_view(block.index, uid))
+                    plan.shape().createOrReplaceTempView(executor_view(block.index, uid))
                     registered.append(executor_view(block.index, uid))
             except DfsqlError as err:
                 out.append(err)
@@ -209,7 +212,7 @@ def physical_plans(stmt: Statement, spark: SparkSession,
                 out.append(err)
                 break
             finally:
-                registered += [v for p in plans for v in p.registered]
+                registered += plan.registered if plan is not None else []
     finally:
         for name in registered:
             spark.catalog.dropTempView(name)
