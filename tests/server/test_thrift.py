@@ -710,7 +710,7 @@ def test_a_client_killed_mid_fetch_leaves_nothing_behind(spark, endpoint):
                               if op.group in groups]), "operation left"
     assert _wait(lambda: not any(_active_jobs(spark, g) for g in groups), 60), "job left"
     assert _wait(lambda: threading.active_count() <= before_threads), "thread left"
-    assert endpoint.connections() == 0
+    assert _wait(lambda: endpoint.connections() == 0), "connection left"
 
 
 def test_sixteen_clients_at_once(endpoint):
