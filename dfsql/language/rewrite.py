@@ -47,6 +47,7 @@ from dfsql.language.stages import (
     OutputStage,
     Stages,
     aggregate_call,
+    column_name,
 )
 from dfsql.model import clauses as c
 from dfsql.model.changelog import (
@@ -120,7 +121,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     out = _output_stage(select, items, keys, key_cols, aggs, block, src, pending,
                         changelog, late_rows)
     group_keys = tuple(GroupKey(col, k.sql("spark"), next(
-        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None))
+        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None), column_name(k))
         for col, k in zip(key_cols, keys, strict=True))
     calls = tuple(replace(a, output_name=next(
         (out.names[j] for j, i in enumerate(items) if i.unalias() == g), None))

@@ -29,6 +29,9 @@ class GroupKey:
     column: str  # __k<i>
     sql: str  # the key expression, Spark SQL over the block's FROM
     output_name: str | None  # the output column that selects the key, if one does
+    #: the column's name when the key is one unqualified column of the FROM (from the
+    #: tree), else None
+    input_name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class AggregateCall:
     tree: exp.Expression | None = field(default=None, compare=False, repr=False)
     #: the output column that selects exactly this aggregate, if one does
     output_name: str | None = field(default=None, compare=False)
+    #: per argument, its column's name when it is one unqualified column, else None
+    argument_columns: tuple[str | None, ...] = field(default=(), compare=False)
+    #: the FILTER condition's column's name when it is one unqualified column, else None
+    filter_column: str | None = field(default=None, compare=False)
 
     @property
     def column(self) -> str | None:
@@ -85,10 +92,12 @@ def aggregate_call(node: exp.Expression, alias: str,
     """The typed parts of ``node``: an aggregate call (possibly ``… FILTER (WHERE …)``)
     over the input stage's columns."""
     cond = None
+    cond_column = None
     inner = node
     if isinstance(node, exp.Filter):
         inner = node.this
         cond = node.expression.this.sql("spark")
+        cond_column = column_name(node.expression.this)
     function = inner.sql("spark").split("(", 1)[0].strip().lower()
     distinct = False
     args: list[exp.Expression] = []
@@ -103,7 +112,14 @@ def aggregate_call(node: exp.Expression, alias: str,
         args = [*args[0].expressions, *args[1:]]
     nested = any(d is not inner and is_aggregate(d) for d in inner.walk())
     return AggregateCall(node.sql("spark"), alias, function,
-                         tuple(a.sql("spark") for a in args), distinct, cond, nested, node)
+                         tuple(a.sql("spark") for a in args), distinct, cond, nested, node,
+                         argument_columns=tuple(column_name(a) for a in args),
+                         filter_column=cond_column)
+
+
+def column_name(node: exp.Expression) -> str | None:
+    """The name of the column ``node`` is, when it is one unqualified column, else None."""
+    return node.name if isinstance(node, exp.Column) and not node.table else None
 
 
 @functools.lru_cache(maxsize=64)

@@ -167,6 +167,11 @@ def test_keys_and_aggregates_are_typed() -> None:
                 "COUNT(DISTINCT v) AS d, approx_percentile(v + 1, 0.5) AS p, AVG(w) AS a "
                 "FROM t GROUP BY k, w + 1 WINDOW FIXED(1 MINUTE) ON ts")
     assert st.group_keys == (GroupKey("__k0", "k", "key"), GroupKey("__k1", "w + 1", None))
+    # a key that is one column of the FROM says which, from the tree (not its text)
+    assert [k.input_name for k in st.group_keys] == ["k", None]
+    assert [(a.argument_columns, a.filter_column) for a in st.aggregate_calls] == [
+        ((None,), None), (("__c0",), None), (("__c0",), None), ((None, None), None),
+        (("__c1",), None)]
     assert st.aggregate_calls == (
         AggregateCall("COUNT(*)", "__a0", "count", ("*",), False, None, False),
         AggregateCall("SUM(__c0) FILTER(WHERE __c0 > 1)", "__a1", "sum", ("__c0",), False,

@@ -13,7 +13,6 @@ filters the events (window_start, event, … included).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -53,8 +52,7 @@ def key_names(plan: BlockPlan) -> list[str]:
     """The group keys' columns in the result: as the SELECT names them, else as written."""
     out = []
     for i, k in enumerate(plan.stages.group_keys):
-        name = k.output_name or (k.sql.strip("`") if re.fullmatch(r"`?\w+`?", k.sql) else None)
-        out.append(name or f"key_{i}")
+        out.append(k.output_name or k.input_name or f"key_{i}")
     return out
 
 
@@ -98,7 +96,7 @@ def _split_where(plan: BlockPlan, where: tuple[int, str] | None,
         return where, None
     column_of = {n.lower(): k.column for n, k in zip(key_names(plan), plan.stages.group_keys,
                                                      strict=True)
-                 if re.fullmatch(r"`?\w+`?", k.sql)}
+                 if k.input_name is not None}
     pushed = []
     for conj in (tree.flatten() if isinstance(tree, exp.And) else [tree]):
         cols = list(conj.find_all(exp.Column))

@@ -22,7 +22,6 @@ property tests hold the two equal).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -197,6 +196,7 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     if not plan.stages.aggregate_calls:
         return None  # nothing to compute: the Spark path carries the keys and windows
     parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
+    plain: dict[str | None, str | None] = {}  # SQL -> its column's name, if one column
     for call in plan.stages.aggregate_calls:
         if not call.decomposable or len(call.arguments) != 1:
             return None  # the model's rule: dfsql.model.aggregates.decomposable
@@ -204,6 +204,7 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
             return None  # only COUNT takes *
         parsed.append((call.alias, call.function, None if call.star else call.arguments[0],
                        call.filter))
+        plain.update({call.arguments[0]: call.argument_columns[0], call.filter: call.filter_column})
 
     # what Spark would make of them (analysis only, nothing runs): result and input types
     reads = list(dict.fromkeys(s for _, _, a, w in parsed for s in (a, w) if s is not None))
@@ -224,9 +225,8 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     def column(sql: str) -> str:
         """The input column holding ``sql``: itself if it names one, else a new one."""
         if sql not in names:
-            bare = sql.strip("`")
-            if bare in columns and re.fullmatch(r"`?\w+`?", sql):
-                names[sql] = bare
+            if plain.get(sql) in columns:
+                names[sql] = plain[sql]
             else:
                 names[sql] = f"__kin{len(inputs)}"
                 inputs.append((names[sql], sql))
