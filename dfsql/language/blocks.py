@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dfsql.language.scan import splice
 from dfsql.model import clauses as c
 
 if TYPE_CHECKING:
@@ -94,10 +95,5 @@ class WindowedBlock:
 
         The longer name takes the blanks that follow the placeholder (an inner block's
         text, blanked), so offsets after it still match the user's text."""
-        text = self.sql
-        for i, at in sorted(zip(self.inner, self.inner_at, strict=True), key=lambda p: -p[1]):
-            old, new = PLACEHOLDER.format(i), executor_view(i, uid)
-            end = at + len(old)
-            room = len(text) - end - len(text[end:].lstrip(" "))
-            text = text[:at] + new + text[end + min(room, len(new) - len(old)):]
-        return text
+        return splice(self.sql, [(at, at + len(PLACEHOLDER.format(i)), executor_view(i, uid))
+                                 for i, at in zip(self.inner, self.inner_at, strict=True)])

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
-from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
+from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
 from dfsql.language.statement import Statement, parse_statement
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
@@ -67,7 +67,7 @@ class ContinuousStatement:
         body, cleaned = self.query_offset, self.scanned.cleaned
         return Scanned(Source(self.query),
                        [t for t in self.scanned.tokens if t.start >= body],
-                       blank(cleaned[:body]) + cleaned[body:])
+                       splice(cleaned, [(0, body, "")]))
 
     @property
     def query_statement(self) -> Statement | str:
@@ -178,5 +178,5 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                         at.end, SYNOPSIS)
     body = words[i + 1].start
     return ContinuousStatement("create", name, name_tok.start, sink, path, checkpoint,
-                               blank(text[:body]) + text[body:], body,
+                               splice(text, [(0, body, "")]), body,
                                path_offset=path_at, checkpoint_offset=checkpoint_at)

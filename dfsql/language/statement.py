@@ -23,7 +23,7 @@ from dfsql.language.heads import check_windowed_view, statement_kind
 from dfsql.language.parse import parse_region
 from dfsql.language.regions import find_regions, spark_watermarks
 from dfsql.language.rewrite import parse_select, rewrite
-from dfsql.language.scan import Scanned, Source, Token, blank, scan_text
+from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
 from dfsql.language.watermark_tries import TriedWatermark, check_explained, split_tries
 from dfsql.model import clauses as c
 
@@ -77,15 +77,12 @@ class Statement:
         block's extension region blanked, and an EXPLAIN FIRINGS or WATERMARK cut to its
         query (head and TRY list blanked). The endpoint judges this text with Spark's
         parser before any part of the statement runs."""
-        chars = list(self.text)
-        cuts = [b.region for b in self.blocks]
+        cuts = [(*b.region, "") for b in self.blocks]
         if self.kind in ("explain_firings", "explain_watermark"):
-            cuts.append((0, self.body_start))
+            cuts.append((0, self.body_start, ""))
         if self.tries_start >= 0:
-            cuts.append((self.tries_start, len(self.text)))
-        for r0, r1 in cuts:
-            chars[r0:r1] = blank(self.text[r0:r1])
-        return "".join(chars)
+            cuts.append((self.tries_start, len(self.text), ""))
+        return splice(self.text, cuts)
 
     @property
     def top(self) -> WindowedBlock | None:
@@ -169,9 +166,8 @@ def _firings_where(scanned: Scanned) -> tuple[Scanned, tuple[int, str] | None]:
     w = where[-1]
     end = len(text.rstrip().rstrip(";").rstrip())
     p = text[w.end:end]
-    cut = text[:w.start] + blank(text[w.start:end]) + text[end:]
-    cleaned = scanned.cleaned[:w.start] + blank(scanned.cleaned[w.start:end]) + \
-        scanned.cleaned[end:]
+    cut = splice(text, [(w.start, end, "")])
+    cleaned = splice(scanned.cleaned, [(w.start, end, "")])
     kept = [t for t in tokens if not w.start <= t.start < end]
     return Scanned(Source(cut), kept, cleaned), (w.end + len(p) - len(p.lstrip()), p.strip())
 
@@ -215,8 +211,7 @@ def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Sourc
     blocks: list[WindowedBlock] = []
     for idx, k in enumerate(order):
         b0, b1, r0, r1, clauses = raw_blocks[k]
-        body = list(cleaned)
-        body[r0:r1] = blank(cleaned[r0:r1])
+        edits = [(r0, r1, "")]  # the extension region, blanked
         inside = [p for p in blocks if b0 <= p.span[0] and p.span[1] <= b1]
         inner = [p.index for p in inside
                  if not any(q is not p and q.span[0] <= p.span[0] and p.span[1] <= q.span[1]
@@ -224,21 +219,20 @@ def _blocks(regions: list[tuple[int, int, int]], tokens: list[Token], src: Sourc
         inner_at = []
         for i in inner:
             p0, p1 = blocks[i].span
-            repl = f"SELECT * FROM {blocks[i].view_name}"
-            body[p0:p1] = repl + blank(cleaned[p0:p1])[len(repl):]
+            edits.append((p0, p1, f"SELECT * FROM {blocks[i].view_name}"))
             inner_at.append(p0 - b0 + len("SELECT * FROM "))
         sw = None
         for w0, w1, wm in spark_wms:
             if b0 <= w0 < b1 and not any(blocks[i].span[0] <= w0 < blocks[i].span[1]
                                          for i in inner):
-                body[w0:w1] = blank(cleaned[w0:w1])
+                edits.append((w0, w1, ""))
                 sw = wm
         if sw is not None and not clauses.watermark_given:
             clauses = _with(clauses, watermark=c.WatermarkDelay(pos=sw.pos, delay=sw.delay,
                                                                 from_relation=True))
         if sw is not None and clauses.on is None:
             clauses = _with(clauses, on=c.Expr(f"`{sw.column}`", sw.pos))
-        sql = "".join(body)[b0:b1]
+        sql = splice(cleaned, edits)[b0:b1]
         skip = [(r0, r1), *(blocks[i].span for i in inner)]
         blocks.append(WindowedBlock(idx, (b0, b1), (r0, r1), sql, clauses, tuple(inner), sw,
                                     inner_at=tuple(inner_at),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, WatermarkError, WindowedQueryError
 from dfsql.language.parse import parse_items
-from dfsql.language.scan import Source, Token, blank
+from dfsql.language.scan import Source, Token, splice
 from dfsql.model import clauses as c
 
 #: the words a watermark of LANGUAGE.md §4 starts with (after WATERMARK)
@@ -60,7 +60,7 @@ def split_tries(src: Source, tokens: list[Token], cleaned: str
             continue
         piece.append(t)
     start = tokens[at].start
-    return tokens[:at], cleaned[:start] + blank(cleaned[start:]), start, tuple(tries)
+    return tokens[:at], splice(cleaned, [(start, len(cleaned), "")]), start, tuple(tries)
 
 
 def parse_tried(src: Source, cleaned: str, start: int, end: int,
