@@ -21,6 +21,11 @@ CASES = [
      AnalysisError, 2, 6, "scorez"),
     ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\nWINDOW FIXED(2 MINUTES) ON event_tim",
      AnalysisError, 4, 28, "event_tim"),
+    # the name also written earlier, in a string and a comment: placed at the column of
+    # the ON tree, where a search of the text found the string first
+    ("SELECT key, 'event_tim' AS s, SUM(value) AS total -- event_tim\nFROM scores\n"
+     "GROUP BY key\nWINDOW FIXED(2 MINUTES)\n  ON  date_trunc( 'MINUTE',event_tim )",
+     AnalysisError, 5, 28, "event_tim"),
     ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\nWINDOW FIXED(2 MINUTES) ON key",
      AnalysisError, 4, 28, "TIMESTAMP"),
     ("SELECT key, SUM(value) AS total\nFROM scores\nGROUP BY key\nWINDOW FIXED(2 MINUTES) ON event_time\n"
@@ -38,7 +43,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("query,cls,line,col,text", CASES,
-                         ids=["agg-column", "table", "on-column", "on-type", "pt-type",
+                         ids=["agg-column", "table", "on-column", "on-column-decoys",
+                              "on-type", "pt-type",
                               "pt-nulls", "wm-table-shape", "wm-table-missing"])
 def test_spark_side_errors(spark, paper_tables, query, cls, line, col, text):
     with pytest.raises(cls) as info:

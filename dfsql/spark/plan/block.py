@@ -18,7 +18,6 @@ with what its replay or stream computed beside it.
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +37,8 @@ from dfsql.language.registered import with_registered_defaults
 from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
 from dfsql.language.stages import with_views
-from dfsql.language.statement import PLACEHOLDER, Statement, WindowedBlock
+from dfsql.language.statement import Statement, WindowedBlock
+from dfsql.language.tree_positions import written_at
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.plan.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
@@ -81,6 +81,9 @@ class BlockPlan:
         self.uid = uid
         self.src: Source = stmt.source
         self.registry = registry
+        #: ON and PROCESSING TIME as the statement wrote them (a registered default's tree
+        #: holds the registration's offsets, not the statement's): for errors' positions
+        self._written_clauses = block.trees
         block = with_registered_defaults(block, registry)
         self.block = block
         self.clauses = block.clauses
@@ -123,27 +126,19 @@ class BlockPlan:
 
     # ------------------------------------------------------------------ validation
     def _map_fragment(self, exc: BaseException) -> DfsqlError | None:
-        """Map a Spark error on a generated stage back to the user's text by its fragment."""
+        """Map a Spark error on a generated stage back to the user's text: at the node of
+        the block's tree the error is about (:func:`written_at`), else the block's start."""
         mapped = map_spark_error(exc, None)
         if mapped is None:
             return None
-        frag = None
-        for ctx in getattr(exc, "getQueryContext", list)():
-            frag = ctx.fragment()
-            break
-        m = re.search(r"`([^`]+)`", mapped.message)
-        needles = [f for f in (frag, m.group(1) if m else None) if f]
-        text = self.src.text
-        for needle in needles:
-            needle = re.sub(r"__dfsql_\w+_w(\d+)", lambda mm: PLACEHOLDER.format(mm.group(1)),
-                            needle)
-            k = text.find(needle, self.block.span[0])
-            if k < 0:
-                k = text.lower().find(needle.lower(), self.block.span[0])
-            if k >= 0:
-                p = self.src.pos(k)
-                return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
-        p = self.src.pos(self.block.span[0])
+        trees = [(self.block.select, self.block.span[0])] if self.block.select else []
+        trees += [(tree, e.pos.offset) for e, tree in self._written_clauses if e.pos.offset >= 0]
+        fragment = next((ctx.fragment() for ctx in getattr(exc, "getQueryContext", list)()),
+                        None)
+        params = getattr(exc, "getMessageParameters", dict)() or {}
+        renamed = {view: name for name, view in self.views.items()}
+        at = written_at(trees, fragment, params.values(), renamed)
+        p = self.src.pos(self.block.span[0] if at is None else at)
         return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
 
     def analyse_original(self) -> list[str] | None:
