@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jvm_archive import driver_flags  # tests/ is on the path (conftest, and scripts here)
 from pyspark.sql import SparkSession
 
 from dfsql.session import session, stop_session
@@ -26,10 +27,13 @@ from dfsql.session import session, stop_session
 # more CPU than they win back (a shell's `-e` query: 10.9-13.5 s instead of 15.9-16.2 s),
 # with one compiler thread and the serial collector (their heaps are small; the
 # collector's parallel and concurrent threads compete for the same two cores:
-# tests/spark/test_stream_engine_clock.py alone 69 s instead of 73 s)
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
-                      "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 "
-                      "-XX:+UseSerialGC' pyspark-shell")
+# tests/spark/test_stream_engine_clock.py alone 69 s instead of 73 s); and maps a
+# class-data-sharing archive of Spark's classes (tests/jvm_archive.py: a driver's start
+# and first query 10 s → 5 s), made by the run's first process before its workers start.
+if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        f"--driver-java-options '{driver_flags(make='PYTEST_XDIST_WORKER' not in os.environ)}'"
+        " pyspark-shell")
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
 # keeps its tables in a warehouse of its own (dfsql.spark.catalog.warehouse), not in the checkout's

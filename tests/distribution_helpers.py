@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jvm_archive import driver_flags  # tests/ is this module's folder (pytest, the client)
+
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "examples" / "paper"
 MARKER = "DFSQL-DISTRIBUTION-RESULT "
@@ -54,8 +56,9 @@ WINDOW FIXED(2 MINUTES) ON event_time"""
 BAD_PLAIN_SQL = "SELECT key,\n       nope FROM scores"
 
 
-#: How every JVM the distribution tests start runs (see daemon_env).
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
+#: How every JVM the distribution tests start runs (see daemon_env): the run's flags and
+#: its archive of Spark's classes (tests/jvm_archive.py)
+JVM_OPTIONS = driver_flags(make=False)
 
 
 # --------------------------------------------------------------------------- server side
