@@ -16,10 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jvm_archive import driver_flags  # tests/ is on the path (conftest, and scripts here)
 from pyspark.sql import SparkSession
 
 from dfsql.session import session, stop_session
+
+try:
+    from jvm_archive import driver_flags  # tests/ is on the path (pytest, scripts in it)
+except ImportError:  # imported as tests.conftest by a program run from the checkout
+    from tests.jvm_archive import driver_flags
 
 # Every JVM that pyspark starts in this run (the run's session, and the shells, jobs and
 # clients the tests start, which inherit the environment) compiles with C1 only: the

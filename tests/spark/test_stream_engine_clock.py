@@ -62,7 +62,7 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MAX(value) AS hi FROM 
 ])
 def test_engine_clock_stream_equals_the_replay_on_sparks_watermark(spark, tmp_path, seed,
                                                                     window, delay):
-    batches = _batches(seed, 240, 8)
+    batches = _batches(seed, 240, 5)
     frame = pd.concat(batches, ignore_index=True)
     got, _, q = _run(spark, tmp_path, f"live_ec_{seed}", batches, QUERY.format(
         src="{src}", window=window, tail=f"WATERMARK DELAY {delay} SECONDS"))
@@ -180,7 +180,7 @@ def test_engine_clock_dfsql_executor_equals_sparks_operator(spark, tmp_path, see
     """The default trigger on the engine's clock two ways: Spark's own operator and
     dfsql's executor (``dfsql.stream.native`` = false) fire the same panes in the same
     micro-batches."""
-    batches = _batches(seed, 240, 8)
+    batches = _batches(seed, 240, 5)
     q = QUERY.format(src="{src}", window=window, tail="WATERMARK DELAY 10 SECONDS")
     native, _, _ = _run(spark, tmp_path, f"ec_native_{seed}", batches, q)
     spark.conf.set("dfsql.stream.native", "false")

@@ -303,7 +303,7 @@ def test_engine_clock_stream_watermark_comes_from_every_row(spark, tmp_path, nat
     """On the engine's clock the watermark at batch N is the largest event time of every
     row of the batches before N (kept or not) less the delay: the kept rows' replay under
     that series, on Spark's own operator and on dfsql's executor."""
-    batches = _batches(31, 240, 8)
+    batches = _batches(31, 240, 5)
     q = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {src} WHERE key <> 'c' "
          "GROUP BY key WINDOW FIXED(1 MINUTE) ON event_time WATERMARK DELAY 5 SECONDS")
     if not native:
