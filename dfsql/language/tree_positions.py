@@ -2,10 +2,11 @@
 
 sqlglot's parser keeps, on identifiers, literals and function calls, the offsets of the
 token it read them from (``node.meta``: ``start``, ``end``); a block's ``select`` tree
-was parsed from the block's own text, whose offsets are the statement's from the
-block's start on (and ON's and PROCESSING TIME's, from their clause's). So an error Spark reports on a generated stage is placed by finding,
-in that tree, the node the error is about (the expression Spark names as its fragment,
-or the column or function named in its parameters), never by searching the text.
+was parsed from the block's own text, whose offsets are the statement's from the block's
+start on (ON's and PROCESSING TIME's trees from their clause's start). So an error Spark
+reports on a generated stage is placed by finding, in those trees, the node the error is
+about (the expression Spark quotes as its fragment, or the column or function named in
+its parameters), never by searching the text.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+
+from dfsql.language.stages import with_views
 
 
 def start_of(node: exp.Expression) -> int | None:
@@ -27,13 +30,9 @@ def _tree(sql: str, renamed: Mapping[str, str]) -> exp.Expression | None:
     """``sql`` (a piece of a generated stage) as a tree, with the executor's view names
     read back as the block's placeholders; None when sqlglot cannot read it alone."""
     try:
-        node = sqlglot.parse_one(sql, read="spark")
+        return with_views(sqlglot.parse_one(sql, read="spark"), renamed)
     except (SqlglotError, ValueError):
         return None
-    for table in node.find_all(exp.Table):
-        if not table.db and table.name in renamed:
-            table.set("this", exp.to_identifier(renamed[table.name]))
-    return node
 
 
 def _names(name: str) -> list[str]:

@@ -197,27 +197,21 @@ class BlockPlan:
         df = self._analysed_input()
         schema = df.schema
         casts = set()
-        if EVENT_TIME in df.columns:
-            t = schema[EVENT_TIME].dataType
+        for column, expr, clause, named in (
+                (EVENT_TIME, self.clauses.on, "ON", "the ON expression"),
+                (PROCESSING_TIME, self.clauses.processing_time, "PROCESSING TIME",
+                 "PROCESSING TIME")):
+            if column not in df.columns:
+                continue
+            t = schema[column].dataType
             if not isinstance(t, TimestampType | TimestampNTZType | DateType):
-                line, col = c.line_col(self.clauses.on.pos if self.clauses.on else None)
+                line, col = c.line_col(expr.pos if expr else None)
                 raise AnalysisError(
-                    f"the ON expression must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but "
-                    f"{self.clauses.on} is {t.simpleString()}", line, col,
-                    f"convert it, e.g. ON CAST({self.clauses.on} AS TIMESTAMP)")
+                    f"{named} must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but {expr} is "
+                    f"{t.simpleString()}", line, col,
+                    f"convert it, e.g. {clause} CAST({expr} AS TIMESTAMP)")
             if not isinstance(t, TimestampType):
-                casts.add(EVENT_TIME)
-        if PROCESSING_TIME in df.columns:
-            t = schema[PROCESSING_TIME].dataType
-            if not isinstance(t, TimestampType | TimestampNTZType | DateType):
-                pt = self.clauses.processing_time
-                line, col = c.line_col(pt.pos if pt else None)
-                raise AnalysisError(
-                    f"PROCESSING TIME must be a TIMESTAMP, TIMESTAMP_NTZ or DATE, but {pt} "
-                    f"is {t.simpleString()}", line, col,
-                    f"convert it, e.g. PROCESSING TIME CAST({pt} AS TIMESTAMP)")
-            if not isinstance(t, TimestampType):
-                casts.add(PROCESSING_TIME)
+                casts.add(column)
         if casts:
             self._time_casts = frozenset(casts)
             df = self._analysed_input()

@@ -195,19 +195,20 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     spark = plan.spark
     if not plan.stages.aggregate_calls:
         return None  # nothing to compute: the Spark path carries the keys and windows
-    parsed = []  # (alias, how, argument SQL or None, FILTER condition SQL or None)
-    plain: dict[str | None, str | None] = {}  # SQL -> its column's name, if one column
+    # (alias, how, argument SQL or None, FILTER condition SQL or None, and the column each
+    # of those two is when it is one plain column, from the call's tree)
+    parsed = []
     for call in plan.stages.aggregate_calls:
         if not call.decomposable or len(call.arguments) != 1:
             return None  # the model's rule: dfsql.model.aggregates.decomposable
         if call.arguments == ("*",) and not call.star:
             return None  # only COUNT takes *
         parsed.append((call.alias, call.function, None if call.star else call.arguments[0],
-                       call.filter))
-        plain.update({call.arguments[0]: call.argument_columns[0], call.filter: call.filter_column})
+                       call.filter, call.argument_columns[0], call.filter_column))
 
     # what Spark would make of them (analysis only, nothing runs): result and input types
-    reads = list(dict.fromkeys(s for _, _, a, w in parsed for s in (a, w) if s is not None))
+    reads = list(dict.fromkeys(s for _, _, a, w, _, _ in parsed for s in (a, w)
+                               if s is not None))
     try:
         typed = inp.groupBy().agg(
             *[F.expr(sql).alias(alias) for sql, alias in plan.stages.aggregates],
@@ -222,18 +223,20 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     names: dict[str, str] = {}
     inputs: list[tuple[str, str]] = []
 
-    def column(sql: str) -> str:
-        """The input column holding ``sql``: itself if it names one, else a new one."""
+    def column(sql: str, plain: str | None) -> str:
+        """The input column holding ``sql``: ``plain``, the column it is, if the input has
+        it, else a new one."""
         if sql not in names:
-            if plain.get(sql) in columns:
-                names[sql] = plain[sql]
+            if plain in columns:
+                names[sql] = plain
             else:
                 names[sql] = f"__kin{len(inputs)}"
                 inputs.append((names[sql], sql))
         return names[sql]
 
     out = []
-    for (alias, how, arg, where), rtype in zip(parsed, result_types, strict=True):
+    for (alias, how, arg, where, arg_column, where_column), rtype in zip(parsed, result_types,
+                                                                          strict=True):
         atype = read_types.get(arg)
         if where is not None and read_types[where] != "boolean":
             return None
@@ -245,7 +248,8 @@ def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
               "max": atype in _ORDERED and rtype == atype}[how]
         if not ok:
             return None
-        out.append(KernelAggregate(alias, how, None if arg is None else column(arg),
-                                   None if where is None else column(where), rtype))
+        out.append(KernelAggregate(alias, how, None if arg is None else column(arg, arg_column),
+                                   None if where is None else column(where, where_column),
+                                   rtype))
     ansi = spark.conf.get("spark.sql.ansi.enabled", "false").strip().lower() == "true"
     return Kernels(tuple(out), tuple(inputs), "raise" if ansi else "wrap")
