@@ -3,7 +3,10 @@
 The work runs in a worker thread under its own Spark job group (a tag on Spark Connect),
 while the shell's main thread waits. Ctrl-C then cancels that group only — PySpark's own
 SIGINT handler would call ``cancelAllJobs`` and so also kill the continuous queries the
-user started — and the shell returns to its prompt once the worker has let go. After a
+user started — and the shell returns to its prompt once the worker has let go. Ctrl-C is
+noted, never raised (:class:`CtrlC`): the main thread spends its wait in Py4J calls (the
+progress bar asks the status tracker), and a KeyboardInterrupt raised inside one closes
+that Py4J connection mid-answer and logs a traceback. After a
 second of work a progress bar shows each running stage's tasks (from the status tracker;
 Spark Connect has none, so nothing is drawn there).
 """
@@ -31,6 +34,30 @@ _groups = itertools.count(1)
 
 class Cancelled(Exception):
     """The user pressed Ctrl-C while a statement ran; its Spark jobs were cancelled."""
+
+
+class CtrlC:
+    """While active in the main thread, Ctrl-C sets :attr:`pressed` instead of raising
+    KeyboardInterrupt, so that no Py4J call is cut off mid-answer; the waiting loop asks
+    :attr:`pressed` between its calls. Elsewhere (no signals there) it does nothing."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, lambda _signum, _frame: self.pressed.set())
+            self._installed = True
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous
+                          if self._previous is not None else signal.default_int_handler)
+            self._installed = False
 
 
 class Job:
@@ -74,29 +101,23 @@ class Job:
 
     def run(self, progress_console=None) -> Any:
         """Run and wait. Raises what ``fn`` raised, or :class:`Cancelled` after Ctrl-C."""
-        previous = signal.getsignal(signal.SIGINT)
-        in_main = threading.current_thread() is threading.main_thread()
-        if in_main:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
         bar = None
         try:
-            self._thread.start()
-            t0 = time.monotonic()
-            try:
+            with CtrlC() as ctrl_c:
+                self._thread.start()
+                t0 = time.monotonic()
                 while not self._done.wait(0.1):
+                    if ctrl_c.pressed.is_set():
+                        self._let_go()
+                        raise Cancelled()
                     if progress_console is not None and self.sc is not None:
                         if bar is None and time.monotonic() - t0 >= PROGRESS_AFTER_S:
                             bar = StageProgress(self.sc, self.group, progress_console)
                         if bar is not None:
                             bar.update()
-            except KeyboardInterrupt:
-                self._let_go()
-                raise Cancelled() from None
         finally:
             if bar is not None:
                 bar.close()
-            if in_main:
-                signal.signal(signal.SIGINT, previous)
         if self.error is not None:
             raise self.error
         return self.result

@@ -11,13 +11,13 @@ never the other way round.
 
 from __future__ import annotations
 
-import signal
-import time
+import threading
 from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError, SourceError
 from dfsql.shell.display import result_table
+from dfsql.shell.jobs import CtrlC
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,20 +37,17 @@ def watch(spark: SparkSession, console: Console, text: str, name: str) -> None:
                           "\\load a directory with STREAM")
     sink = dfsql.TableSink(name)
     query = dfsql.start(text, sink=sink, trigger=TRIGGER, spark=spark)
-    previous = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _follow(console, query, sink)
-    except KeyboardInterrupt:
-        pass
+        with CtrlC() as ctrl_c:
+            _follow(console, query, sink, ctrl_c.pressed)
     finally:
         query.stop()
-        signal.signal(signal.SIGINT, previous)
         spark.catalog.dropTempView(name)
     console.print(f"stopped after {sink.last_batch + 1} micro-batches", style="dim")
 
 
-def _follow(console: Console, query, sink) -> None:
+def _follow(console: Console, query, sink, stop: threading.Event) -> None:
+    """Redraw until the query ends or ``stop`` is set (Ctrl-C)."""
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
@@ -59,7 +56,7 @@ def _follow(console: Console, query, sink) -> None:
     before: set[tuple] = set()
     view = Text("waiting for the first micro-batch ... (Ctrl-C stops)", style="dim")
     with Live(view, console=console, refresh_per_second=4, transient=False) as live:
-        while query.isActive:
+        while query.isActive and not stop.is_set():
             if sink.last_batch != seen and sink.current is not None:
                 seen = sink.last_batch
                 frame = sink.current
@@ -74,6 +71,6 @@ def _follow(console: Console, query, sink) -> None:
                 live.update(Group(table, Text(
                     f"batch {seen}: {len(rows)} live windows, {len(changed)} changed "
                     f"(Ctrl-C stops)", style="dim")))
-            time.sleep(0.2)
+            stop.wait(0.2)
     if query.exception() is not None:
         raise DfsqlError(f"the query stopped: {str(query.exception()).splitlines()[0]}")

@@ -179,7 +179,8 @@ def test_a_session_at_the_prompt(paper_shell, tmp_path) -> None:
     assert "tasks" in sh.until(r"\d+/400 tasks", timeout=180)  # the progress bar
     time.sleep(1)
     sh.child.sendintr()
-    assert "cancelled" in sh.until(r"cancelled \(its Spark jobs were stopped\)", timeout=120)
+    out = sh.until(r"cancelled \(its Spark jobs were stopped\)", timeout=120)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out and "error:" not in out
     sh.until(PROMPT)
     t0 = time.monotonic()
     sh.type("SELECT 7 * 6 AS answer;")
@@ -231,7 +232,8 @@ def test_watch_a_stream_until_ctrl_c(paper_shell, tmp_path) -> None:
     live = [ln.split() for ln in out.splitlines() if "2015-09-01" in ln]
     assert {(c[0], c[1]) for c in live[-2:]} == {("k", "39"), ("k", "12")}
     sh.child.sendintr()
-    sh.until(r"stopped after \d+ micro-batches", timeout=180)
+    out = sh.until(r"stopped after \d+ micro-batches", timeout=180)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out and "error:" not in out
     sh.until(PROMPT)
     sh.type("SELECT 1 AS one;")
     sh.until(r"1 row \(")
