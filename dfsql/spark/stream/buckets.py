@@ -255,9 +255,11 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         delays into ``_lags`` and ``_delays``."""
         self._lags, self._delays = np.empty(0, np.int64), None
         self._inputs = (NEG, NEG, NEG)
-        if not self.state.exists():
+        stored = self.state.get()  # None when the bucket has none: one round trip to the
+        # state server, not two (exists, then get): each is a message over a socket
+        if stored is None:
             return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
-        elements, points, frontier, notes, pending, timer, delays, *inputs = self.state.get()
+        elements, points, frontier, notes, pending, timer, delays, *inputs = stored
         self._inputs = tuple(NEG if x is None else int(x) for x in inputs)
         elems = from_ipc(elements).to_pandas() if elements else None
         t = v = np.empty(0, np.int64)
