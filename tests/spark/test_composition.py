@@ -105,6 +105,27 @@ def test_replayed_downstream_consumes_retractions_as_rows(spark, paper_tables):
     assert all(not r.is_retraction and r.pane_timing == "EARLY" for r in rows)
 
 
+@pytest.mark.parametrize("kernels", ["true", "false"])
+@pytest.mark.parametrize("name", ["v", "y", "acc", "s"])
+def test_min_max_over_retractions_whatever_the_column_is_called(spark, paper_tables, name,
+                                                                kernels):
+    """MIN and MAX over a changelog are rewritten with lambdas (``v -> …``, ``(acc, y) ->
+    …``, a struct field ``s``): an upstream column of the same name must still be the
+    column, on the model's kernels and on Spark's aggregates alike. The multiset after
+    each instant is Figure 14's (above)."""
+    up = SESSIONS.format(mode="ACCUMULATING AND RETRACTING").replace("AS total", f"AS {name}")
+    q = f"""WITH s AS ({up})
+            SELECT MIN({name}) AS lo, MAX({name}) AS hi FROM s
+            WINDOW GLOBAL ON window_end PROCESSING TIME emit_time TRIGGER EVERY 1 ROW"""
+    spark.conf.set("dfsql.replay.aggregateKernels", kernels)
+    try:
+        rows = dfsql.sql(q, spark).collect()
+    finally:
+        spark.conf.unset("dfsql.replay.aggregateKernels")
+    assert [(r.lo, r.hi) for r in rows] == [(5, 7), (5, 10), (5, 25), (39, 39), (3, 39),
+                                            (12, 39)]
+
+
 def test_replayed_downstream_with_filter_and_discarding(spark, paper_tables):
     # DISCARDING: each pane holds only the instant's changes; FILTER drops values < 10
     q = f"""WITH s AS ({SESSIONS.format(mode='ACCUMULATING AND RETRACTING')})

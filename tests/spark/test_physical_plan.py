@@ -152,6 +152,26 @@ def test_a_block_reading_another_says_both(spark, inputs) -> None:
     assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dfsql")]
 
 
+def test_a_block_reading_a_changelog_says_both_and_runs_on_them(spark, inputs) -> None:
+    """The inner block's stand-in in EXPLAIN is ordered as §7 orders a changelog, by the
+    replay's own pane rank: EXPLAIN read a stand-in without that rank and said "not
+    known" for every block over an ACCUMULATING AND RETRACTING one."""
+    # sessions: their changelog's order needs the rank (FIXED windows' does not)
+    inner = ("SELECT k, SUM(v) AS s FROM phys_ev GROUP BY k WINDOW SESSIONS(GAP 2 MINUTES) "
+             "ON et PROCESSING TIME pt EMIT ACCUMULATING AND RETRACTING")
+    outer = (f"SELECT k, MIN(s) AS lo, MAX(s) AS hi FROM ({inner}) GROUP BY k "
+             "WINDOW FIXED(10 MINUTES) ON window_end PROCESSING TIME emit_time")
+    want = ["-- runs as: replay in the model's driver; aggregates (SUM) by the model's kernels",
+            # MIN and MAX over retractions: over what is left of each value's count
+            "-- runs as: replay in the model's driver; aggregates (COLLECT_LIST) by Spark, "
+            "per element"]
+    assert _runs_as_lines(spark, outer) == want
+    df = dfsql.sql(outer, spark)
+    assert [b.physical.line() for b in planned_of(df).blocks] == want
+    df.collect()  # and it runs
+    assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dfsql")]
+
+
 def test_explain_without_a_session_says_so() -> None:
     from dfsql.api import explain_statement
     from dfsql.language import parse_statement

@@ -336,7 +336,16 @@ class BlockPlan:
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)[0]
-        return self._with_original_names(self._batch_result(), names)
+        if physical.executor == NATIVE_BATCH or self.stages.default_order_by is None:
+            return self._with_original_names(self._batch_result(), names)
+        # a replay in §7's order: its output stage reads the rank the replay gives each
+        # pane, which Spark's batch panes have not; a stand-in needs only the columns
+        self.input_df()  # checks the ON / PROCESSING TIME types
+        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
+        panes = (f"SELECT *, CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]} FROM "
+                 f"({batch_panes_sql(self, inp)}) AS {self.name('__dfsql_shape')}")
+        return self._with_original_names(
+            self._output_df(panes, ordered=False).drop(*SORT_COLUMNS), names)
 
     def _batch_late_rows(self) -> DataFrame:
         """LATE ROWS INTO of a batch block: its elements without an event time."""
