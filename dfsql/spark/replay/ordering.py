@@ -80,11 +80,13 @@ def in_emit_order(df: DataFrame, order_by: tuple[str, ...], lo: int, hi: int,
 
     n = max(1, partitions)
     span = float(max(1, hi - lo))
-    stand_in = F.array(*[F.lit(v).cast("bigint") for v in partition_stand_ins(n)])
-    slice_of = F.floor((F.unix_micros("emit_time") - F.lit(lo)) / F.lit(span) * F.lit(n))
-    slice_of = F.coalesce(F.least(F.lit(n - 1), F.greatest(F.lit(0), slice_of)), F.lit(0))
-    return (df.repartition(n, F.element_at(stand_in, slice_of.cast("int") + 1))
-            .sortWithinPartitions(*sort_columns(order_by)))
+    stand_ins = ", ".join(f"CAST({v} AS BIGINT)" for v in partition_stand_ins(n))
+    slice_of = (f"coalesce(least({n - 1}, greatest(0, floor((unix_micros(emit_time) - "
+                f"{int(lo)}) / CAST('{span!r}' AS DOUBLE) * {n}))), 0)")
+    # one expression, built as text from numbers only: one call to Spark, not one per
+    # function (each is a round trip from Python)
+    target = F.expr(f"element_at(array({stand_ins}), CAST({slice_of} AS INT) + 1)")
+    return df.repartition(n, target).sortWithinPartitions(*sort_columns(order_by))
 
 
 def sort_columns(order_by: tuple[str, ...]) -> list:
