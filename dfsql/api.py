@@ -27,6 +27,7 @@ from dfsql.session import session
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
 if TYPE_CHECKING:
@@ -148,25 +149,29 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
 
     The statement is planned once; the query starts on the state store its plan needs
     (the session's own setting is left as it was), the same on classic Spark and Spark
-    Connect. ``text`` may be the query already parsed (as CREATE STREAMING QUERY
+    Connect. A restart from ``checkpoint`` is planned on the shuffle partitions the
+    checkpoint recorded at the first start (they number the buckets of its state). ``text`` may be the query already parsed (as CREATE STREAMING QUERY
     passes it): it is not scanned or parsed again."""
 
-    stream = None
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if not isinstance(stmt, ContinuousStatement):
-        planned = _planned(stmt, text, scanned, _spark(spark))
-        stream = planned.stream if planned.result.isStreaming else None
-    if stream is None:
-        raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
-                          "read the source with spark.readStream and register it as a view; "
-                          "for a bounded table use dfsql.sql")
-    with spark_errors(stmt.source, text=text):
-        query = start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
-                             late_view=stream.late_view, state_store=stream.state_store,
-                             key_names=stream.key_names)
-    return query
+        s = _spark(spark)
+        # a restart plans on the shuffle partitions its checkpoint fixed: they number
+        # the buckets its state is kept in (dfsql.spark.stream.checkpoint)
+        with as_recorded(s, checkpoint):
+            planned = _planned(stmt, text, scanned, s)
+            stream = planned.stream if planned.result.isStreaming else None
+            if stream is not None:
+                with spark_errors(stmt.source, text=text):
+                    return start_stream(stream.df, stream.order_by, sink, checkpoint,
+                                        trigger, name, late_view=stream.late_view,
+                                        state_store=stream.state_store,
+                                        key_names=stream.key_names)
+    raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
+                      "read the source with spark.readStream and register it as a view; "
+                      "for a bounded table use dfsql.sql")
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

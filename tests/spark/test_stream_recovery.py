@@ -85,3 +85,55 @@ def _no_leftover_streams(spark):
     yield
     for q in spark.streams.active:
         q.stop()
+
+
+def test_a_restart_with_other_shuffle_partitions_keeps_its_buckets(spark, tmp_path) -> None:
+    """The bucket processor keys its state by ``pmod(hash(key), buckets)``, the buckets
+    being the shuffle partitions; a restart whose session says another number must still
+    find each key's state where the first start put it. Key ``a`` (bucket 0 of 2, 2 of 4)
+    sends events at 0, 10, 20 s before the restart and 30, 40 s after: with a gap of 30 s
+    they are one session [12:00:00, 12:01:10) of 5, ON_TIME when ``b``'s arrival at
+    12:03:21 moves the watermark (200 s - 5 s) past its end. Before the fix the restart
+    split it into [12:00:00, 12:00:50) = 3 and [12:00:30, 12:01:00) = 1."""
+    import shutil
+    from datetime import datetime
+
+    import pandas as pd
+
+    t0 = pd.Timestamp("2026-01-01 12:00:00")
+    events = [0, 10, 20, 30, 40, 200, 1000]
+    frame = pd.DataFrame({
+        "key": ["a"] * 5 + ["b", "z"], "value": [1] * 7,
+        "event_time": [t0 + pd.Timedelta(seconds=s) for s in events],
+        "arrival_time": [t0 + pd.Timedelta(seconds=s + 1) for s in events]})
+    parts = tmp_path / "parts"
+    _write_parts(frame, [1, 2, 3, 4, 5, 6], parts)
+    files = sorted(parts.glob("*.parquet"))
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in files[:3]:
+        shutil.copy(f, src / f.name)
+    schema = spark.read.parquet(str(parts)).schema
+    spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+        str(src)).createOrReplaceTempView("restart_src")
+    q = ("SELECT key, SUM(value) AS total FROM restart_src GROUP BY key "
+         "WINDOW SESSIONS(GAP 30 SECONDS) ON event_time WATERMARK DELAY 5 SECONDS "
+         "PROCESSING TIME arrival_time")
+    rows: list = []
+    ck = tmp_path / "ck"
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        for partitions, batch in ((2, files[:3]), (4, files[3:])):
+            for f in batch:
+                shutil.copy(f, src / f.name)
+            spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+            dfsql.start(q, sink=lambda b, _i: rows.extend(b.collect()), checkpoint=str(ck),
+                        trigger={"availableNow": True}, spark=spark).awaitTermination()
+            # the session keeps its own setting; the query ran on the checkpoint's
+            assert spark.conf.get("spark.sql.shuffle.partitions") == str(partitions)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+        spark.catalog.dropTempView("restart_src")
+    assert [(r.key, r.total, r.window_start, r.window_end, r.pane_timing, r.emit_time)
+            for r in rows] == [("a", 5, datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 12, 1, 10),
+                                "ON_TIME", datetime(2026, 1, 1, 12, 3, 21))]

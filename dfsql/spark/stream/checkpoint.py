@@ -1,0 +1,62 @@
+"""What a stream's checkpoint fixed at its first start, and a restart must keep.
+
+dfsql's bucket processor keys its state by a bucket of user keys, ``pmod(hash(keys),
+buckets)``, and the number of buckets is the session's ``spark.sql.shuffle.partitions``
+when the query is planned (:func:`dfsql.spark.stream.plan.stream_panes`). Spark fixes its
+own state partitions at a query's first start and restores them from the checkpoint on
+every restart; a restart whose session says another number would put a key in another
+bucket than the one its state is in, and its windows would start again from nothing
+(sessions split, elements lost: wrong numbers, silently). So a restart plans with the
+number the checkpoint recorded, as Spark runs with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def recorded_shuffle_partitions(spark, checkpoint: str | None) -> int | None:
+    """The shuffle partitions a query's checkpoint recorded at its first start (each
+    offset log entry's metadata carries them), or None: no checkpoint, or none written
+    yet. Read through Spark, so any file system Spark reads serves."""
+    if not checkpoint:
+        return None
+    from pyspark.errors import PySparkException
+
+    try:
+        lines = spark.read.text(f"{checkpoint.rstrip('/')}/offsets").where(
+            "value LIKE '{%'").limit(20).collect()
+    except PySparkException:  # no offset log yet: a first start
+        return None
+    for (line,) in lines:  # the metadata line of an entry: {"batchWatermarkMs": …}
+        try:
+            conf = json.loads(line).get("conf", {})
+        except (ValueError, AttributeError):
+            continue  # an offset of a source, not the metadata
+        if SHUFFLE_PARTITIONS in conf:
+            return int(conf[SHUFFLE_PARTITIONS])
+    return None
+
+
+@contextmanager
+def as_recorded(spark, checkpoint: str | None) -> Iterator[int | None]:
+    """Plan and start a query on the shuffle partitions its checkpoint recorded (the
+    session's own setting is put back afterwards); yields that number, or None on a
+    first start (the session's setting then becomes the checkpoint's)."""
+    recorded = recorded_shuffle_partitions(spark, checkpoint)
+    before = spark.conf.get(SHUFFLE_PARTITIONS, None)
+    if recorded is None or before == str(recorded):
+        yield recorded
+        return
+    spark.conf.set(SHUFFLE_PARTITIONS, str(recorded))
+    try:
+        yield recorded
+    finally:
+        if before is None:
+            spark.conf.unset(SHUFFLE_PARTITIONS)
+        else:
+            spark.conf.set(SHUFFLE_PARTITIONS, before)
