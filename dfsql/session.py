@@ -237,6 +237,32 @@ def spark_context(spark):
         return None
 
 
+def cancel_group(spark, group: str) -> None:
+    """Cancel the running Spark jobs of ``group`` (a job group, or a tag on Spark
+    Connect) and, on classic Spark, the jobs it submits afterwards (Spark's
+    ``cancelJobGroupAndFutureJobs``; each group here is one statement's, never reused).
+    That does not catch the map stages adaptive execution submits as jobs of their own:
+    :func:`cancel_until` keeps cancelling for a statement that runs on."""
+    sc = spark_context(spark)
+    if sc is not None:
+        sc._jsc.sc().cancelJobGroupAndFutureJobs(group)
+    else:
+        spark.interruptTag(group)
+
+
+def cancel_until(spark, group: str, finished, seconds: float = 600.0) -> None:
+    """Cancel ``group`` now and every quarter second until ``finished`` (an Event) is set
+    or ``seconds`` pass: one statement runs several jobs in turn (a replay's timeline,
+    then its panes), and a cancel that stops only the running one lets the statement's
+    thread start the next."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    cancel_group(spark, group)
+    while not finished.wait(0.25) and time.monotonic() < deadline:
+        cancel_group(spark, group)
+
+
 def stop_session() -> None:
     """Stop the active session, if any, so the next :func:`session` starts afresh."""
     from pyspark.sql import SparkSession

@@ -90,3 +90,46 @@ def test_shared_views(spark: SparkSession, sample_tables: list[str]) -> None:
     total = spark.sql("SELECT SUM(value) AS t, MIN(event_time) AS m FROM scores").first()
     assert total is not None and total.t == 51
     assert str(total.m) == "2015-09-01 12:00:30"
+
+
+def test_cancelling_a_statement_stops_the_jobs_it_would_start_next(spark) -> None:
+    """One statement runs several Spark jobs in turn (a replay: its timeline, then its
+    panes). A cancel that stops only the running job lets the statement's thread start
+    the next one (the endpoint's timeout let a statement's later jobs run to the end):
+    ``cancel_until`` stops those too. Each job here would take 40 s on two cores."""
+    import threading
+    import time
+
+    from dfsql.session import cancel_until
+
+    slow = ("SELECT COUNT(*) FROM (SELECT reflect('java.lang.Thread', 'sleep', "
+            "CAST(1000 AS BIGINT)) AS r FROM range(0, 80, 1, 80)) WHERE r IS NULL")
+    group = "dfsql-test-cancel-next"
+    outcomes: list[str] = []
+    finished = threading.Event()
+
+    def statement() -> None:
+        spark.sparkContext.setJobGroup(group, "two jobs in turn", interruptOnCancel=True)
+        try:
+            for _ in range(2):
+                try:
+                    spark.sql(slow).collect()
+                    outcomes.append("ran")
+                except Exception:  # noqa: BLE001 - the cancelled job's error
+                    outcomes.append("cancelled")
+        finally:
+            spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
+            finished.set()
+
+    tracker = spark.sparkContext.statusTracker()
+    worker = threading.Thread(target=statement)
+    t0 = time.monotonic()
+    worker.start()
+    while not tracker.getJobIdsForGroup(group):  # the first job runs
+        time.sleep(0.05)
+        assert time.monotonic() - t0 < 120
+    cancel_until(spark, group, finished)
+    worker.join(120)
+    assert not worker.is_alive()
+    assert outcomes == ["cancelled", "cancelled"]
+    assert time.monotonic() - t0 < 30  # neither ran its 40 s

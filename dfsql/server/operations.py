@@ -30,6 +30,7 @@ from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
+from dfsql.session import cancel_until
 from dfsql.spark.errors import java_error
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class Operation:
         self._log_at = 0
         self._log_lock = threading.Lock()
         self.done = threading.Event()  # set when it leaves the running states
+        #: set when its thread has left run(): no more of its jobs can start after it
+        self._ran = threading.Event()
         #: when a client last called about it (monotonic), for the idle sweep
         self.used = time.monotonic()
         #: when it times out (monotonic; None: never), and why (the timeout's source)
@@ -165,6 +168,7 @@ class Operation:
         runs here, so that an error shows at execution, as on Spark's server)."""
         if self.state == S.CANCELED_STATE or self.timed_out:
             self.done.set()
+            self._ran.set()
             return
         self.state = S.RUNNING_STATE
         spark = self.session.spark
@@ -210,6 +214,7 @@ class Operation:
             self.state = S.ERROR_STATE
         finally:
             self.done.set()
+            self._ran.set()
             try:
                 spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
                 spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
@@ -227,6 +232,7 @@ class Operation:
         self._start()
         self.state = S.FINISHED_STATE
         self.done.set()
+        self._ran.set()
 
     def _start(self) -> None:
         if self._static is not None:
@@ -310,19 +316,22 @@ class Operation:
         self._cancel_group()
 
     def _cancel_jobs(self) -> None:
-        if self._df is None or (self.state != S.CANCELED_STATE and self._buf is None):
-            return  # nothing of it runs on Spark (any more)
-        self._cancel_group()
+        # cancelled: whatever it runs, planning's jobs too (those before its result);
+        # closed: only a result still being fetched
+        if self.state == S.CANCELED_STATE or (self._df is not None and
+                                              self._buf is not None):
+            self._cancel_group()
 
     def _cancel_group(self) -> None:
-        spark = self.session.spark
-        try:
-            spark.sparkContext.cancelJobGroup(self.group)
-        except Exception:
+        """Its running jobs, and those its thread starts until it ends (a statement runs
+        several in turn): :func:`dfsql.session.cancel_until`, beside."""
+        def cancel() -> None:
             try:
-                spark.interruptTag(self.group)
-            except Exception:
+                cancel_until(self.session.spark, self.group, self._ran, seconds=60.0)
+            except Exception:  # noqa: BLE001 - a session already gone has nothing to cancel
                 pass
+
+        threading.Thread(target=cancel, daemon=True, name=f"cancel-{self.group}").start()
 
     def close(self) -> None:
         if self.state in (S.RUNNING_STATE, S.INITIALIZED_STATE, S.PENDING_STATE):

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dfsql.session import spark_context
+from dfsql.session import cancel_group, spark_context
 
 T = TypeVar("T")
 
@@ -94,10 +94,7 @@ class Job:
 
     def cancel(self) -> None:
         self.cancelled = True
-        if self.sc is not None:
-            self.sc.cancelJobGroup(self.group)
-        else:
-            self.spark.interruptTag(self.group)
+        cancel_group(self.spark, self.group)  # and the jobs the statement would start next
 
     def run(self, progress_console=None) -> Any:
         """Run and wait. Raises what ``fn`` raised, or :class:`Cancelled` after Ctrl-C."""
