@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                          "partitions); -1 = one state key per user key")
     ap.add_argument("--only", nargs="*", default=list(TAILS))
     ap.add_argument("--warmups", type=int, default=1)
+    ap.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="session settings for both sides (spark.sql.shuffle.partitions=2)")
     args = ap.parse_args(argv)
 
     from pyspark.sql import functions as F  # noqa: N812
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     from dfsql.spark.stream.plan import BUCKETS_CONF
 
     spark = dfsql.session()
+    for kv in args.conf:
+        spark.conf.set(*kv.split("=", 1))
     src = dataset(args.events)
     schema = spark.read.parquet(str(src)).schema
     tmp = Path(tempfile.mkdtemp(prefix="dfsql-bench-stream-"))
