@@ -112,7 +112,7 @@ def test_a_restart_with_other_shuffle_partitions_keeps_its_buckets(spark, tmp_pa
     src = tmp_path / "src"
     src.mkdir()
     for f in files[:3]:
-        shutil.copy(f, src / f.name)
+        shutil.copy2(f, src / f.name)  # its modification time: the order it is read in
     schema = spark.read.parquet(str(parts)).schema
     spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
         str(src)).createOrReplaceTempView("restart_src")
@@ -125,7 +125,7 @@ def test_a_restart_with_other_shuffle_partitions_keeps_its_buckets(spark, tmp_pa
     try:
         for partitions, batch in ((2, files[:3]), (4, files[3:])):
             for f in batch:
-                shutil.copy(f, src / f.name)
+                shutil.copy2(f, src / f.name)  # its modification time: the order it is read in
             spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
             dfsql.start(q, sink=lambda b, _i: rows.extend(b.collect()), checkpoint=str(ck),
                         trigger={"availableNow": True}, spark=spark).awaitTermination()
