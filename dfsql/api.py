@@ -150,8 +150,9 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     The statement is planned once; the query starts on the state store its plan needs
     (the session's own setting is left as it was), the same on classic Spark and Spark
     Connect. A restart from ``checkpoint`` is planned on the shuffle partitions the
-    checkpoint recorded at the first start (they number the buckets of its state). ``text`` may be the query already parsed (as CREATE STREAMING QUERY
-    passes it): it is not scanned or parsed again."""
+    checkpoint recorded at the first start (they number the buckets of its state).
+    ``text`` may be the query already parsed (as CREATE STREAMING QUERY passes it): it
+    is not scanned or parsed again."""
 
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written

@@ -237,6 +237,25 @@ def spark_context(spark):
         return None
 
 
+@contextlib.contextmanager
+def setting_while(spark, key: str, value: str | None) -> Iterator[None]:
+    """The session on ``key`` = ``value`` inside the block, then on what it was before
+    (unset if it was); ``None`` changes nothing. A query takes its own copy of the
+    settings when it starts, so this picks the settings of one query's start."""
+    before = spark.conf.get(key, None) if value is not None else None
+    if value is None or before == value:
+        yield
+        return
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def cancel_group(spark, group: str) -> None:
     """Cancel the running Spark jobs of ``group`` (a job group, or a tag on Spark
     Connect) and, on classic Spark, the jobs it submits afterwards (Spark's

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dfsql.session import cancel_group, spark_context
+from dfsql.session import cancel_until, spark_context
 
 T = TypeVar("T")
 
@@ -92,9 +92,6 @@ class Job:
                 self.spark.removeTag(self.group)
             self._done.set()
 
-    def cancel(self) -> None:
-        self.cancelled = True
-        cancel_group(self.spark, self.group)  # and the jobs the statement would start next
 
     def run(self, progress_console=None) -> Any:
         """Run and wait. Raises what ``fn`` raised, or :class:`Cancelled` after Ctrl-C."""
@@ -122,10 +119,8 @@ class Job:
     def _let_go(self) -> None:
         """Cancel the group until the worker ends: a statement may start a next job
         after the first one is cancelled (a replay runs several)."""
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        self.cancel()
-        while not self._done.wait(0.25) and time.monotonic() < deadline:
-            self.cancel()
+        self.cancelled = True
+        cancel_until(self.spark, self.group, self._done, CANCEL_WAIT_S)
 
 
 class StageProgress:

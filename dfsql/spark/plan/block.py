@@ -279,6 +279,11 @@ class BlockPlan:
                 raise
             raise mapped from None
 
+    def _input_subquery(self) -> str:
+        """The input stage as a parenthesised subquery under its view's name, for the
+        batch stages written as one statement."""
+        return f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
+
     def _batch_result(self) -> DataFrame:
         """A batch block as one statement: input, panes and output stages as subqueries.
 
@@ -288,7 +293,7 @@ class BlockPlan:
         from pyspark.errors import PySparkException
 
         self.input_df()  # checks the ON / PROCESSING TIME types
-        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
+        inp = self._input_subquery()
         try:
             return self._output_df(batch_panes_sql(self, inp))
         except (PySparkException, DfsqlError):  # report it as the step-by-step path does
@@ -339,18 +344,16 @@ class BlockPlan:
         if physical.executor == NATIVE_BATCH or self.stages.default_order_by is None:
             return self._with_original_names(self._batch_result(), names)
         # a replay in §7's order: its output stage reads the rank the replay gives each
-        # pane, which Spark's batch panes have not; a stand-in needs only the columns
+        # pane; Spark's batch panes carry a constant one (a stand-in needs only columns)
         self.input_df()  # checks the ON / PROCESSING TIME types
-        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
-        panes = (f"SELECT *, CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]} FROM "
-                 f"({batch_panes_sql(self, inp)}) AS {self.name('__dfsql_shape')}")
+        panes = batch_panes_sql(self, self._input_subquery(), ranked=True)
         return self._with_original_names(
             self._output_df(panes, ordered=False).drop(*SORT_COLUMNS), names)
 
     def _batch_late_rows(self) -> DataFrame:
         """LATE ROWS INTO of a batch block: its elements without an event time."""
         if EVENT_TIME in input_columns(self):
-            inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
+            inp = self._input_subquery()
             late = self.spark.sql(null_time_rows_sql(self, inp))
             return late.withColumn("event_time", late["event_time"].cast("timestamp"))
         return self.spark.sql(  # nothing can be dropped: GLOBAL without ON
@@ -409,7 +412,7 @@ class BlockPlan:
         """How many elements have no event time (what a batch block drops)."""
         if EVENT_TIME not in input_columns(self):
             return 0
-        inp = f"({self.input_sql()}) AS {self.name('__dfsql_in')}"
+        inp = self._input_subquery()
         return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
 
 

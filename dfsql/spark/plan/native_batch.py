@@ -19,11 +19,14 @@ if TYPE_CHECKING:
     from dfsql.spark.plan.values import ReplayPlan
 
 
-def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False) -> str:
+def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
+                    ranked: bool = False) -> str:
     """The panes of a batch block as Spark's own aggregation (every key and window one
     ON_TIME, last pane), over the input stage named (or parenthesised) ``inp``;
     with ``stream``, Spark's streaming aggregation in append mode (a watermarked
-    streaming input, on the engine's clock: see :func:`dfsql.spark.stream.plan.native_panes`)."""
+    streaming input, on the engine's clock: see :func:`dfsql.spark.stream.plan.native_panes`).
+    A stream's panes, and with ``ranked`` any, carry the hidden §7 rank a changelog's
+    order reads (0: one pane per window, nothing to order within it)."""
     keys = list(plan.stages.key_columns)
     w = plan.clauses.window
     g = grid_sql(w, EVENT_TIME)
@@ -65,7 +68,7 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False) -> str:
     emit = "current_timestamp()" if stream else "CAST(NULL AS TIMESTAMP)"
     select += ["CAST(0 AS BIGINT) AS pane_index", "'ON_TIME' AS pane_timing",
                "true AS is_last", f"{emit} AS emit_time", "false AS is_retraction"]
-    if stream:
+    if stream or ranked:
         select.append(f"CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]}")
     # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
     where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in input_columns(plan) else ""

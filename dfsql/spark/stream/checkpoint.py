@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from dfsql.session import setting_while
+
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
@@ -48,15 +50,5 @@ def as_recorded(spark, checkpoint: str | None) -> Iterator[int | None]:
     session's own setting is put back afterwards); yields that number, or None on a
     first start (the session's setting then becomes the checkpoint's)."""
     recorded = recorded_shuffle_partitions(spark, checkpoint)
-    before = spark.conf.get(SHUFFLE_PARTITIONS, None)
-    if recorded is None or before == str(recorded):
+    with setting_while(spark, SHUFFLE_PARTITIONS, None if recorded is None else str(recorded)):
         yield recorded
-        return
-    spark.conf.set(SHUFFLE_PARTITIONS, str(recorded))
-    try:
-        yield recorded
-    finally:
-        if before is None:
-            spark.conf.unset(SHUFFLE_PARTITIONS)
-        else:
-            spark.conf.set(SHUFFLE_PARTITIONS, before)

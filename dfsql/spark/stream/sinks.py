@@ -10,11 +10,11 @@ exactly once). :class:`TableSink` keeps the current value of every live window.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
+from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
     its own: a query runs on its own copy of the settings). ``key_names``: the output
     columns that select a group key (a :class:`TableSink` keeps one row per key and
     window)."""
-    with _state_store(df.sparkSession, state_store):
+    with setting_while(df.sparkSession, STORE_CONF, state_store):
         if late_view:
             return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name,
                                          late_view, key_names)
@@ -210,23 +210,6 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
 
 #: the session setting that names the streaming state store provider
 STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
-
-
-@contextmanager
-def _state_store(spark, provider: str | None) -> Iterator[None]:
-    """The session on ``provider`` while a query starts, then on what it was before."""
-    before = spark.conf.get(STORE_CONF, None) if provider else None
-    if not provider or before == provider:
-        yield
-        return
-    spark.conf.set(STORE_CONF, provider)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(STORE_CONF)
-        else:
-            spark.conf.set(STORE_CONF, before)
 
 
 def _start(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
