@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from dfsql.continuous import run as run_continuous
 from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
-from dfsql.language.continuous import ContinuousStatement
+from dfsql.language.continuous import Backfill, ContinuousStatement
 from dfsql.language.registered import (
     CLAUSE_WORDS,
     Defaulted,
@@ -27,6 +27,7 @@ from dfsql.session import session
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.stream.backfill import needed as backfill_needed
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
@@ -90,9 +91,11 @@ def sql(text: str | Statement | ContinuousStatement,
     return _planner().remember(planned)
 
 
-def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession) -> Planned:
+def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession,
+             backfill: Backfill | None = None) -> Planned:
     """The one pipeline of :func:`sql` and :func:`start`: the catalog brought up to date,
-    persistent windowed views expanded into their queries, the statement planned."""
+    persistent windowed views expanded into their queries, the statement planned
+    (``backfill``: the history of a continuous query's stream)."""
     sync_catalog(s)  # the tables and views other processes made, filled or dropped since
     expanded = views.expand(text, s, scanned.tokens)  # windowed views: their queries instead
     try:
@@ -103,12 +106,13 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession) -> P
             made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
             sync_catalog(s, stmt)  # its definition, for other processes
             return _planner().Planned(made)
-        return _plan(stmt, expanded.text, s)
+        return _plan(stmt, expanded.text, s, backfill)
     except DfsqlError as err:
         raise expanded.remap(err) from None
 
 
-def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
+def _plan(stmt: Statement, text: str, spark: SparkSession | None,
+          backfill: Backfill | None = None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
     text, a windowed statement by :mod:`dfsql.spark.plan.planner` (the caller has brought the
     catalog up to date: :func:`~dfsql.spark.catalog.warehouse.sync`)."""
@@ -125,7 +129,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
         return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
-    planned = _planner().execute(stmt, s, _registry(s))
+    planned = _planner().execute(stmt, s, _registry(s), backfill)
     if stmt.kind == "write":
         sync_catalog(s, stmt)  # the table the statement made or filled, for later runs
     return planned
@@ -133,7 +137,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None) -> Planned:
 
 def start(text: str | Statement, sink: object = "memory", checkpoint: str | None = None,
           trigger: dict | None = None, name: str | None = None,
-          spark: SparkSession | None = None):
+          spark: SparkSession | None = None, backfill: object = None):
     """Start a windowed query over a streaming source and return its StreamingQuery.
 
     ``sink``: a directory (Spark's parquet file sink, exactly once), ``"memory"`` (a
@@ -152,7 +156,12 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     Connect. A restart from ``checkpoint`` is planned on the shuffle partitions the
     checkpoint recorded at the first start (they number the buckets of its state).
     ``text`` may be the query already parsed (as CREATE STREAMING QUERY passes it): it
-    is not scanned or parsed again."""
+    is not scanned or parsed again.
+
+    ``backfill``: the stream's history (a table's name or a bounded DataFrame with the
+    stream's columns, holding what arrived before its first row; LANGUAGE.md §8c): it is
+    replayed first, and its panes reach ``sink`` with the stream's first micro-batch.
+    A restart whose checkpoint has committed a batch does not read it again."""
 
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written
@@ -161,8 +170,10 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
         s = _spark(spark)
         # a restart plans on the shuffle partitions its checkpoint fixed: they number
         # the buckets its state is kept in (dfsql.spark.stream.checkpoint)
+        history = None if backfill is None or not backfill_needed(s, checkpoint) else \
+            Backfill.of(backfill)
         with as_recorded(s, checkpoint):
-            planned = _planned(stmt, text, scanned, s)
+            planned = _planned(stmt, text, scanned, s, history)
             stream = planned.stream if planned.result.isStreaming else None
             if stream is not None:
                 with spark_errors(stmt.source, text=text):

@@ -60,7 +60,7 @@ class Starter(Protocol):
 
     def __call__(self, text: str | Statement, sink: object = ..., checkpoint: str | None = ...,
                  trigger: dict | None = ..., name: str | None = ...,
-                 spark: SparkSession | None = ...) -> object: ...
+                 spark: SparkSession | None = ..., backfill: object = ...) -> object: ...
 
 
 #: the name of dfsql's figures in a batch's progress (dfsql.spark.stream.plan.METRICS, not
@@ -273,7 +273,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         where = f"table global_temp.{stmt.name}"
     try:
         query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
-                      spark=spark)
+                      spark=spark, backfill=stmt.backfill)
     except SourceError as e:
         if e.line == 1 and e.column == 1:  # "not over a stream": point at the query
             p = src.pos(stmt.query_offset)

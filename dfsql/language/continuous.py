@@ -5,6 +5,7 @@ run them as SQL::
     CREATE STREAMING QUERY name
         [INTO TABLE | INTO DIRECTORY 'path']
         [CHECKPOINT 'path']
+        [BACKFILL FROM <bounded table or (query)>]
         AS <windowed query over a streaming source>
     SHOW STREAMING QUERIES
     STOP STREAMING QUERY name
@@ -14,6 +15,8 @@ could not tell a trailing INTO from a mistake. ``INTO TABLE`` (the default) keep
 current row of every live window, retractions applied, in the global temp view
 ``global_temp.<name>``, readable from every session; ``INTO DIRECTORY`` writes Spark's
 parquet file sink there (exactly once). The query keeps running until STOP.
+``BACKFILL FROM`` names the stream's history (:class:`Backfill`): what arrived before
+the stream's first row, replayed first (:mod:`dfsql.spark.stream.backfill`).
 
 This module only parses (and :func:`parse_any` tells them from the other statements);
 :mod:`dfsql.api` runs them. The query after AS keeps its
@@ -29,7 +32,47 @@ from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
 from dfsql.language.statement import Statement, parse_statement
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
-            "[CHECKPOINT 'path'] AS <windowed query>")
+            "[CHECKPOINT 'path'] [BACKFILL FROM <table or (query)>] AS <windowed query>")
+
+#: what Spark is given to read a backfill's relation (see :attr:`Backfill.sql`)
+_READ = "SELECT * FROM"
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A continuous query's history (``BACKFILL FROM``, LANGUAGE.md §8c): a bounded
+    relation with the stream's columns holding what arrived before the stream's first
+    row. ``sql`` reads it, with the relation at the offsets the user wrote it (the rest
+    of the statement blanked), so Spark's errors about it are placed where it was
+    written; from Python it may instead be a bounded DataFrame (``frame``)."""
+
+    sql: str | None = None
+    #: where the relation starts in ``sql`` (-1: a DataFrame)
+    offset: int = -1
+    frame: object | None = field(default=None, compare=False)
+    #: the text ``sql``'s offsets are positions in (the user's statement)
+    written: str = ""
+
+    @classmethod
+    def of_span(cls, text: str, start: int, end: int) -> Backfill:
+        """The relation written at ``text[start:end]`` (a table name or a parenthesised
+        query), read where it stands."""
+        return cls(splice(text, [(0, start, _READ + " "), (end, len(text), "")]), start,
+                   written=text)
+
+    @classmethod
+    def of(cls, history: object) -> Backfill:
+        """From Python: a table's name, or a bounded DataFrame."""
+        if isinstance(history, Backfill):
+            return history
+        if isinstance(history, str):
+            return cls(f"{_READ} {history}", len(_READ) + 1, written=f"{_READ} {history}")
+        return cls(frame=history)
+
+    @property
+    def source(self) -> Source:
+        """The text positions refer to."""
+        return Source(self.written or self.sql or "")
 
 
 @dataclass(frozen=True)
@@ -52,6 +95,8 @@ class ContinuousStatement:
     #: (:func:`parse_any`; None: not parsed, or it does not parse, and then its error
     #: is raised when the query starts)
     statement: Statement | None = field(default=None, repr=False, compare=False)
+    #: BACKFILL FROM's relation (None: no history)
+    backfill: Backfill | None = None
 
     @property
     def written(self) -> str:
@@ -140,7 +185,7 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
             raise src.error(DfsqlSyntaxError, f"unexpected {words[4].text!r} after the name",
                             words[4].start, "STOP STREAMING QUERY name")
         return ContinuousStatement("stop", name, name_tok.start)
-    sink, path, checkpoint = "table", None, None
+    sink, path, checkpoint, backfill = "table", None, None, None
     path_at = checkpoint_at = -1
     i = 4
     seen: set[str] = set()
@@ -170,6 +215,12 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                                 arg.start if arg else t.end, "e.g. CHECKPOINT '/data/ck/q1'")
             checkpoint, checkpoint_at, i = _string(arg), arg.start, i + 2
             continue
+        if t.is_word("BACKFILL") and "BACKFILL" not in seen:
+            seen.add("BACKFILL")
+            end = _backfill_end(src, words, i)
+            backfill = Backfill.of_span(text, words[i + 2].start, words[end - 1].end)
+            i = end
+            continue
         raise src.error(DfsqlSyntaxError, f"unexpected {t.text!r} in CREATE STREAMING QUERY",
                         t.start, SYNOPSIS)
     if i >= len(words) or i + 1 >= len(words):
@@ -179,4 +230,35 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
     body = words[i + 1].start
     return ContinuousStatement("create", name, name_tok.start, sink, path, checkpoint,
                                splice(text, [(0, body, "")]), body,
-                               path_offset=path_at, checkpoint_offset=checkpoint_at)
+                               path_offset=path_at, checkpoint_offset=checkpoint_at,
+                               backfill=backfill)
+
+
+def _backfill_end(src: Source, words: list[Token], i: int) -> int:
+    """Where ``BACKFILL FROM <relation>`` starting at ``words[i]`` ends (an index into
+    ``words``): the relation is a name (dotted, quoted parts allowed) or a query in
+    parentheses."""
+    hint = "e.g. BACKFILL FROM events_history, or BACKFILL FROM (SELECT * FROM …)"
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    if nxt is None or not nxt.is_word("FROM"):
+        raise src.error(DfsqlSyntaxError, "expected FROM after BACKFILL",
+                        nxt.start if nxt is not None else words[i].end, hint)
+    first = words[i + 2] if i + 2 < len(words) else None
+    if first is None or first.is_word("AS"):
+        raise src.error(DfsqlSyntaxError, "BACKFILL FROM needs a table or a (query)",
+                        first.start if first is not None else nxt.end, hint)
+    if first.kind == "punct" and first.text == "(":
+        for k in range(i + 3, len(words)):
+            w = words[k]
+            if w.kind == "punct" and w.text == ")" and w.depth == first.depth:
+                return k + 1
+        raise src.error(DfsqlSyntaxError, "BACKFILL FROM's query has no closing parenthesis",
+                        first.start, hint)
+    if first.kind not in ("word", "quoted"):
+        raise src.error(DfsqlSyntaxError, "BACKFILL FROM needs a table or a (query)",
+                        first.start, hint)
+    k = i + 3
+    while k + 1 < len(words) and words[k].kind == "punct" and words[k].text == "." and \
+            words[k + 1].kind in ("word", "quoted"):
+        k += 2
+    return k

@@ -144,6 +144,28 @@ def with_views(tree: exp.Expression, views: Mapping[str, str]) -> exp.Expression
     return tree
 
 
+def relation_name(table: exp.Table) -> str:
+    """A table node's name as Spark reads it (its parts, quoted where needed; "" for a
+    table function or a path)."""
+    if not isinstance(table.this, exp.Identifier):
+        return ""
+    return ".".join(p.sql("spark") for p in table.parts)
+
+
+def with_relations(tree: exp.Expression, relations: Mapping[str, str]) -> exp.Expression:
+    """A copy of ``tree`` whose tables named (as :func:`relation_name` says) in
+    ``relations`` read the view named there instead, their aliases kept (a continuous
+    query's history standing in for its stream)."""
+    tree = tree.copy()
+    for table in tree.find_all(exp.Table):
+        view = relations.get(relation_name(table))
+        if view is not None:
+            table.set("catalog", None)
+            table.set("db", None)
+            table.set("this", exp.to_identifier(view))
+    return tree
+
+
 @dataclass(frozen=True)
 class OutputStage:
     """The output stage as its clauses — SELECT first, then WHERE (HAVING), ORDER BY,

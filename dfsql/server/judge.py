@@ -140,6 +140,9 @@ class Judge:
             if stmt.kind != "create":
                 return
             self.check_continuous(text, stmt)
+            if stmt.backfill is not None and stmt.backfill.sql is not None:
+                # BACKFILL FROM's relation, as Spark will read it, at the offsets written
+                self.check(spark, stmt.backfill.sql, exact=True)
             if stmt.statement is None:  # its error is raised when it starts
                 return
             stmt = stmt.statement

@@ -280,6 +280,50 @@ def test_a_continuous_query_outlives_kill_9(tmp_path) -> None:
     print("\n" + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
 
 
+#: the backfill's history: the events (a second apart) before the stream's first, which
+#: falls inside a minute (a window of both); the stream's last event ends minute 671
+HISTORY, END = 39_990, 40_320
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_backfill_killed_before_its_first_batch_runs_again_exactly_once(tmp_path) -> None:
+    """``BACKFILL FROM`` over the endpoint, the server killed while the stream's first
+    micro-batch (which carries the history) runs: started again on its state directory,
+    the query backfills again, and its table holds exactly what one uninterrupted run of
+    history and stream holds (derived by hand: every (key, minute) window of 30 rows of
+    value minute + 1; all closed but the last minute's, which is at its last EARLY pane)."""
+    tmp_path = tmp_path.resolve()
+    state, src, history = tmp_path / "state", tmp_path / "in", tmp_path / "history"
+    src.mkdir()
+    history.mkdir()
+    _write(history / "part-0.parquet", _events(0, HISTORY))
+    _write(src / "part-0.parquet", _events(HISTORY, END))
+    frontier = T0 + timedelta(seconds=END + 5, hours=1)
+    minutes = END // 60
+    statement = (f"CREATE STREAMING QUERY live_windows BACKFILL FROM parquet.`{history}` "
+                 f"AS {QUERY.format(t='live')}")
+    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}")
+    try:
+        first.rows(statement)
+    finally:
+        first.kill()
+    commits = state / "checkpoints" / "live_windows" / "commits"
+    assert not commits.exists() or not any(commits.iterdir()), "killed after the first batch"
+
+    second = Served(tmp_path, 2, "--state-dir", str(state))
+    try:
+        _write(src / "part-1.parquet", [("a", 0, None, frontier)])
+        want = {(k, 30 * (m + 1), 30, T0 + timedelta(minutes=m),
+                 "ON_TIME" if m < minutes - 1 else "EARLY")
+                for k in "ab" for m in range(minutes)}
+        got = _wait(lambda: {(r[0], r[1], r[2], r[3], r[6]) for r in _table(second)}, want)
+        assert got == want
+        assert len(_table(second)) == 2 * minutes
+        assert "Traceback" not in second.text()
+    finally:
+        second.kill()
+
+
 def test_query_names_as_file_names() -> None:
     from dfsql.server.state import file_name
 

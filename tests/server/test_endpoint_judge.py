@@ -149,6 +149,12 @@ ATTACKS = [
     ("CREATE STREAMING QUERY q_sub AS SELECT key, COUNT(*) AS n FROM (SELECT value AS "
      "key, current_timestamp() AS ts FROM text.`{outside}/secret.txt`) GROUP BY key "
      "WINDOW GLOBAL", None),
+    # a continuous query's history, judged as Spark will read it, where it was written
+    ("CREATE STREAMING QUERY q_bf BACKFILL FROM text.`{outside}/secret.txt` AS SELECT key, "
+     "COUNT(*) AS n FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 48"),
+    ("CREATE STREAMING QUERY q_bf2 BACKFILL FROM (SELECT reflect('java.lang.String', "
+     "'valueOf', 1) AS key FROM scores) AS SELECT key, COUNT(*) AS n FROM scores GROUP BY "
+     "key WINDOW GLOBAL", "line 1, col 52"),
 ]
 #: statements that spell a forbidden form but do nothing forbidden: (statement, rows)
 ALLOWED = [

@@ -36,7 +36,7 @@ from dfsql.language.names import (
 from dfsql.language.registered import with_registered_defaults
 from dfsql.language.rewrite import Stages, rewrite
 from dfsql.language.scan import Source
-from dfsql.language.stages import with_views
+from dfsql.language.stages import with_relations, with_views
 from dfsql.language.statement import Statement, WindowedBlock
 from dfsql.language.tree_positions import written_at
 from dfsql.model import clauses as c
@@ -53,10 +53,15 @@ from dfsql.spark.plan.values import (
 )
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
 from dfsql.spark.replay.panes import KIND_DROPPED, replay_panes
+from dfsql.spark.stream.backfill import history_input
 from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
+
+    from dfsql.language.continuous import Backfill
 
 _counter = itertools.count()
 
@@ -75,8 +80,10 @@ class BlockPlan:
     """Everything needed to run one windowed block; results are lazy DataFrames."""
 
     def __init__(self, stmt: Statement, block: WindowedBlock, spark: SparkSession, uid: str,
-                 registry: dict) -> None:
+                 registry: dict, backfill: Backfill | None = None) -> None:
         self.stmt = stmt
+        #: a continuous query's history (BACKFILL FROM), read in the stream's place
+        self.backfill = backfill
         self.spark = spark
         self.uid = uid
         self.src: Source = stmt.source
@@ -111,14 +118,18 @@ class BlockPlan:
         """The inner blocks' placeholder names → their views in this statement run."""
         return self.block.views(self.uid)
 
-    def input_sql(self, timed: bool = False) -> str:
+    def input_sql(self, timed: bool = False, relations: Mapping[str, str] | None = None,
+                  ) -> str:
         """The input stage, reading the inner blocks' results under this run's views, its
         DATE or TIMESTAMP_NTZ event and processing times read as TIMESTAMPs; ``timed``:
-        every row of the FROM, WHERE's verdict as a column (:meth:`timed_input_df`)."""
-        if not self._time_casts:
+        every row of the FROM, WHERE's verdict as a column (:meth:`timed_input_df`);
+        ``relations``: tables read as other views instead (a backfill's history)."""
+        if not self._time_casts and not relations:
             return self.stages.input_sql_for(self.views, timed)
         tree = with_views(self.stages.timed_input if timed else self.stages.input,
                           self.views)  # a copy
+        if relations:
+            tree = with_relations(tree, relations)
         for e in tree.expressions:
             if isinstance(e, exp.Alias) and e.alias in self._time_casts:
                 e.set("this", exp.cast(e.this, exp.DataType.Type.TIMESTAMP))
@@ -392,10 +403,11 @@ class BlockPlan:
                              signed=reads_changelog(self.stmt, self.block))
         check_streamable(self, stages)
         with spark_errors(self.src):
+            history = None if self.backfill is None else history_input(self, self.backfill)
             if native:
                 panes = native_panes(self)
             else:
-                panes = stream_panes(self, self.timed_input_df())
+                panes = stream_panes(self, self.timed_input_df(), history)
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS

@@ -54,7 +54,8 @@ def choose(plan: ReplayPlan) -> PhysicalPlan:
     functions = tuple(call.function for call in plan.stages.aggregate_calls)
     late = cl.late_rows_into
     if plan.is_streaming():
-        if runs_natively(cl) and plan.spark.conf.get(NATIVE_CONF, "true") != "false":
+        if runs_natively(cl) and plan.backfill is None and \
+                plan.spark.conf.get(NATIVE_CONF, "true") != "false":
             return PhysicalPlan(NATIVE_STREAM, late_rows=late, functions=functions)
         return PhysicalPlan(BUCKET_PROCESSOR, state_store=ROCKSDB, late_rows=late,
                             functions=functions)

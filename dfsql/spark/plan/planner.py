@@ -36,6 +36,8 @@ from dfsql.spark.plan.values import PhysicalPlan, StreamPlan
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dfsql.language.continuous import Backfill
+
 
 @dataclass(frozen=True)
 class Planned:
@@ -98,8 +100,10 @@ def _create_view(stmt: Statement, result: DataFrame) -> None:
                             f"CREATE {kind} IF NOT EXISTS {name} to keep it") from None
 
 
-def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
-    """Plan a statement with windowed blocks; see the module docstring."""
+def execute(stmt: Statement, spark: SparkSession, registry: dict,
+            backfill: Backfill | None = None) -> Planned:
+    """Plan a statement with windowed blocks; see the module docstring. ``backfill``: the
+    history of the stream the statement's own block reads (a continuous query's)."""
     if stmt.kind == "explain_firings" and stmt.top is None:
         raise refuse(stmt, "EXPLAIN FIRINGS explains a windowed query (one with WINDOW)",
                      "EXPLAIN FIRINGS SELECT ... GROUP BY ... WINDOW ... PROCESSING TIME "
@@ -108,7 +112,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
     inner_views: list[str] = []
     planned: Planned | None = None
     try:
-        planned = _execute(stmt, spark, registry, plans, inner_views)
+        planned = _execute(stmt, spark, registry, plans, inner_views, backfill)
     finally:
         # on classic Spark every DataFrame above was analysed when created, so the views
         # are not needed. Spark Connect sends a plan that names them, and analyses a
@@ -124,16 +128,17 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict) -> Planned:
 
 
 def _block_plan(stmt: Statement, block, spark: SparkSession, uid: str,
-                registry: dict) -> BlockPlan:
+                registry: dict, backfill: Backfill | None = None) -> BlockPlan:
     """A block's plan; over the aggregates Spark alone knows (UDAFs), its stages are made
     again from Spark's answer."""
-    plan = BlockPlan(stmt, block, spark, uid, registry)
+    plan = BlockPlan(stmt, block, spark, uid, registry, backfill)
     resolved = resolve_aggregates(block, stmt.source, spark, plan.views)
-    return plan if resolved is block else BlockPlan(stmt, resolved, spark, uid, registry)
+    return plan if resolved is block else BlockPlan(stmt, resolved, spark, uid, registry,
+                                                    backfill)
 
 
 def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[BlockPlan],
-             inner_views: list[str]) -> Planned:
+             inner_views: list[str], backfill: Backfill | None) -> Planned:
     uid = new_uid()
     result = None
     top = stmt.top
@@ -143,7 +148,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
     cancel = {i for b in stmt.blocks if b.clauses.processing_time is None for i in b.inner}
     blocks: list[PlannedBlock] = []
     for block in stmt.blocks:
-        plan = _block_plan(stmt, block, spark, uid, registry)
+        plan = _block_plan(stmt, block, spark, uid, registry,
+                           backfill if block is top else None)
         plans.append(plan)
         if block is top and stmt.kind == "explain_watermark":
             return Planned(explain_watermark(plan, stmt.tries))

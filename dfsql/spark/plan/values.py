@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dfsql.language.names import IN_QUERY
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
 
+    from dfsql.language.continuous import Backfill
     from dfsql.language.scan import Source
     from dfsql.language.stages import Stages
     from dfsql.model import clauses as c
@@ -29,6 +32,18 @@ class ReplayPlan(Protocol):
     src: Source
     clauses: c.Clauses
     stages: Stages
+    #: a continuous query's history (BACKFILL FROM; None: none)
+    backfill: Backfill | None
+
+    @property
+    def views(self) -> Mapping[str, str]:
+        """The inner blocks' placeholder names → their views in this statement run."""
+        ...
+
+    def input_sql(self, timed: bool = False, relations: Mapping[str, str] | None = None,
+                  ) -> str:
+        """The input stage's SQL (``relations``: tables read as other views instead)."""
+        ...
 
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register a temp view that only the statement's own SQL reads."""

@@ -71,6 +71,11 @@ PANE, STATS, LATE = 0, 1, 2
 STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark")
 #: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
 LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
+#: the initial state's columns (a backfill's history, packed: one row per bucket)
+ELEMENTS, POINTS = "dfsql_elements", "dfsql_points"
+#: the state's ``timer`` on the processing-time clock (which sets no timers) while the
+#: rows a backfill's history emitted wait in the ``history`` state for the next call
+HISTORY_HELD = 0
 
 
 try:  # the processor's base class (PySpark's state API needs protobuf and grpcio)
@@ -121,6 +126,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                              StructField("first_arrival", LongType())])
         self.handle = handle
         self.state = handle.getValueState("bucket", schema)
+        self.history = handle.getValueState(
+            "history", StructType([StructField("rows", BinaryType())]))
 
     def close(self) -> None:
         pass
@@ -142,6 +149,25 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
         yield from self._step(fresh, pts, note_tables, timerValues)
 
+    def handleInitialState(self, key, initialState, timerValues=None) -> None:  # noqa: N802
+        """A continuous query's history (BACKFILL, :mod:`dfsql.spark.stream.backfill`),
+        one row per bucket: run as the step before the stream's first micro-batch. This
+        call cannot emit, so the rows it emitted wait in the ``history`` state for the
+        bucket's next call, which emits them first."""
+        import pandas as pd
+        import pyarrow as pa
+
+        elems, pts = ([from_ipc(b) for cell in initialState[col] for b in cell]
+                      for col in (ELEMENTS, POINTS))
+        fresh = pa.concat_tables(elems).to_pandas() if elems else None
+        points = pa.concat_tables(pts).to_pandas() if pts else pd.DataFrame({AT: [], VALUE: []})
+        out = [f for f in self._step(fresh, points, []) if len(f)]
+        self.history.update((to_ipc(pa.Table.from_pandas(pd.concat(out, ignore_index=True),
+                                                         preserve_index=False)),))
+        kept = list(self.state.get())
+        kept[5] = HISTORY_HELD  # the ``timer`` field (see init)
+        self.state.update(tuple(kept))
+
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo=None):  # noqa: N802
         """The engine's clock: a micro-batch without rows for this bucket is still an
         instant (its timestamp), at which the watermark moves and triggers fire."""
@@ -158,6 +184,10 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         import pyarrow as pa
 
         old_elems, old_t, old_v, frontier, notes, pending, timer = self._load()
+        if timer == HISTORY_HELD and not self.engine:  # a backfill's rows, first
+            yield from_ipc(self.history.get()[0]).to_pandas(integer_object_nulls=True)
+            self.history.clear()
+            timer = NEG
         if note_tables:  # the writers' notes so far (FROM a stream BY writer); a note
             # behind the frontier (its input was let pass as idle) arrives now
             fresh_notes = pa.concat_tables(note_tables)

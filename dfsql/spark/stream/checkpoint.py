@@ -52,3 +52,14 @@ def as_recorded(spark, checkpoint: str | None) -> Iterator[int | None]:
     recorded = recorded_shuffle_partitions(spark, checkpoint)
     with setting_while(spark, SHUFFLE_PARTITIONS, None if recorded is None else str(recorded)):
         yield recorded
+
+
+def committed_batches(spark, checkpoint: str) -> bool:
+    """Whether the query at ``checkpoint`` has committed a micro-batch (its commit log
+    has an entry). Read through Spark, as :func:`recorded_shuffle_partitions`."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return bool(spark.read.text(f"{checkpoint.rstrip('/')}/commits").limit(1).collect())
+    except PySparkException:  # no commit log yet
+        return False

@@ -83,9 +83,11 @@ from dfsql.spark.plan.native_batch import batch_panes_sql
 from dfsql.spark.plan.values import late_row_key_names
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.stream.buckets import (
+    ELEMENTS,
     LATE,
     LATE_FIELDS,
     PANE,
+    POINTS,
     ROW_KIND,
     STATS,
     STATS_FIELDS,
@@ -97,6 +99,8 @@ from dfsql.spark.stream.packing import (
     BUCKET,
     ET,
     KIND,
+    KIND_ELEMENT,
+    KIND_POINT,
     MARK,
     MARKS_NONE,
     MARKS_SERIES,
@@ -118,22 +122,65 @@ __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_C
            "ROCKSDB", "ROW_KIND", "STATS", "STATS_FIELDS", "BucketProcessor", "Packer",
            "check_streamable", "native_panes", "runs_natively", "stream_panes"]
 
-def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
+def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = None,
+                 ) -> DataFrame:
     """The panes of a windowed block over a streaming input (a streaming DataFrame):
-    keys, aggregates, pane columns and the hidden §7 rank, in append mode."""
+    keys, aggregates, pane columns and the hidden §7 rank, in append mode. ``history``:
+    the input stage over a continuous query's history (:mod:`dfsql.spark.stream.backfill`),
+    packed as the stream is into the processor's initial state."""
     from pyspark.sql import functions as F  # noqa: N812
 
     cl = plan.clauses
     keys = list(plan.stages.key_columns)
     payload = [n for n in inp.columns if n.startswith("__c")]
     aggs = _aggregates(plan, inp)
-    buckets = _buckets(plan.spark)
+    engine = cl.processing_time is None
+    static, marks, packed = _packed(plan, inp, keys, payload)
+    if engine:
+        # Spark's own watermark over the blobs' largest event times, only so that Spark
+        # runs a batch without data when it moves (for the buckets' event-time timers);
+        # the column goes before the stateful operator, which filters nothing then
+        assert isinstance(cl.watermark, c.WatermarkDelay)
+        packed = packed.withWatermark(MAX_ET, f"{cl.watermark.delay.micros // 1000} "
+                                              "milliseconds")
+    packed = packed.drop(MAX_ET)
+    initial = None
+    if history is not None:  # one row per bucket: handleInitialState is called once
+        _, _, packed_history = _packed(plan, history, keys, payload)
+        initial = packed_history.groupBy(BUCKET).agg(
+            F.collect_list(F.when(F.col(KIND) == KIND_ELEMENT, F.col(BLOB))).alias(ELEMENTS),
+            F.collect_list(F.when(F.col(KIND) == KIND_POINT, F.col(BLOB))).alias(POINTS),
+        ).groupBy(BUCKET)
+    out_schema = _processor_schema(cl, inp.schema, keys, aggs.types)
+    fields = out_schema.fields
+    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
+                           marks)
+    panes = packed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
+        timeMode="EventTime" if engine else "None", initialState=initial)
+    panes = _observed(panes).where(F.col(ROW_KIND) != STATS)
+    late = _late_row(plan, keys) if cl.late_rows_into else []
+    return panes.select(
+        *keys, *[a for a, _ in aggs.types],
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"),
+        "pane_index", "pane_timing", "is_last",
+        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
+        *late)
 
+
+def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str]):
+    """(bounded watermark timeline, marks kind, the input packed per bucket): each input
+    partition's elements as a blob per bucket and its watermark points to every bucket
+    (:class:`~dfsql.spark.stream.packing.Packer`), the same for a stream and its history."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    cl = plan.clauses
+    buckets = _buckets(plan.spark)
     if EVENT_TIME not in inp.columns:
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
-    engine = cl.processing_time is None
-    if engine:  # the engine's clock: every row arrives at its micro-batch's timestamp
-        inp = inp.withColumn(PROCESSING_TIME, F.current_timestamp())
+    if cl.processing_time is None:  # the engine's clock: every row arrives at its
+        inp = inp.withColumn(PROCESSING_TIME, F.current_timestamp())  # batch's timestamp
     # a row without an arrival time has no place in processing time: it is left out
     # every row drives time (LANGUAGE.md §4): the packer takes the watermark points and
     # the frontier from all of them, and the elements from those WHERE keeps
@@ -160,31 +207,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame) -> DataFrame:
     packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
         Packer(buckets, marks, percentile), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, "
                                  f"{MAX_ET} TIMESTAMP")
-    if engine:
-        # Spark's own watermark over the blobs' largest event times, only so that Spark
-        # runs a batch without data when it moves (for the buckets' event-time timers);
-        # the column goes before the stateful operator, which filters nothing then
-        assert isinstance(cl.watermark, c.WatermarkDelay)
-        packed = packed.withWatermark(MAX_ET, f"{cl.watermark.delay.micros // 1000} "
-                                              "milliseconds")
-    packed = packed.drop(MAX_ET)
-    out_schema = _processor_schema(cl, inp.schema, keys, aggs.types)
-    fields = out_schema.fields
-    proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
-                           marks)
-    panes = packed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
-        timeMode="EventTime" if engine else "None")
-    panes = _observed(panes).where(F.col(ROW_KIND) != STATS)
-    late = _late_row(plan, keys) if cl.late_rows_into else []
-    return panes.select(
-        *keys, *[a for a, _ in aggs.types],
-        F.timestamp_micros("window_start").alias("window_start"),
-        F.timestamp_micros("window_end").alias("window_end"),
-        "pane_index", "pane_timing", "is_last",
-        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
-        *late)
-
+    return static, marks, packed
 
 
 def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types) -> StructType:

@@ -1,0 +1,141 @@
+"""A continuous query's history (``BACKFILL FROM``, LANGUAGE.md §8c), read as its
+stream is read.
+
+The history is the stream's own past: a bounded relation with the stream's columns
+holding what arrived before the stream's first row. The windowed block's input stage is
+rendered again with the stream's relation replaced by the history (a transform of the
+block's input tree: the same projection, joins and WHERE verdict), so the history's rows
+reach the bucket processor exactly as the stream's would; packed the same way, they are
+the processor's initial state (transformWithState's ``initialState``), which it runs as
+the step before the stream's first micro-batch
+(:meth:`~dfsql.spark.stream.buckets.BucketProcessor.handleInitialState`). The history's
+panes then reach the sink with that micro-batch, committed with it: a query killed
+before its first batch completes backfills again on restart, exactly once; one restarted
+after it reads no history at all (:func:`needed`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dfsql.errors import AnalysisError, SourceError
+from dfsql.language.names import IN_QUERY, PROCESSING_TIME
+from dfsql.language.stages import relation_name
+from dfsql.spark.errors import map_spark_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from dfsql.language.continuous import Backfill
+    from dfsql.spark.plan.values import ReplayPlan
+
+HINT = ("the history has the stream's columns (its processing-time column included) and "
+        "holds what arrived before the stream's first row")
+
+
+def needed(spark: SparkSession, checkpoint: str | None) -> bool:
+    """Whether a query starting from ``checkpoint`` still needs its history: not once a
+    micro-batch has committed (the first one carried the history's state and panes)."""
+    from dfsql.spark.stream.checkpoint import committed_batches
+
+    return checkpoint is None or not committed_batches(spark, checkpoint)
+
+
+def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
+    """The block's input stage over the history instead of the stream: the rows the
+    bucket processor's initial state is packed from (``plan.timed_input_df()``'s
+    columns, over the history)."""
+    cl = plan.clauses
+    if cl.processing_time is None:
+        raise _error(backfill, "BACKFILL needs the query's PROCESSING TIME <column>: the "
+                     "history arrives in that column's order, and the stream goes on from "
+                     "its latest instant", "add PROCESSING TIME <arrival column> to the query")
+    if _reads_marks_stream(plan):
+        raise _error(backfill, "BACKFILL is not supported with WATERMARK FROM a stream yet "
+                     "(its marks have no history)", "use WATERMARK DELAY, PERCENTILE or "
+                     "FROM a bounded table")
+    history = _history_frame(plan, backfill)
+    view = plan.name("__dfsql_history")
+    plan.temp_view(history, view)
+    streams = _stream_relations(plan)
+    if len(streams) != 1:
+        raise _error(backfill, "BACKFILL needs a query that reads exactly one stream "
+                     f"(it reads {len(streams) or 'no'} streams)",
+                     "the history stands in for the query's one streaming source")
+    timed = plan.stages.filters_input
+    from pyspark.errors import PySparkException
+
+    try:
+        df = plan.spark.sql(plan.input_sql(timed, relations={streams[0]: view}))
+        df.schema  # noqa: B018 - analyses it: a column the history lacks is found here
+    except PySparkException as exc:
+        mapped = map_spark_error(exc, None)
+        if mapped is None:
+            raise
+        raise _error(backfill, f"the history cannot stand in for the stream {streams[0]}: "
+                     f"{mapped.message}", HINT) from None
+    if timed and PROCESSING_TIME in df.columns:
+        df = df.where(f"{IN_QUERY} OR {PROCESSING_TIME} IS NOT NULL")
+    return df
+
+
+def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
+    """The history as a bounded DataFrame: the relation read (its errors placed where it
+    was written), or the DataFrame given."""
+    from pyspark.errors import PySparkException
+
+    if backfill.frame is not None:
+        df = backfill.frame
+    else:
+        try:
+            df = plan.spark.sql(backfill.sql)
+            df.schema  # noqa: B018
+        except PySparkException as exc:
+            mapped = map_spark_error(exc, backfill.source)
+            if mapped is None:
+                raise
+            raise mapped from None
+    if df.isStreaming:  # type: ignore[union-attr]
+        raise _error(backfill, "BACKFILL FROM reads a bounded table, not a stream",
+                     HINT, SourceError)
+    return df  # type: ignore[return-value]
+
+
+def _stream_relations(plan: ReplayPlan) -> list[str]:
+    """The names of the streaming relations the block's input stage reads (as written,
+    qualified as written): a tree walk, each name asked of Spark's catalog."""
+    tree = plan.stages.timed_input if plan.stages.filters_input else plan.stages.input
+    placeholders = set(plan.views)
+    found: list[str] = []
+    for table in tree.find_all(exp.Table):
+        name = relation_name(table)
+        if not name or name in placeholders or name in found:
+            continue
+        try:
+            streaming = plan.spark.table(name).isStreaming
+        except Exception:  # noqa: BLE001 - not a catalog relation (a CTE's name, a path)
+            continue
+        if streaming:
+            found.append(name)
+    return found
+
+
+def _reads_marks_stream(plan: ReplayPlan) -> bool:
+    from dfsql.model import clauses as c
+
+    wm = plan.clauses.watermark
+    if not isinstance(wm, c.WatermarkFrom):
+        return False
+    try:
+        return plan.spark.table(wm.table).isStreaming
+    except Exception:  # noqa: BLE001 - its own error comes with planning
+        return False
+
+
+def _error(backfill: Backfill, message: str, hint: str,
+           cls: type[AnalysisError] | type[SourceError] = AnalysisError):
+    p = backfill.source.pos(max(backfill.offset, 0))
+    line, col = (p.line, p.column) if backfill.offset >= 0 else (1, 1)
+    return cls(message, line, col, hint)
