@@ -23,7 +23,9 @@ from sqlglot import exp
 from dfsql.errors import AnalysisError, SourceError
 from dfsql.language.names import IN_QUERY, PROCESSING_TIME
 from dfsql.language.stages import relation_name
+from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error
+from dfsql.spark.stream.checkpoint import committed_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,8 +40,6 @@ HINT = ("the history has the stream's columns (its processing-time column includ
 def needed(spark: SparkSession, checkpoint: str | None) -> bool:
     """Whether a query starting from ``checkpoint`` still needs its history: not once a
     micro-batch has committed (the first one carried the history's state and panes)."""
-    from dfsql.spark.stream.checkpoint import committed_batches
-
     return checkpoint is None or not committed_batches(spark, checkpoint)
 
 
@@ -123,8 +123,6 @@ def _stream_relations(plan: ReplayPlan) -> list[str]:
 
 
 def _reads_marks_stream(plan: ReplayPlan) -> bool:
-    from dfsql.model import clauses as c
-
     wm = plan.clauses.watermark
     if not isinstance(wm, c.WatermarkFrom):
         return False
