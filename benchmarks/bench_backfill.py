@@ -1,8 +1,9 @@
 """A continuous query started over its history (``BACKFILL``, issue #34) against the same
 events fed to it as micro-batches, in the same run.
 
-The generator's events (``gen_events.py --split-files 20``, rows in arrival order): the
-first 19 files are the history, the last one the live stream. Three ways to the same
+The generator's events (``gen_events.py --split-files F``, rows in arrival order; F is
+``--split-files``, 20 by default): the first F − 1 files are the history, the last one the
+live stream. Three ways to the same
 panes, each into a no-op sink through ``dfsql.start`` (the sink gets every micro-batch in
 §7's changelog order), each from a fresh checkpoint:
 
@@ -18,7 +19,8 @@ Query: the column's clock, SESSIONS(GAP 30 SECONDS), WATERMARK DELAY 10 SECONDS,
 median of ``--runs`` runs after one warm-up; the ratios are micro-batches / backfill (the
 speed-up) and backfill / replay. Usage::
 
-    python benchmarks/bench_backfill.py [--events 4000000] [--runs 3] [--files-per-batch 1]
+    python benchmarks/bench_backfill.py [--events 4000000] [--runs 3] [--split-files 20]
+        [--files-per-batch 1] [--trigger retracting|default]
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stream import dataset  # noqa: E402
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_stream import DATA, GEN, dataset  # noqa: E402
 
 QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
          "WINDOW SESSIONS(GAP 30 SECONDS) ON event_time WATERMARK DELAY 10 SECONDS "
@@ -43,18 +47,33 @@ TRIGGERS = {"retracting": "TRIGGER EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT 
             "default": ""}
 
 
+def split(events: int, files: int) -> Path:
+    """``bench_stream.dataset``'s events cut into another number of files."""
+    out = DATA / f"stream_{events}_{files}.parquet"
+    parts = DATA / f"stream_{events}_{files}.stream"
+    if not parts.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(GEN), "--events", str(events), "--keys", "10000",
+                        "--seed", "1", "--split-files", str(files), "--out", str(out),
+                        "--quiet"], check=True)
+    return parts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=4_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--files-per-batch", type=int, default=1)
+    ap.add_argument("--split-files", type=int, default=20,
+                    help="files the events are cut into (the live stream's micro-batches)")
     ap.add_argument("--trigger", choices=list(TRIGGERS), default="retracting")
     args = ap.parse_args(argv)
 
     import dfsql
 
     spark = dfsql.session()
-    src = dataset(args.events)
+    src = dataset(args.events) if args.split_files == 20 else split(args.events,
+                                                                    args.split_files)
     files = sorted(src.glob("*.parquet"))
     schema = spark.read.parquet(str(src)).schema
     tmp = Path(tempfile.mkdtemp(prefix="dfsql-bench-backfill-"))

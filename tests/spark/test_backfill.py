@@ -218,3 +218,53 @@ def test_backfill_mistakes_are_positioned_and_start_nothing(spark, paper_split, 
     assert info.value.hint
     assert not spark.streams.active
     assert dfsql.sql("SHOW STREAMING QUERIES", spark).collect() == []
+
+
+def test_a_first_batch_without_arrivals_still_delivers_the_history(spark, paper_split,
+                                                                   tmp_path):
+    """The stream's first micro-batch holds one row that never arrives (NULL arrival
+    time): no bucket has an element or a watermark point, yet each is called (with an
+    empty points blob) and emits its history's rows then."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    path = paper_split("2015-09-01 12:07:10", trickle=True)
+    first = pq.read_table(sorted(path.glob("*.parquet"))[0]).slice(0, 1).to_pandas()
+    first["arrival_time"] = pd.NaT
+    first["arrival_time"] = first["arrival_time"].dt.tz_localize("UTC")
+    nowhere = path / "part-null.parquet"
+    first.to_parquet(nowhere, index=False, coerce_timestamps="us")
+    os.utime(nowhere, (1_699_999_999, 1_699_999_999))  # read first
+    fig = FIGURES["fig14_sessions_retracting"]
+    batches: dict[int, list] = {}
+
+    def sink(b, i):
+        batches[i] = [tuple(r) for r in b.select(*COLUMNS).collect()]
+
+    q = dfsql.start(fig["query"].replace("FROM scores", "FROM scores_live"), sink=sink,
+                    checkpoint=str(tmp_path / "ck"), backfill="scores_history",
+                    trigger={"availableNow": True}, spark=spark)
+    q.awaitTermination()
+    before_cut = [r for r in _paper_rows(fig) if r[COLUMNS.index("emit_time")] <
+                  datetime(2015, 9, 1, 12, 6, 20)]  # the history's last arrival
+    assert len(before_cut) == 3
+    assert sorted(batches[0], key=repr) == sorted(before_cut, key=repr)
+    got = [r for i in sorted(batches) for r in batches[i]]
+    assert sorted(got, key=repr) == sorted(_paper_rows(fig), key=repr)
+
+
+def test_backfill_needs_buckets_of_keys(spark, paper_split):
+    from dfsql.spark.stream.plan import BUCKETS_CONF
+
+    paper_split("2015-09-01 12:05:00")
+    query = FIGURES["fig14_sessions_retracting"]["query"].replace("FROM scores",
+                                                                 "FROM scores_live")
+    spark.conf.set(BUCKETS_CONF, "-1")
+    try:
+        with pytest.raises(DfsqlError) as info:
+            dfsql.start(query, sink=lambda b, i: None, backfill="scores_history", spark=spark)
+    finally:
+        spark.conf.unset(BUCKETS_CONF)
+    assert "buckets" in str(info.value) and info.value.hint
+    assert not spark.streams.active

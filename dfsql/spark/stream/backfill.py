@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from dfsql.errors import AnalysisError, SourceError
+from dfsql.errors import AnalysisError, NotSupportedError, SourceError
 from dfsql.language.names import IN_QUERY, PROCESSING_TIME
 from dfsql.language.stages import relation_name
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error
 from dfsql.spark.stream.checkpoint import committed_batches
+from dfsql.spark.stream.plan import BUCKETS_CONF, bucket_count
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +53,10 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
         raise _error(backfill, "BACKFILL needs the query's PROCESSING TIME <column>: the "
                      "history arrives in that column's order, and the stream goes on from "
                      "its latest instant", "add PROCESSING TIME <arrival column> to the query")
+    if not bucket_count(plan.spark):
+        raise _error(backfill, f"BACKFILL needs the stream's state kept in buckets of keys "
+                     f"({BUCKETS_CONF} is set to one per user key)",
+                     f"unset {BUCKETS_CONF}", NotSupportedError)
     if _reads_marks_stream(plan):
         raise _error(backfill, "BACKFILL is not supported with WATERMARK FROM a stream yet "
                      "(its marks have no history)", "use WATERMARK DELAY, PERCENTILE or "
@@ -132,8 +137,7 @@ def _reads_marks_stream(plan: ReplayPlan) -> bool:
         return False
 
 
-def _error(backfill: Backfill, message: str, hint: str,
-           cls: type[AnalysisError] | type[SourceError] = AnalysisError):
+def _error(backfill: Backfill, message: str, hint: str, cls: type = AnalysisError):
     p = backfill.source.pos(max(backfill.offset, 0))
     line, col = (p.line, p.column) if backfill.offset >= 0 else (1, 1)
     return cls(message, line, col, hint)

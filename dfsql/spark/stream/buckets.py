@@ -7,8 +7,7 @@ live windows, and the watermark's change points. Each call adds a micro-batch's
 elements and points, re-runs the model (:func:`~dfsql.model.group_also_by_window.drive`)
 over the retained elements up to the new frontier, emits exactly the panes and
 retractions whose emit time lies between the previous frontier and the new one (their
-aggregates from :mod:`dfsql.spark.stream.aggregates`, their §7 places from
-:mod:`dfsql.model.changelog`), and keeps only what a later run needs
+rows from :mod:`dfsql.spark.stream.output_rows`), and keeps only what a later run needs
 (:mod:`dfsql.spark.stream.retention`; see :mod:`dfsql.spark.stream.plan` for the clocks and
 the bounds).
 """
@@ -17,13 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfsql.language.names import SORT_COLUMNS
 from dfsql.model import clauses as c
-from dfsql.model.changelog import (
-    changelog_ranks,
-    emission_place,
-    retraction_place,
-)
 from dfsql.model.group_also_by_window import drive
 from dfsql.model.watermarks import (
     DelayHistogram,
@@ -34,8 +27,13 @@ from dfsql.model.watermarks import (
     writers_timeline,
 )
 from dfsql.model.windows import NULL_EVENT_TIME
-from dfsql.spark.replay.driver import TIMING
-from dfsql.spark.stream.aggregates import bucket_aggregates
+from dfsql.spark.stream.output_rows import (
+    ROW_KIND,
+    STATS,
+    STATS_FIELDS,
+    changelog_rows,
+    late_rows,
+)
 from dfsql.spark.stream.packing import (
     AT,
     BLOB,
@@ -59,22 +57,10 @@ from dfsql.spark.stream.packing import (
 from dfsql.spark.stream.retention import fold_notes, fold_start, retained
 from dfsql.spark.timelines import count_pairs
 
-#: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,
-#: the call's metrics (one row per call, filtered out after Spark observes it), or a
-#: dropped element (LATE ROWS INTO). Metrics and dropped elements have fields of their
-#: own (STATS_FIELDS, LATE_FIELDS), never the pane columns.
-ROW_KIND = "__row_kind"
-PANE, STATS, LATE = 0, 1, 2
-#: the metrics row's fields: elements arrived, retained and dropped as late, the change in
-#: retained elements (summed over every batch it is the state of all buckets, also those
-#: a batch did not run), and the watermark at the new frontier (µs)
-STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark")
-#: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
-LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
 #: the initial state's columns (a backfill's history, packed: one row per bucket)
 ELEMENTS, POINTS = "dfsql_elements", "dfsql_points"
 #: the state's ``timer`` on the processing-time clock (which sets no timers) while the
-#: rows a backfill's history emitted wait in the ``history`` state for the next call
+#: rows a backfill's history emitted wait for the bucket's next call (handleInitialState)
 HISTORY_HELD = 0
 
 
@@ -108,6 +94,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         self.payload = payload
         self.aggs = aggs
         self.out_names = out_names
+        #: each bucket's backfill rows, for its first call (see handleInitialState)
+        self._held: dict = {}
 
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, LongType, StructField, StructType
@@ -126,8 +114,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                              StructField("first_arrival", LongType())])
         self.handle = handle
         self.state = handle.getValueState("bucket", schema)
-        self.history = handle.getValueState(
-            "history", StructType([StructField("rows", BinaryType())]))
 
     def close(self) -> None:
         pass
@@ -147,13 +133,17 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
             pd.DataFrame({AT: [], VALUE: []})
         fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
-        yield from self._step(fresh, pts, note_tables, timerValues)
+        yield from self._step(fresh, pts, note_tables, timerValues, key)
 
     def handleInitialState(self, key, initialState, timerValues=None) -> None:  # noqa: N802
         """A continuous query's history (BACKFILL, :mod:`dfsql.spark.stream.backfill`),
         one row per bucket: run as the step before the stream's first micro-batch. This
-        call cannot emit, so the rows it emitted wait in the ``history`` state for the
-        bucket's next call, which emits them first."""
+        call cannot emit: the rows it emitted wait in memory for the bucket's call with
+        the first micro-batch's rows, which emits them first. That call comes in this
+        task, in this process: PySpark hands a task its buckets' initial states and
+        rows, and every bucket has a row in the first micro-batch (the packer sends one
+        to every bucket from every partition, empty or not). The state says the rows
+        wait (its ``timer``), so that a call without them fails, never drops them."""
         import pandas as pd
         import pyarrow as pa
 
@@ -161,12 +151,19 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       for col in (ELEMENTS, POINTS))
         fresh = pa.concat_tables(elems).to_pandas() if elems else None
         points = pa.concat_tables(pts).to_pandas() if pts else pd.DataFrame({AT: [], VALUE: []})
-        out = [f for f in self._step(fresh, points, []) if len(f)]
-        self.history.update((to_ipc(pa.Table.from_pandas(pd.concat(out, ignore_index=True),
-                                                         preserve_index=False)),))
+        self._held[tuple(key)] = pd.concat([f for f in self._step(fresh, points, []) if len(f)],
+                                           ignore_index=True)
         kept = list(self.state.get())
         kept[5] = HISTORY_HELD  # the ``timer`` field (see init)
         self.state.update(tuple(kept))
+
+    def _held_rows(self, key):
+        """The rows this bucket's backfill emitted (handleInitialState), once."""
+        rows = self._held.pop(tuple(key) if key is not None else None, None)
+        if rows is None:  # never: every bucket is called in the first micro-batch
+            raise RuntimeError(f"the rows bucket {key} emitted from its backfill were lost; "
+                               "start the query again from a new checkpoint")
+        return rows
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo=None):  # noqa: N802
         """The engine's clock: a micro-batch without rows for this bucket is still an
@@ -177,7 +174,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         yield from self._step(None, pd.DataFrame({AT: [now], VALUE: [None]}), [],
                               timerValues)
 
-    def _step(self, fresh, pts, note_tables, timer_values=None):
+    def _step(self, fresh, pts, note_tables, timer_values=None, key=None):
         """Add a micro-batch's elements, points and notes to the bucket's state; run the
         model up to the new frontier; yield the rows emitted before it and the metrics."""
         import pandas as pd
@@ -185,8 +182,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
         old_elems, old_t, old_v, frontier, notes, pending, timer = self._load()
         if timer == HISTORY_HELD and not self.engine:  # a backfill's rows, first
-            yield from_ipc(self.history.get()[0]).to_pandas(integer_object_nulls=True)
-            self.history.clear()
+            yield self._held_rows(key)
             timer = NEG
         if note_tables:  # the writers' notes so far (FROM a stream BY writer); a note
             # behind the frontier (its input was let pass as idle) arrives now
@@ -406,12 +402,12 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       et_raw.fillna(0).to_numpy().astype(np.int64))
         r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
 
-        out = self._changelog_rows(r, elems, dense, lo, hi)
+        out = changelog_rows(r, elems, dense, lo, hi, self.keys, self.aggs, self.out_names)
         dropped = np.zeros(len(elems), bool)
         dropped[r.dropped_row] = True
         self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
         if self.clauses.late_rows_into and self._dropped:
-            late = self._late_rows(r, elems, at, lo, hi)
+            late = late_rows(r, elems, at, lo, hi, self.keys, self.out_names)
             out = late if out is None else pd.concat([out, late], ignore_index=True)
         if len(timeline.times):
             wm_now = int(timeline.at(hi - 1))
@@ -421,48 +417,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         oldest = int(at[keep].min()) if keep.any() else hi
         t_all, v_all = self._fold(t_all, v_all, oldest)
         return out, elems, t_all, v_all
-
-    def _changelog_rows(self, r, elems, dense: np.ndarray, lo: int, hi: int):
-        """The panes and retractions the run emitted in [lo, hi) as rows of the output's
-        schema (aggregates by the model's kernels, §7 places from the model's changelog),
-        or None."""
-        import pandas as pd
-
-        n_panes = len(r.pane_key)
-        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
-        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
-        retracted = r.retraction_pane[rmask]
-        needed = np.zeros(n_panes, bool)
-        needed[emitted] = True
-        needed[retracted] = True
-        if not needed.any():
-            return None
-        values = bucket_aggregates(r, elems, n_panes, self.aggs)
-        ranks = changelog_ranks(r, r.pane_window_start)
-        e_ids = np.flatnonzero(emitted)
-        ids = np.r_[e_ids, retracted]
-        is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
-        emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
-        rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
-        first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
-        cols = {}
-        for k in self.keys:
-            cols[k] = elems[k].to_numpy()[first_row]
-        for alias, _, _ in self.aggs:
-            cols[alias] = values[alias][ids]
-        ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
-        cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
-        cols["window_start"][ws == NEG] = pd.NA
-        cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
-        cols["window_end"][we == POS] = pd.NA
-        cols["pane_index"] = r.pane_index[ids].astype(np.int64)
-        cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
-        cols["is_last"] = r.pane_is_last[ids].astype(bool)
-        cols["emit_time"] = emit.astype(np.int64)
-        cols["is_retraction"] = is_ret
-        cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
-        cols[ROW_KIND] = np.full(len(ids), PANE, np.int8)
-        return pd.DataFrame(cols, columns=self.out_names)
 
     def _writers_timeline(self):
         """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""
@@ -474,25 +428,3 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         n = self._notes
         return writers_timeline(n.column(WRITER).to_pylist(), n.column(AT).to_numpy(),
                                 n.column(ET).to_numpy(), timeout)
-
-    def _late_rows(self, r, elems, at: np.ndarray, lo: int, hi: int):
-        """The elements dropped in [lo, hi), each as one row of the output's schema, in
-        the fields :data:`LATE_FIELDS` names: its event time, its arrival, the watermark
-        then, and why (the replay's LATE ROWS INTO)."""
-        import pandas as pd
-
-        rows = r.dropped_row
-        sel = (at[rows] >= lo) & (at[rows] < hi)
-        rows = rows[sel]
-        row = {n: pd.Series([None] * len(rows), dtype=object) for n in self.out_names}
-        for k in self.keys:
-            row[k] = elems[k].to_numpy()[rows]
-        wm = r.dropped_watermark[sel]
-        event_time, arrival, watermark, reason = LATE_FIELDS
-        row[event_time] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
-        row[arrival] = at[rows]
-        row[watermark] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
-        row[watermark][wm == NEG] = pd.NA
-        row[reason] = np.asarray(r.dropped_reason_text)[sel]
-        row[ROW_KIND] = np.full(len(rows), LATE, np.int8)
-        return pd.DataFrame(row, columns=self.out_names)

@@ -45,10 +45,15 @@ class Packer:
     stateful operator then receives a few rows per bucket instead of one per element
     (PySpark hands its input to the processor row by row)."""
 
-    def __init__(self, buckets: int, marks: int = MARKS_NONE, percentile: bool = False) -> None:
+    def __init__(self, buckets: int, marks: int = MARKS_NONE, percentile: bool = False,
+                 every_bucket: bool = False) -> None:
         self.buckets = buckets
         self.marks = marks
         self.percentile = percentile
+        #: a partition without rows still sends (empty) points to every bucket, so that
+        #: every bucket is called in every micro-batch (a backfilled stream's first one
+        #: hands each bucket its history's rows: BucketProcessor.handleInitialState)
+        self.every_bucket = every_bucket
 
     def __call__(self, batches):
         import pyarrow as pa
@@ -56,6 +61,8 @@ class Packer:
 
         batches = [b for b in batches if b.num_rows]
         if not batches:
+            if self.every_bucket and self.buckets:
+                yield self._empty_points()
             return
         table = pa.Table.from_batches(batches).combine_chunks()
         marks = None
@@ -105,6 +112,20 @@ class Packer:
             [pa.array(ids, pa.int32()), pa.array(kinds, pa.int8()), pa.array(blobs, pa.binary()),
              max_et], names=[BUCKET, KIND, BLOB, MAX_ET])
 
+
+    def _empty_points(self):
+        """One row per bucket with no watermark points: the call moves nothing."""
+        import pyarrow as pa
+
+        cols = {AT: pa.array([], pa.int64()), VALUE: pa.array([], pa.int64())}
+        if self.percentile:
+            cols[N_ROWS] = pa.array([], pa.int64())
+        blob = to_ipc(pa.table(cols))
+        n = self.buckets
+        return pa.RecordBatch.from_arrays(
+            [pa.array(range(n), pa.int32()), pa.array([KIND_POINT] * n, pa.int8()),
+             pa.array([blob] * n, pa.binary()), pa.nulls(n, pa.timestamp("us", tz="UTC"))],
+            names=[BUCKET, KIND, BLOB, MAX_ET])
 
     def _points(self, elements, marks):
         """The partition's watermark points: from the elements' event times (DELAY), or

@@ -82,16 +82,14 @@ from dfsql.model import clauses as c
 from dfsql.spark.plan.native_batch import batch_panes_sql
 from dfsql.spark.plan.values import late_row_key_names
 from dfsql.spark.replay.ordering import shuffle_partitions
-from dfsql.spark.stream.buckets import (
-    ELEMENTS,
+from dfsql.spark.stream.buckets import ELEMENTS, POINTS, BucketProcessor
+from dfsql.spark.stream.output_rows import (
     LATE,
     LATE_FIELDS,
     PANE,
-    POINTS,
     ROW_KIND,
     STATS,
     STATS_FIELDS,
-    BucketProcessor,
 )
 from dfsql.spark.stream.packing import (
     AT,
@@ -120,6 +118,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_CONF", "PANE",
            "ROCKSDB", "ROW_KIND", "STATS", "STATS_FIELDS", "BucketProcessor", "Packer",
+           "bucket_count",
            "check_streamable", "native_panes", "runs_natively", "stream_panes"]
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = None,
@@ -135,7 +134,8 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
     payload = [n for n in inp.columns if n.startswith("__c")]
     aggs = _aggregates(plan, inp)
     engine = cl.processing_time is None
-    static, marks, packed = _packed(plan, inp, keys, payload)
+    static, marks, packed = _packed(plan, inp, keys, payload,
+                                    every_bucket=history is not None)
     if engine:
         # Spark's own watermark over the blobs' largest event times, only so that Spark
         # runs a batch without data when it moves (for the buckets' event-time timers);
@@ -169,14 +169,15 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
         *late)
 
 
-def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str]):
+def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str],
+            every_bucket: bool = False):
     """(bounded watermark timeline, marks kind, the input packed per bucket): each input
     partition's elements as a blob per bucket and its watermark points to every bucket
     (:class:`~dfsql.spark.stream.packing.Packer`), the same for a stream and its history."""
     from pyspark.sql import functions as F  # noqa: N812
 
     cl = plan.clauses
-    buckets = _buckets(plan.spark)
+    buckets = bucket_count(plan.spark)
     if EVENT_TIME not in inp.columns:
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
     if cl.processing_time is None:  # the engine's clock: every row arrives at its
@@ -205,8 +206,8 @@ def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str
         bucket_of = F.hash(*[F.col(k) for k in keys])
     percentile = isinstance(cl.watermark, c.WatermarkPercentile)
     packed = elements.withColumn(BUCKET, bucket_of).mapInArrow(
-        Packer(buckets, marks, percentile), f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, "
-                                 f"{MAX_ET} TIMESTAMP")
+        Packer(buckets, marks, percentile, every_bucket),
+        f"{BUCKET} INT, {KIND} TINYINT, {BLOB} BINARY, {MAX_ET} TIMESTAMP")
     return static, marks, packed
 
 
@@ -451,7 +452,8 @@ def _aggregates(plan: ReplayPlan, inp: DataFrame) -> _Aggregates:
 BUCKETS_CONF = "dfsql.stream.buckets"
 
 
-def _buckets(spark) -> int:
+def bucket_count(spark) -> int:
+    """The buckets of user keys a stream's state is kept in (0: one per user key)."""
     try:
         return max(0, int(spark.conf.get(BUCKETS_CONF, None) or shuffle_partitions(spark)))
     except ValueError:

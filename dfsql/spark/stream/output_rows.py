@@ -1,0 +1,94 @@
+"""The bucket processor's output rows (:mod:`dfsql.spark.stream.buckets`): panes and
+retractions with their aggregates and §7 places, the call's metrics and dropped elements,
+each a row of the processor's one output schema, told apart by :data:`ROW_KIND`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfsql.language.names import SORT_COLUMNS
+from dfsql.model.changelog import changelog_ranks, emission_place, retraction_place
+from dfsql.spark.replay.driver import TIMING
+from dfsql.spark.stream.aggregates import bucket_aggregates
+from dfsql.spark.stream.packing import ET, NEG, POS
+
+#: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,
+#: the call's metrics (one row per call, filtered out after Spark observes it), or a
+#: dropped element (LATE ROWS INTO). Metrics and dropped elements have fields of their
+#: own (STATS_FIELDS, LATE_FIELDS), never the pane columns.
+ROW_KIND = "__row_kind"
+PANE, STATS, LATE = 0, 1, 2
+#: the metrics row's fields: elements arrived, retained and dropped as late, the change in
+#: retained elements (summed over every batch it is the state of all buckets, also those
+#: a batch did not run), and the watermark at the new frontier (µs)
+STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark")
+#: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
+LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
+
+
+def changelog_rows(r, elems, dense: np.ndarray, lo: int, hi: int, keys: list[str],
+                   aggs: list[tuple[str, str, str | None]], out_names: list[str]):
+    """The panes and retractions the run emitted in [lo, hi) as rows of the output's
+    schema (aggregates by the model's kernels, §7 places from the model's changelog),
+    or None."""
+    import pandas as pd
+
+    n_panes = len(r.pane_key)
+    emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+    rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+    retracted = r.retraction_pane[rmask]
+    needed = np.zeros(n_panes, bool)
+    needed[emitted] = True
+    needed[retracted] = True
+    if not needed.any():
+        return None
+    values = bucket_aggregates(r, elems, n_panes, aggs)
+    ranks = changelog_ranks(r, r.pane_window_start)
+    e_ids = np.flatnonzero(emitted)
+    ids = np.r_[e_ids, retracted]
+    is_ret = np.r_[np.zeros(len(e_ids), bool), np.ones(len(retracted), bool)]
+    emit = np.r_[r.pane_emit_time[e_ids], r.retraction_emit_time[rmask]]
+    rank = np.r_[emission_place(ranks[e_ids]), retraction_place(ranks[retracted])]
+    first_row = np.searchsorted(dense, r.pane_key[ids], side="left")
+    cols = {}
+    for k in keys:
+        cols[k] = elems[k].to_numpy()[first_row]
+    for alias, _, _ in aggs:
+        cols[alias] = values[alias][ids]
+    ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
+    cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
+    cols["window_start"][ws == NEG] = pd.NA
+    cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
+    cols["window_end"][we == POS] = pd.NA
+    cols["pane_index"] = r.pane_index[ids].astype(np.int64)
+    cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
+    cols["is_last"] = r.pane_is_last[ids].astype(bool)
+    cols["emit_time"] = emit.astype(np.int64)
+    cols["is_retraction"] = is_ret
+    cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
+    cols[ROW_KIND] = np.full(len(ids), PANE, np.int8)
+    return pd.DataFrame(cols, columns=out_names)
+
+
+def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, keys: list[str],
+              out_names: list[str]):
+    """The elements dropped in [lo, hi), each as one row of the output's schema, in
+    the fields :data:`LATE_FIELDS` names: its event time, its arrival, the watermark
+    then, and why (the replay's LATE ROWS INTO)."""
+    import pandas as pd
+
+    rows = r.dropped_row
+    sel = (at[rows] >= lo) & (at[rows] < hi)
+    rows = rows[sel]
+    row = {n: pd.Series([None] * len(rows), dtype=object) for n in out_names}
+    for k in keys:
+        row[k] = elems[k].to_numpy()[rows]
+    wm = r.dropped_watermark[sel]
+    event_time, arrival, watermark, reason = LATE_FIELDS
+    row[event_time] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
+    row[arrival] = at[rows]
+    row[watermark] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
+    row[watermark][wm == NEG] = pd.NA
+    row[reason] = np.asarray(r.dropped_reason_text)[sel]
+    row[ROW_KIND] = np.full(len(rows), LATE, np.int8)
+    return pd.DataFrame(row, columns=out_names)
