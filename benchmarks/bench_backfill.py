@@ -29,15 +29,13 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_stream import DATA, GEN, dataset  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stream import dataset  # noqa: E402
 
 QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
          "WINDOW SESSIONS(GAP 30 SECONDS) ON event_time WATERMARK DELAY 10 SECONDS "
@@ -45,18 +43,6 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
 TRIGGERS = {"retracting": "TRIGGER EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
                           "EMIT ACCUMULATING AND RETRACTING",
             "default": ""}
-
-
-def split(events: int, files: int) -> Path:
-    """``bench_stream.dataset``'s events cut into another number of files."""
-    out = DATA / f"stream_{events}_{files}.parquet"
-    parts = DATA / f"stream_{events}_{files}.stream"
-    if not parts.exists():
-        DATA.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(GEN), "--events", str(events), "--keys", "10000",
-                        "--seed", "1", "--split-files", str(files), "--out", str(out),
-                        "--quiet"], check=True)
-    return parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     import dfsql
 
     spark = dfsql.session()
-    src = dataset(args.events) if args.split_files == 20 else split(args.events,
-                                                                    args.split_files)
+    src = dataset(args.events, args.split_files)
     files = sorted(src.glob("*.parquet"))
     schema = spark.read.parquet(str(src)).schema
     tmp = Path(tempfile.mkdtemp(prefix="dfsql-bench-backfill-"))

@@ -45,16 +45,17 @@ TAILS = {"default": "",
                        "EMIT ACCUMULATING AND RETRACTING"}
 
 
-def dataset(events: int) -> Path:
-    """The generator's rows cut into 20 files of contiguous arrival time (modification
-    times in that order, which is the order a file stream reads them)."""
-    out = DATA / f"stream_{events}.parquet"
-    split = DATA / f"stream_{events}.stream"
+def dataset(events: int, files: int = 20) -> Path:
+    """The generator's rows cut into ``files`` files of contiguous arrival time
+    (modification times in that order, which is the order a file stream reads them)."""
+    name = f"stream_{events}" if files == 20 else f"stream_{events}_{files}"
+    out = DATA / f"{name}.parquet"
+    split = DATA / f"{name}.stream"
     if not split.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(GEN), "--events", str(events), "--keys", "10000",
-                        "--seed", "1", "--split-files", "20", "--out", str(out), "--quiet"],
-                       check=True)
+                        "--seed", "1", "--split-files", str(files), "--out", str(out),
+                        "--quiet"], check=True)
     return split
 
 
