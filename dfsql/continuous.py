@@ -80,7 +80,10 @@ class Totals:
       ``observedMetrics``), else Spark's ``eventTime.watermark`` (Spark's own operator);
     * state: the elements dfsql's executor retains (its batches' ``state_change``,
       summed: every bucket, also those the last batch did not run), or the rows Spark's
-      own operator keeps (``stateOperators[].numRowsTotal`` of the latest batch).
+      own operator keeps (``stateOperators[].numRowsTotal`` of the latest batch);
+    * frontier, rows_latest, marks_latest: dfsql's executor's, of the latest batch that
+      has them: the query's clock, and each input's latest processing time (the rows,
+      and a ``WATERMARK FROM`` stream of marks).
 
     Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates`` reports (100):
     SHOW folds those it has not seen, so totals stay exact while SHOW runs at least that
@@ -90,6 +93,9 @@ class Totals:
     input_rows: int = 0
     watermark: str | None = None
     state: int | None = None
+    frontier: str | None = None
+    rows_latest: str | None = None
+    marks_latest: str | None = None
 
     def fold(self, progress: list) -> None:
         for p in progress:
@@ -105,6 +111,10 @@ class Totals:
                 self.watermark = str(ours["watermark"])
             elif spark_wm and not spark_wm.startswith("1970-01-01T00:00:00"):  # none yet
                 self.watermark = spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000")
+            if ours.get("frontier") is not None or ours.get("rows_latest") is not None:
+                self.frontier, self.rows_latest, self.marks_latest = (
+                    None if ours.get(k) is None else str(ours[k])
+                    for k in ("frontier", "rows_latest", "marks_latest"))
             if "state_change" in ours:  # dfsql's executor (None: no bucket ran)
                 self.state = (self.state or 0) + int(ours["state_change"] or 0)
             elif p.get("stateOperators"):
@@ -231,7 +241,8 @@ def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
 SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
                "input_rows BIGINT, input_rows_per_second DOUBLE, "
                "processed_rows_per_second DOUBLE, watermark STRING, state_elements BIGINT, "
-               "started TIMESTAMP, owner STRING")
+               "frontier STRING, inputs STRING, held_by STRING, started TIMESTAMP, "
+               "owner STRING")
 
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter) -> DataFrame:
@@ -338,14 +349,31 @@ def _show(spark: SparkSession) -> DataFrame:
                      t.last_batch + 1, t.input_rows,
                      float(p.get("inputRowsPerSecond", 0.0) or 0.0),
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
-                     t.watermark, t.state,
+                     t.watermark, t.state, t.frontier, *inputs_shown(t),
                      datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None),
                      r.owner))
     for f in failed_now:
         rows.append((f.name, None, f"FAILED: {f.reason}", f.sink, None, None, 0.0, 0.0, None,
-                     None, datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
+                     None, None, None, None,
+                     datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
                      f.owner))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
+
+
+def inputs_shown(t: Totals) -> tuple[str | None, str | None]:
+    """SHOW's ``inputs`` (each input's latest processing time) and ``held_by`` (the
+    input the frontier stands at: the one the query waits for; several inputs on one
+    clock stand at the earliest, LANGUAGE.md §4)."""
+    if t.rows_latest is None:
+        return None, None
+    if t.marks_latest is None and t.frontier == t.rows_latest:  # one input
+        return f"rows: {t.rows_latest}", "rows"
+    latest = {"rows": t.rows_latest, "marks": t.marks_latest or "nothing yet"}
+    shown = "; ".join(f"{k}: {v}" for k, v in latest.items())
+    if t.frontier is None:  # an input that sent nothing holds the clock
+        return shown, "marks"
+    held = [k for k, v in latest.items() if v == t.frontier]
+    return shown, " and ".join(held) or None
 
 
 def stop_all() -> None:

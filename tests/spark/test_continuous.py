@@ -55,6 +55,9 @@ def test_create_read_show_and_stop(spark, scores_live):
     shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
     assert [(r.name, r.status) for r in shown] == [("fig14_live", "RUNNING")]
     assert shown[0].batches >= 1 and shown[0].state_elements is not None
+    # one input: its latest arrival (the sentinel's) is the frontier, and holds it
+    assert (shown[0].frontier, shown[0].inputs, shown[0].held_by) == (
+        "2015-09-01 13:08:40", "rows: 2015-09-01 13:08:40", "rows")
     # another session of the application sees it too
     other = spark.newSession()
     assert other.sql("SELECT COUNT(*) FROM global_temp.fig14_live").first()[0] == 2

@@ -181,3 +181,40 @@ def test_a_quiet_input_holds_the_frontier_until_its_idle_timeout(spark, tmp_path
                         cuts, mcuts)
     assert passed == want
 
+
+
+def test_show_says_which_input_holds_the_frontier(spark, tmp_path):
+    """SHOW STREAMING QUERIES (LANGUAGE.md §8c, "why no output"): each input's latest
+    processing time, the frontier, and the input it stands at. The marks stop half-way
+    through the rows: the frontier is the last mark's arrival, held by the marks."""
+    from dfsql.continuous import _RUNNING
+
+    rng = np.random.default_rng(22)
+    frame = _with_sentinel(_workload(22))
+    marks = _marks(frame, rng, False).iloc[:-1]
+    marks = marks.iloc[:len(marks) // 2]
+    _write_parts(frame, [len(frame) // 2], tmp_path / "in")
+    _write_parts(marks, [len(marks) // 2], tmp_path / "marks")
+    for name, sub in (("show_rows", "in"), ("show_marks", "marks")):
+        path = str(tmp_path / sub)
+        (spark.readStream.schema(spark.read.parquet(path).schema).parquet(path)
+         .createOrReplaceTempView(name))
+    try:
+        dfsql.sql("CREATE STREAMING QUERY held_by_marks AS " +
+                  QUERY.format(t="show_rows", m="show_marks", tail=""), spark)
+        _RUNNING["held_by_marks"].query.processAllAvailable()
+        [shown] = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
+    finally:
+        for q in spark.streams.active:
+            q.stop()
+        dfsql.sql("STOP STREAMING QUERY held_by_marks", spark)
+        for name in ("show_rows", "show_marks"):
+            spark.catalog.dropTempView(name)
+
+    def when(t) -> str:
+        return str(t.to_pydatetime().replace(tzinfo=None))
+
+    last_mark = when(marks["processing_time"].iloc[-1])
+    assert shown.frontier == last_mark
+    assert shown.inputs == f"rows: {when(frame['arrival_time'].iloc[-1])}; marks: {last_mark}"
+    assert shown.held_by == "marks"

@@ -246,7 +246,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if out is not None and len(out):
             yield out
         before = 0 if old_elems is None else len(old_elems)
-        yield self._stats(0 if fresh is None else len(fresh), len(elems), before)
+        yield self._stats(0 if fresh is None else len(fresh), len(elems), before,
+                          new_frontier - 1 if self.engine and new_frontier != NEG
+                          else new_frontier)  # the engine's: its batch's instant
 
     def _frontier_of_inputs(self, pts) -> int:
         """The frontier after this micro-batch's latest arrivals of the rows and the
@@ -262,15 +264,21 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         idle = self.clauses.watermark.idle_timeout  # marks: WATERMARK FROM a stream
         return inputs_frontier(latest, idle.micros if idle is not None else None, first)
 
-    def _stats(self, arrived: int, retained: int, before: int):
+    def _stats(self, arrived: int, retained: int, before: int, frontier: int):
         """The call's figures for the query's progress, as one row of the output's
         schema, in the fields :data:`STATS_FIELDS` names."""
         import pandas as pd
 
+        def known(t: int) -> list:
+            return [None if t in (NEG, POS) else int(t)]
+
         row = {n: [None] for n in self.out_names}
-        wm = None if self._watermark == NEG else self._watermark
+        # one input: its latest arrival is the frontier; with marks, each input's own
+        rows, marks = self._inputs[:2] if self.marks != MARKS_NONE else (frontier, NEG)
         row.update(zip(STATS_FIELDS, ([arrived], [retained], [self._dropped],
-                                      [retained - before], [wm]), strict=True))
+                                      [retained - before], known(self._watermark),
+                                      known(frontier), known(rows), known(marks)),
+                       strict=True))
         row[ROW_KIND] = [STATS]
         return pd.DataFrame(row, columns=self.out_names)
 

@@ -20,8 +20,11 @@ ROW_KIND = "__row_kind"
 PANE, STATS, LATE = 0, 1, 2
 #: the metrics row's fields: elements arrived, retained and dropped as late, the change in
 #: retained elements (summed over every batch it is the state of all buckets, also those
-#: a batch did not run), and the watermark at the new frontier (µs)
-STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark")
+#: a batch did not run), the watermark at the new frontier, the frontier, and each
+#: input's latest arrival: the rows', and a stream of marks' (µs; SHOW STREAMING QUERIES
+#: says which input holds the frontier)
+STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark",
+                "__frontier", "__rows_latest", "__marks_latest")
 #: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
 LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
 

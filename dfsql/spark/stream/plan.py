@@ -246,7 +246,8 @@ def _observed(panes: DataFrame) -> DataFrame:
 
     stats = F.col(ROW_KIND) == STATS
     fired = F.col(ROW_KIND) == PANE
-    arrived, retained, dropped, change, watermark = (F.col(f) for f in STATS_FIELDS)
+    arrived, retained, dropped, change, watermark, frontier, rows, marks = (
+        F.col(f) for f in STATS_FIELDS)
     return panes.observe(
         METRICS,
         F.sum(F.when(stats, arrived)).alias("elements_in"),
@@ -254,6 +255,9 @@ def _observed(panes: DataFrame) -> DataFrame:
         F.sum(F.when(stats, change)).alias("state_change"),
         F.sum(F.when(stats, dropped)).alias("late_dropped"),
         F.timestamp_micros(F.max(F.when(stats, watermark))).alias("watermark"),
+        F.timestamp_micros(F.max(F.when(stats, frontier))).alias("frontier"),
+        F.timestamp_micros(F.max(F.when(stats, rows))).alias("rows_latest"),
+        F.timestamp_micros(F.max(F.when(stats, marks))).alias("marks_latest"),
         F.count(F.when(fired & ~F.col("is_retraction"), 1)).alias("panes"),
         F.count(F.when(fired & F.col("is_retraction"), 1)).alias("retractions"))
 
