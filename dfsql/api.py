@@ -168,10 +168,10 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if not isinstance(stmt, ContinuousStatement):
         s = _spark(spark)
-        # a restart plans on the shuffle partitions its checkpoint fixed: they number
-        # the buckets its state is kept in (dfsql.spark.stream.checkpoint)
         history = None if backfill is None or not backfill_needed(s, checkpoint) else \
             Backfill.of(backfill)
+        # a restart plans on the shuffle partitions its checkpoint fixed: they number
+        # the buckets its state is kept in (dfsql.spark.stream.checkpoint)
         with as_recorded(s, checkpoint):
             planned = _planned(stmt, text, scanned, s, history)
             stream = planned.stream if planned.result.isStreaming else None

@@ -137,11 +137,7 @@ def _parsed(sql: str) -> exp.Expression:
 def with_views(tree: exp.Expression, views: Mapping[str, str]) -> exp.Expression:
     """A copy of ``tree`` whose unqualified tables named in ``views`` read the view named
     there instead (an inner windowed block's result, as the executor registered it)."""
-    tree = tree.copy()
-    for table in tree.find_all(exp.Table):
-        if not table.db and table.name in views:
-            table.set("this", exp.to_identifier(views[table.name]))
-    return tree
+    return _tables_read_as(tree, lambda t: None if t.db else views.get(t.name))
 
 
 def relation_name(table: exp.Table) -> str:
@@ -156,9 +152,16 @@ def with_relations(tree: exp.Expression, relations: Mapping[str, str]) -> exp.Ex
     """A copy of ``tree`` whose tables named (as :func:`relation_name` says) in
     ``relations`` read the view named there instead, their aliases kept (a continuous
     query's history standing in for its stream)."""
+    return _tables_read_as(tree, lambda t: relations.get(relation_name(t)))
+
+
+def _tables_read_as(tree: exp.Expression, view_of: Callable[[exp.Table], str | None],
+                    ) -> exp.Expression:
+    """A copy of ``tree`` whose tables read the view ``view_of`` names (None: as they
+    are), unqualified, their aliases kept."""
     tree = tree.copy()
     for table in tree.find_all(exp.Table):
-        view = relations.get(relation_name(table))
+        view = view_of(table)
         if view is not None:
             table.set("catalog", None)
             table.set("db", None)

@@ -179,20 +179,25 @@ class BlockPlan:
             self._input = self._checked_input()
         return self._input
 
-    def timed_input_df(self) -> DataFrame:
+    def timed_input_df(self, relations: Mapping[str, str] | None = None) -> DataFrame:
         """The input of a block that runs in processing time (a replay, a stream, EXPLAIN
         FIRINGS and WATERMARK): time belongs to the input (LANGUAGE.md §4), so every
         row the FROM reads drives the watermark, the clock and the replay's end, and the
         column :data:`~dfsql.language.names.IN_QUERY` says which rows WHERE keeps, the
         only ones that enter windows (:func:`in_query`). A row WHERE removes that has no
-        processing time never arrives: it is left out. Without a WHERE, the input stage."""
+        processing time never arrives: it is left out. Without a WHERE, the input stage.
+        ``relations``: tables read as other views instead (a backfill's history in its
+        stream's place), analysed anew."""
         inp = self.input_df()
-        if not self.stages.filters_input:
+        timed = self.stages.filters_input
+        if not timed and not relations:
             return inp
-        if self._timed_input is None:
-            df = self._analysed_input(timed=True)
-            if PROCESSING_TIME in df.columns:
+        if self._timed_input is None or relations:
+            df = self._analysed_input(timed, relations)
+            if timed and PROCESSING_TIME in df.columns:
                 df = df.where(f"{IN_QUERY} OR {PROCESSING_TIME} IS NOT NULL")
+            if relations:
+                return df
             self._timed_input = df
         return self._timed_input
 
@@ -228,11 +233,12 @@ class BlockPlan:
             df = self._analysed_input()
         return df
 
-    def _analysed_input(self, timed: bool = False) -> DataFrame:
+    def _analysed_input(self, timed: bool = False,
+                        relations: Mapping[str, str] | None = None) -> DataFrame:
         from pyspark.errors import PySparkException
 
         try:
-            df = self.spark.sql(self.input_sql(timed))
+            df = self.spark.sql(self.input_sql(timed, relations))
             df.schema  # noqa: B018 - analyses it: a mistake is reported here
         except PySparkException as exc:
             mapped = self._map_fragment(exc)

@@ -40,11 +40,6 @@ class ReplayPlan(Protocol):
         """The inner blocks' placeholder names → their views in this statement run."""
         ...
 
-    def input_sql(self, timed: bool = False, relations: Mapping[str, str] | None = None,
-                  ) -> str:
-        """The input stage's SQL (``relations``: tables read as other views instead)."""
-        ...
-
     def temp_view(self, df: DataFrame, name: str) -> None:
         """Register a temp view that only the statement's own SQL reads."""
         ...
@@ -61,9 +56,9 @@ class ReplayPlan(Protocol):
         """Whether the block reads a streaming source."""
         ...
 
-    def timed_input_df(self) -> DataFrame:
+    def timed_input_df(self, relations: Mapping[str, str] | None = None) -> DataFrame:
         """Every row that drives time, WHERE's verdict in :data:`IN_QUERY` (see
-        :func:`in_query`)."""
+        :func:`in_query`); ``relations``: tables read as other views instead."""
         ...
 
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from dfsql.errors import AnalysisError, NotSupportedError, SourceError
-from dfsql.language.names import IN_QUERY, PROCESSING_TIME
+from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.stages import relation_name
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error
@@ -69,21 +68,11 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
         raise _error(backfill, "BACKFILL needs a query that reads exactly one stream "
                      f"(it reads {len(streams) or 'no'} streams)",
                      "the history stands in for the query's one streaming source")
-    timed = plan.stages.filters_input
-    from pyspark.errors import PySparkException
-
-    try:
-        df = plan.spark.sql(plan.input_sql(timed, relations={streams[0]: view}))
-        df.schema  # noqa: B018 - analyses it: a column the history lacks is found here
-    except PySparkException as exc:
-        mapped = map_spark_error(exc, None)
-        if mapped is None:
-            raise
+    try:  # analysed here: a column the history lacks is found now
+        return plan.timed_input_df({streams[0]: view})
+    except DfsqlError as err:
         raise _error(backfill, f"the history cannot stand in for the stream {streams[0]}: "
-                     f"{mapped.message}", HINT) from None
-    if timed and PROCESSING_TIME in df.columns:
-        df = df.where(f"{IN_QUERY} OR {PROCESSING_TIME} IS NOT NULL")
-    return df
+                     f"{err.message}", HINT) from None
 
 
 def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:

@@ -119,8 +119,6 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         pass
 
     def handleInputRows(self, key, rows, timerValues=None):  # noqa: N802 (Spark's name)
-        import pandas as pd
-        import pyarrow as pa
 
         elem_tables, point_tables, note_tables = [], [], []
         by_kind = {KIND_ELEMENT: elem_tables, KIND_POINT: point_tables, KIND_MARKS: note_tables}
@@ -130,10 +128,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                 by_kind[kind].append(from_ipc(blob))
         if not elem_tables and not point_tables:
             return
-        pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
-            pd.DataFrame({AT: [], VALUE: []})
-        fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
-        yield from self._step(fresh, pts, note_tables, timerValues, key)
+        yield from self._step(*_frames(elem_tables, point_tables), note_tables, timerValues,
+                              key)
 
     def handleInitialState(self, key, initialState, timerValues=None) -> None:  # noqa: N802
         """A continuous query's history (BACKFILL, :mod:`dfsql.spark.stream.backfill`),
@@ -145,21 +141,18 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         to every bucket from every partition, empty or not). The state says the rows
         wait (its ``timer``), so that a call without them fails, never drops them."""
         import pandas as pd
-        import pyarrow as pa
 
         elems, pts = ([from_ipc(b) for cell in initialState[col] for b in cell]
                       for col in (ELEMENTS, POINTS))
-        fresh = pa.concat_tables(elems).to_pandas() if elems else None
-        points = pa.concat_tables(pts).to_pandas() if pts else pd.DataFrame({AT: [], VALUE: []})
-        self._held[tuple(key)] = pd.concat([f for f in self._step(fresh, points, []) if len(f)],
-                                           ignore_index=True)
+        self._held[tuple(key)] = pd.concat(
+            [f for f in self._step(*_frames(elems, pts), []) if len(f)], ignore_index=True)
         kept = list(self.state.get())
         kept[5] = HISTORY_HELD  # the ``timer`` field (see init)
         self.state.update(tuple(kept))
 
     def _held_rows(self, key):
         """The rows this bucket's backfill emitted (handleInitialState), once."""
-        rows = self._held.pop(tuple(key) if key is not None else None, None)
+        rows = self._held.pop(tuple(key), None)
         if rows is None:  # never: every bucket is called in the first micro-batch
             raise RuntimeError(f"the rows bucket {key} emitted from its backfill were lost; "
                                "start the query again from a new checkpoint")
@@ -436,3 +429,15 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         n = self._notes
         return writers_timeline(n.column(WRITER).to_pylist(), n.column(AT).to_numpy(),
                                 n.column(ET).to_numpy(), timeout)
+
+
+def _frames(elem_tables: list, point_tables: list):
+    """(the elements, the watermark points) of a call's unpacked blobs, as pandas (no
+    elements: None; no points: an empty frame)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    fresh = pa.concat_tables(elem_tables).to_pandas() if elem_tables else None
+    pts = pa.concat_tables(point_tables).to_pandas() if point_tables else \
+        pd.DataFrame({AT: [], VALUE: []})
+    return fresh, pts

@@ -27,14 +27,8 @@ def recorded_shuffle_partitions(spark, checkpoint: str | None) -> int | None:
     yet. Read through Spark, so any file system Spark reads serves."""
     if not checkpoint:
         return None
-    from pyspark.errors import PySparkException
-
-    try:
-        lines = spark.read.text(f"{checkpoint.rstrip('/')}/offsets").where(
-            "value LIKE '{%'").limit(20).collect()
-    except PySparkException:  # no offset log yet: a first start
-        return None
-    for (line,) in lines:  # the metadata line of an entry: {"batchWatermarkMs": …}
+    # the metadata line of an entry: {"batchWatermarkMs": …} (none: a first start)
+    for line in _log_lines(spark, checkpoint, "offsets", 20, "value LIKE '{%'"):
         try:
             conf = json.loads(line).get("conf", {})
         except (ValueError, AttributeError):
@@ -56,10 +50,18 @@ def as_recorded(spark, checkpoint: str | None) -> Iterator[int | None]:
 
 def committed_batches(spark, checkpoint: str) -> bool:
     """Whether the query at ``checkpoint`` has committed a micro-batch (its commit log
-    has an entry). Read through Spark, as :func:`recorded_shuffle_partitions`."""
+    has an entry)."""
+    return bool(_log_lines(spark, checkpoint, "commits", 1))
+
+
+def _log_lines(spark, checkpoint: str, log: str, limit: int,
+               where: str | None = None) -> list[str]:
+    """Up to ``limit`` lines of the checkpoint's ``log`` (``offsets``, ``commits``),
+    read through Spark, so any file system Spark reads serves ([]: no such log yet)."""
     from pyspark.errors import PySparkException
 
     try:
-        return bool(spark.read.text(f"{checkpoint.rstrip('/')}/commits").limit(1).collect())
-    except PySparkException:  # no commit log yet
-        return False
+        df = spark.read.text(f"{checkpoint.rstrip('/')}/{log}")
+        return [r[0] for r in (df.where(where) if where else df).limit(limit).collect()]
+    except PySparkException:
+        return []
