@@ -20,7 +20,7 @@ from dfsql.language.registered import (
     registered_defaults,
 )
 from dfsql.language.rewrite import rewrite
-from dfsql.language.scan import Scanned, scan_text
+from dfsql.language.scan import Scanned, Source, scan_text
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import session
@@ -81,7 +81,7 @@ def sql(text: str | Statement | ContinuousStatement,
     # once: parsing and finding the views it reads share it
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if isinstance(stmt, ContinuousStatement):
-        return run_continuous(stmt, text, _spark(spark), start)
+        return run_continuous(stmt, text, _spark(spark), start, explain_running)
     planned = _planned(stmt, text, scanned, _spark(spark))
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
@@ -184,6 +184,26 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
                       "read the source with spark.readStream and register it as a view; "
                       "for a bounded table use dfsql.sql")
+
+
+def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, str] | None,
+                    source: Source, spark: SparkSession) -> DataFrame | None:
+    """EXPLAIN FIRINGS FOR STREAMING QUERY: the live windows of the running query
+    ``query`` (:mod:`dfsql.spark.explain.live`), from its state at ``checkpoint``, its
+    plan made again on the partitions the checkpoint recorded (they number the state's
+    buckets); ``where`` (offset in ``source``, text) narrows the rows. None when Spark's
+    own operator runs the query (its state is Spark's, not the bucket processor's)."""
+    from dfsql.spark.explain.live import live_firings
+
+    stmt = parse_any(query) if isinstance(query, str) else query
+    text = stmt.written
+    scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
+    with as_recorded(spark, checkpoint):
+        planned = _planned(stmt, text, scanned, spark)
+    stream = planned.stream
+    if stream is None or stream.state is None:
+        return None
+    return live_firings(planned.blocks[-1].plan, stream.state, checkpoint, where, source)
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

@@ -25,9 +25,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from dfsql.errors import AnalysisError, DfsqlError, SourceError
-from dfsql.language.continuous import ContinuousStatement
+from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
+from dfsql.language.continuous import ContinuousStatement, parse_continuous
 from dfsql.language.scan import Source
+from dfsql.spark.stream.checkpoint import committed_batches
 from dfsql.spark.stream.sinks import TableSink
 
 if TYPE_CHECKING:
@@ -53,6 +54,15 @@ class Keeper(Protocol):
     def forget(self, name: str) -> str:
         """Remove the query ``name`` (its record, checkpoint and table); what was done."""
         ...
+
+
+class Explainer(Protocol):
+    """How a running query's windows are read from its state: the signature of
+    :func:`dfsql.api.explain_running` (None: Spark's own operator runs it)."""
+
+    def __call__(self, query: Statement | str, checkpoint: str,
+                 where: tuple[int, str] | None, source: Source,
+                 spark: SparkSession) -> DataFrame | None: ...
 
 
 class Starter(Protocol):
@@ -245,13 +255,47 @@ SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGI
                "owner STRING")
 
 
-def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter) -> DataFrame:
-    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY."""
+def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
+        explain: Explainer | None = None) -> DataFrame:
+    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY, or
+    EXPLAIN FIRINGS FOR STREAMING QUERY (its query's state read with ``explain``)."""
     if stmt.kind == "show":
         return _show(spark)
     if stmt.kind == "stop":
         return _stop(stmt, text, spark)
+    if stmt.kind == "explain":
+        assert explain is not None
+        return _explain(stmt, text, spark, explain)
     return _create(stmt, text, spark, start)
+
+
+def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
+             explain: Explainer) -> DataFrame:
+    """EXPLAIN FIRINGS FOR STREAMING QUERY: its owner's (or an admin's), as STOP is: the
+    rows show the values of whatever the query reads."""
+    assert stmt.name is not None
+    src = Source(text)
+    with _LOCK:
+        r = _RUNNING.get(stmt.name)
+    if r is None:
+        raise src.error(AnalysisError, f"no continuous query named {stmt.name} is running",
+                        stmt.name_offset, "SHOW STREAMING QUERIES lists them")
+    if not _actor().may_change(r.owner):
+        raise src.error(NotOwnerError, not_owner(stmt.name, r.owner, "EXPLAIN"),
+                        stmt.name_offset, "SHOW STREAMING QUERIES names each query's owner")
+    if not committed_batches(spark, r.checkpoint):
+        raise src.error(DfsqlError, f"{stmt.name} has not completed a micro-batch yet: it "
+                        "has no state to explain", stmt.name_offset,
+                        "SHOW STREAMING QUERIES shows its inputs' latest processing times")
+    created = parse_continuous(r.text)
+    assert created is not None and created.kind == "create"
+    rows = explain(created.query_statement, r.checkpoint, stmt.where, src, spark)
+    if rows is None:
+        raise src.error(NotSupportedError, f"{stmt.name} runs on Spark's own streaming "
+                        "aggregation, whose state dfsql does not read", stmt.name_offset,
+                        "a query with PROCESSING TIME, a TRIGGER or EMIT … RETRACTING runs "
+                        "in dfsql's bucket processor, which EXPLAIN FIRINGS reads")
+    return rows
 
 
 def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,

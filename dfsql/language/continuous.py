@@ -9,6 +9,7 @@ run them as SQL::
         AS <windowed query over a streaming source>
     SHOW STREAMING QUERIES
     STOP STREAMING QUERY name
+    EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE <predicate on the events>]
 
 The options come before AS: the windowed query ends in the extension clauses, which
 could not tell a trailing INTO from a mistake. ``INTO TABLE`` (the default) keeps the
@@ -17,6 +18,8 @@ current row of every live window, retractions applied, in the global temp view
 parquet file sink there (exactly once). The query keeps running until STOP.
 ``BACKFILL FROM`` names the stream's history (:class:`Backfill`): what arrived before
 the stream's first row, replayed first (:mod:`dfsql.spark.stream.backfill`).
+``EXPLAIN FIRINGS FOR STREAMING QUERY`` tells every live window of a running query now,
+read from its state (:mod:`dfsql.spark.explain.live`).
 
 This module only parses (and :func:`parse_any` tells them from the other statements);
 :mod:`dfsql.api` runs them. The query after AS keeps its
@@ -77,7 +80,7 @@ class Backfill:
 
 @dataclass(frozen=True)
 class ContinuousStatement:
-    kind: str  # create | show | stop
+    kind: str  # create | show | stop | explain
     name: str | None = None
     name_offset: int = 0
     sink: str = "table"  # table | directory
@@ -97,6 +100,9 @@ class ContinuousStatement:
     statement: Statement | None = field(default=None, repr=False, compare=False)
     #: BACKFILL FROM's relation (None: no history)
     backfill: Backfill | None = None
+    #: EXPLAIN FIRINGS FOR STREAMING QUERY's WHERE on the events: (offset of the
+    #: predicate, its text)
+    where: tuple[int, str] | None = None
 
     @property
     def written(self) -> str:
@@ -148,13 +154,16 @@ def parse_continuous(text: str, scanned: Scanned | None = None,
     """The continuous-query statement ``text`` is, or None if it is none of them.
     ``scanned``: ``text`` already scanned (:func:`~dfsql.language.scan.scan_text`)."""
     scanned = scanned or scan_text(text)
-    found = _parse(text, scanned)
+    words = [t for t in scanned.tokens if t.kind != "punct" or t.text != ";"]
+    if len(words) > 2 and words[0].is_word("EXPLAIN") and words[1].is_word("FIRINGS") and \
+            words[2].is_word("FOR"):
+        found: ContinuousStatement | None = _explain(text, scanned.source, words)
+    else:
+        found = _parse(text, scanned.source, words)
     return replace(found, scanned=scanned) if found is not None else None
 
 
-def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
-    src, tokens = scanned.source, scanned.tokens
-    words = [t for t in tokens if t.kind != "punct" or t.text != ";"]
+def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | None:
     if len(words) < 2 or not words[1].is_word("STREAMING"):
         return None
     head = words[0]
@@ -232,6 +241,35 @@ def _parse(text: str, scanned: Scanned) -> ContinuousStatement | None:
                                splice(text, [(0, body, "")]), body,
                                path_offset=path_at, checkpoint_offset=checkpoint_at,
                                backfill=backfill)
+
+
+EXPLAIN_SYNOPSIS = "EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE <predicate>]"
+
+
+def _explain(text: str, src: Source, words: list[Token]) -> ContinuousStatement:
+    """``EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE p]`` (``words[2]`` is FOR)."""
+    for i, word in ((3, "STREAMING"), (4, "QUERY")):
+        if len(words) <= i or not words[i].is_word(word):
+            at = words[i].start if len(words) > i else words[-1].end
+            raise src.error(DfsqlSyntaxError, f"expected {word} after "
+                            f"{' '.join(w.upper for w in words[:i])}", at, EXPLAIN_SYNOPSIS)
+    if len(words) < 6 or words[5].kind not in ("word", "quoted"):
+        at = words[5].start if len(words) > 5 else words[-1].end
+        raise src.error(DfsqlSyntaxError, "EXPLAIN FIRINGS FOR STREAMING QUERY needs the "
+                        "query's name", at, "SHOW STREAMING QUERIES lists them")
+    name_tok = words[5]
+    where = None
+    if len(words) > 6:
+        w = words[6]
+        if not w.is_word("WHERE") or len(words) < 8:
+            raise src.error(DfsqlSyntaxError, f"unexpected {w.text!r} after the name"
+                            if not w.is_word("WHERE") else "WHERE needs a predicate",
+                            w.start if not w.is_word("WHERE") else w.end, EXPLAIN_SYNOPSIS)
+        end = len(text.rstrip().rstrip(";").rstrip())
+        p = text[w.end:end]
+        where = (w.end + len(p) - len(p.lstrip()), p.strip())
+    return ContinuousStatement("explain", name_tok.text.strip("`"), name_tok.start,
+                               where=where)
 
 
 def _backfill_end(src: Source, words: list[Token], i: int) -> int:

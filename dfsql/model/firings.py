@@ -27,6 +27,7 @@ from dfsql.model import triggers as tr
 from dfsql.model.panes import DROP_NONE
 from dfsql.model.result import GabwResult, late_instances
 from dfsql.model.trigger_notation import duration_text, leaf_text
+from dfsql.model.trigger_waits import waits_for
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
 
@@ -109,17 +110,21 @@ class Recorder:
     """What the state machine reports as it runs (see the module docstring).
 
     ``final_wm`` and ``holder``: the watermark at the end of the input and what holds it
-    (:func:`final_watermark`, :func:`holder_text`), for the WAITING rows."""
+    (:func:`final_watermark`, :func:`holder_text`), for the WAITING rows; ``clock``: a
+    running stream's frontier and the input that holds it, which end them."""
 
     def __init__(self, clauses: c.Clauses, tz: dt.tzinfo = dt.timezone.utc, final_wm: int = POS_INF,
-                 holder: str = "") -> None:
+                 holder: str = "", clock: str = "") -> None:
         self.trigger = clauses.trigger
         self.lateness = clauses.allowed_lateness
         self.tz = tz
         self.final_wm = final_wm
         self.holder = holder
+        self.clock = clock  # a running stream's: where its clock stands, and why
         self.rows: list[tuple[int, int, int, int, int, int, str]] = []  # key s e at code wm d
         self.fires: dict[int, tuple[int, str]] = {}  # pane id -> (watermark, detail)
+        #: the windows live where the run stopped: (key, its last pane's id, -1: none)
+        self.live: list[tuple[int, int]] = []
         self.joined_start = np.empty(0, I64)
         self.joined_end = np.empty(0, I64)
         self._leaf_texts: dict[tuple[int, ...], str] = {}
@@ -192,7 +197,10 @@ class Recorder:
         self.rows.append((key, w.start, w.end, p, EXPIRE, wm, d))
 
     def waiting(self, key: int, w, end_time: int) -> None:
-        """At the end of the input, before the watermark becomes +inf: what w waits for."""
+        """Where the run stops (the end of the input, before the watermark becomes +inf,
+        or a running stream's frontier): what w waits for — the watermark, what holds
+        it, and its trigger's next condition (:func:`~dfsql.model.trigger_waits.waits_for`)."""
+        self.live.append((key, w.last_pane))
         f = self.final_wm
         tz = self.tz
         if f < w.end:
@@ -206,6 +214,10 @@ class Recorder:
             return
         if self.holder:
             d += f" ({self.holder})"
+        d += "; the trigger waits for " + waits_for(self.trigger, w.trig,
+                                                    lambda t: time_text(t, tz, end_time))
+        if self.clock:
+            d += f"; {self.clock}"
         self.rows.append((key, w.start, w.end, end_time, WAITING, f, d))
 
 

@@ -70,7 +70,8 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
                          arrival_time: np.ndarray | None, clauses: Clauses,
                          timeline: Timeline, *, fast: bool | None = None,
                          end_floor: int = NEG_INF, ordered: bool = True,
-                         recorder: Recorder | None = None) -> GabwResult:
+                         recorder: Recorder | None = None,
+                         until: int | None = None) -> GabwResult:
     """Run the windowing driver; ``fast=None`` picks the fast path when it applies,
     ``True`` requires it (ValueError otherwise), ``False`` forces the state machine.
 
@@ -83,8 +84,12 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
 
     ``recorder`` (EXPLAIN FIRINGS, :mod:`dfsql.model.firings`): the state machine runs
     (only it knows which leaf fired) and reports to it; the result is then unordered, so
-    that its pane ids are the ones the recorder saw."""
-    if recorder is not None:
+    that its pane ids are the ones the recorder saw.
+
+    ``until`` (a running stream's state, EXPLAIN FIRINGS FOR STREAMING QUERY): its
+    frontier; every instant before it runs, then the run stops there, the input not
+    ended (the state machine does it)."""
+    if recorder is not None or until is not None:
         fast, ordered = False, False
     key = np.asarray(key, I64)
     event_time = np.asarray(event_time, I64)
@@ -96,7 +101,7 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
     if null.any():
         return _without_null_times(null, key, event_time, arrival_time, clauses, timeline,
                                    fast=fast, end_floor=end_floor, ordered=ordered,
-                                   recorder=recorder)
+                                   recorder=recorder, until=until)
     if fast is not False:
         plan = fastpath.plan_for(clauses)
         if plan is not None:
@@ -110,7 +115,7 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
         if fast:
             raise ValueError(f"no fast path for {clauses.window} / {clauses.trigger}")
     return general(key, event_time, arrival_time, clauses, timeline, end_floor=end_floor,
-                   ordered=ordered, recorder=recorder)
+                   ordered=ordered, recorder=recorder, until=until)
 
 
 def _without_null_times(null: np.ndarray, key: np.ndarray, event_time: np.ndarray,

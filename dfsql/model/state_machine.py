@@ -278,12 +278,18 @@ class _KeyRun:
 
     def finish(self, end_time: int, emit_time: int) -> None:
         """At the last instant the watermark becomes +inf: evaluate every live window."""
+        live = self.pause(end_time)
+        for w in live:
+            self._evaluate(w, end_time, emit_time, POS_INF)
+
+    def pause(self, now: int) -> list[WindowState]:
+        """The live windows at ``now``, every instant up to it run: the recorder hears what
+        each waits for (a running stream's state, or the end of a bounded input)."""
         live = self._live()
         if self.sh.rec is not None:
             for w in live:
-                self.sh.rec.waiting(self.k, w, end_time)
-        for w in live:
-            self._evaluate(w, end_time, emit_time, POS_INF)
+                self.sh.rec.waiting(self.k, w, now)
+        return live
 
 
 def _key_bounds(key: np.ndarray) -> np.ndarray:
@@ -295,12 +301,15 @@ def _key_bounds(key: np.ndarray) -> np.ndarray:
 
 def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,
             clauses: Clauses, timeline: Timeline, *, end_floor: int = NEG_INF,
-            ordered: bool = True, recorder: Recorder | None = None) -> GabwResult:
+            ordered: bool = True, recorder: Recorder | None = None,
+            until: int | None = None) -> GabwResult:
     """The general trigger state machine, one key at a time (any trigger, any window).
 
     ``end_floor``: the end instant is at least this (when other keys ran elsewhere and
     must share this run's final round). ``recorder``: EXPLAIN FIRINGS' events are
-    reported to it as the run goes (its pane ids are the unordered result's)."""
+    reported to it as the run goes (its pane ids are the unordered result's).
+    ``until``: a running stream's frontier: every instant before it runs, then the run
+    stops, the input not ended (no +inf watermark); WAITING is recorded at ``until``."""
     row, start, end, arr, ikey = instances_of(clauses, key, event_time, arrival_time)
     sh = _Shared(ikey, row, start, end, arr, clauses, timeline, recorder)
     bounds = _key_bounds(ikey)
@@ -312,11 +321,15 @@ def general(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | 
         end_time = NULL_TIME
     else:
         last = int(arrival_time.max()) if len(arrival_time) else NEG_INF
-        end_time = max(end_floor, end_floor_of(clauses.trigger, last, timeline))
+        end_time = max(end_floor, end_floor_of(clauses.trigger, last, timeline)) \
+            if until is None else until - 1
         for r in runs:
             r.run(end_time)
     for r in runs:
-        r.finish(end_time, end_time)
+        if until is None or arrival_time is None:
+            r.finish(end_time, end_time)
+        else:
+            r.pause(until)
     lg = sh.log
     drop_wm = np.where(sh.first_pane < 0, sh.drop_wm, NEG_INF)
     res = GabwResult(

@@ -137,6 +137,8 @@ class Judge:
             return
         text = stmt.written
         if isinstance(stmt, ContinuousStatement):
+            if stmt.kind == "explain":  # its WHERE runs over the query's events
+                self._check_events_where(spark, text, stmt.where)
             if stmt.kind != "create":
                 return
             self.check_continuous(text, stmt)
@@ -149,13 +151,18 @@ class Judge:
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
             return
         self.check(spark, stmt.spark_sql(), exact=True)
-        if stmt.firings_where is not None:  # its WHERE, blanked in the query's text
-            at, where = stmt.firings_where
-            head = "SELECT 1 WHERE "
-            found = self.refusal(spark, head + where)
-            if found is not None:
-                raise Source(text).error(found.error, found.message,
-                                         at + max(found.offset - len(head), 0), found.hint)
+        # its WHERE, blanked in the query's text
+        self._check_events_where(spark, text, stmt.firings_where)
+
+    def _check_events_where(self, spark: SparkSession, text: str,
+                            where: tuple[int, str] | None) -> None:
+        """EXPLAIN FIRINGS' WHERE on the events (offset in ``text``, predicate)."""
+        head = "SELECT 1 WHERE "
+        found = None if where is None else self.refusal(spark, head + where[1])
+        if found is not None and where is not None:
+            at = where[0]
+            raise Source(text).error(found.error, found.message,
+                                     at + max(found.offset - len(head), 0), found.hint)
 
     def check(self, spark: SparkSession, text: str, exact: bool = False) -> None:
         """Raise the positioned refusal of ``text``, if any (``exact``: its offsets are

@@ -37,7 +37,8 @@ COMMANDS: dict[str, str] = {
     "\\load": "\\load NAME PATH [STREAM] [EVENT TIME col] [PROCESSING TIME col] "
               "[WATERMARK ...]: register a CSV, JSON or Parquet file (or a directory)",
     "\\explain": "\\explain QUERY: how dfsql runs it (clauses, trigger tree, stages); "
-                "\\explain firings QUERY: every window's events (then \\plot draws them)",
+                "\\explain firings QUERY: every window's events (then \\plot draws them); "
+                "\\explain firings NAME: a running query's windows now",
     "\\watch": "\\watch QUERY: the live panes of a windowed query over a stream, "
                "retractions applied, until Ctrl-C",
     "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "

@@ -261,6 +261,10 @@ class Shell:
         if not text:
             raise ShellError("\\explain needs a query", 1, at + 1, "\\explain SELECT ...")
         if text.split(None, 1)[0].lower() == "firings":
+            name = _running_query_name(text)
+            if name is not None:  # \explain firings q [WHERE …]: a running query's now
+                self._explain_running(text, at, name)
+                return
             # EXPLAIN FIRINGS as a statement, its words where the user typed them (so an
             # error's column is the line's); its result is the last one, for \plot
             self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text)
@@ -279,6 +283,22 @@ class Shell:
             rows = self._job(spark, lambda: dfsql.sql(f"EXPLAIN {text}", spark).collect(),
                              text)
             self.out.print(rows[0][0], highlight=False, markup=False)
+
+    def _explain_running(self, text: str, at: int, name_at: int) -> None:
+        """EXPLAIN FIRINGS FOR STREAMING QUERY, the words the user typed where they typed
+        them (``text`` starts ``at`` characters into the line, the query's name
+        ``name_at`` into ``text``): an error's column is moved back past the words put
+        before the name."""
+        put = "FOR STREAMING QUERY "
+        start = at + name_at
+        try:
+            self.statement("EXPLAIN" + " " * (at - len("EXPLAIN")) + text[:name_at] + put
+                           + text[name_at:])
+        except DfsqlError as e:
+            if e.line == 1 and e.column is not None and e.column > start:
+                raise type(e)(e.message, 1, max(e.column - len(put), start + 1),
+                              e.hint) from None
+            raise
 
     def _plot(self, rest: str, at: int) -> None:
         if self.last is None:
@@ -383,6 +403,22 @@ def _on_off(rest: str, at: int, toggled: bool) -> bool:
     if word in ("on", "off"):
         return word == "on"
     raise ShellError(f"expected on or off, not {rest!r}", 1, at + 1, None)
+
+
+#: words a query starts with (``\explain firings <query>``, not a running query's name)
+_QUERY_STARTS = {"select", "with", "from", "values", "table", "for"}
+
+
+def _running_query_name(text: str) -> int | None:
+    """``firings q [WHERE …]``: where the running query's name ``q`` starts in ``text``
+    (None: ``firings <query>``)."""
+    import re
+
+    found = re.match(r"firings\s+([A-Za-z_]\w*|`[^`]+`)\s*(?:$|(?i:where)\b)", text,
+                     re.IGNORECASE)
+    if found is None or found.group(1).lower() in _QUERY_STARTS:
+        return None
+    return found.start(1)
 
 
 def _shifted(e: DfsqlError, at: int) -> DfsqlError:

@@ -126,7 +126,8 @@ def test_waiting_when_the_marks_stop_early() -> None:
     _, ev = _run(cl, k, e, a, marks)
     wait = _rows(ev, f.WAITING)
     assert wait == [(_at("12:04:00"), _at("12:03:00"), _at("12:04:00"),
-                     "watermark 12:02:00 < window end 12:04:00 (held by marks)")]
+                     "watermark 12:02:00 < window end 12:04:00 (held by marks); "
+                     "the trigger waits for WATERMARK")]
     fires = _rows(ev, f.FIRE)
     assert [(x[0], x[1]) for x in fires] == [(_at("12:02:00"), _at("12:00:00")),
                                              (_at("12:04:00"), _at("12:03:00"))]
@@ -171,3 +172,60 @@ def test_fire_rows_are_the_panes(data, window, trigger, acc, lateness, wmd) -> N
     assert elements.sum() == len(res.instances.row)
     assert ((ev.code == f.DROPPED).sum()) == (res.instances.first_pane < 0).sum()
     assert (np.diff(ev.at) >= 0).all()
+
+
+def test_a_running_stream_stops_at_its_frontier() -> None:
+    """Figure 14's query on the rows that arrived before 12:05:45 (the 5, 7, 3, 4, 3),
+    stopped at that frontier, not ended. By hand: [12:00:30,12:01:30) fired ON_TIME
+    (total 5) at 12:05:00 when the mark 12:01:40 passed its end, and waits for nothing
+    (no WAITING row; it is kept for late data); [12:02:10,12:03:10) fired EARLY (7) at
+    12:05:00 and waits for the watermark, its period restarting with its next element;
+    [12:03:20,12:05:00) (3, 4, 3: first arrival 12:05:20) has fired nothing and waits
+    for 12:06:00's period or the watermark. Nothing fires at +inf."""
+    ev = paper_events()[:5]
+    k = np.zeros(len(ev), np.int64)
+    e = np.array([_us(x[2]) for x in ev])
+    a = np.array([_us(x[3]) for x in ev])
+    cl = FIGURE_CLAUSES["fig14_sessions_retracting"]
+    tl = timeline_for(cl.watermark, e, a, [(_us(p), _us(w)) for p, w in paper_watermarks()])
+    now = _at("12:05:45")
+    rec = f.Recorder(cl, dt.timezone.utc, int(tl.at(now - 1)), "held by marks")
+    res = group_also_by_window(k, e, a, cl, tl, recorder=rec, until=now)
+    out = f.events(res, rec, k, e, a, tl)
+    fires = _rows(out, f.FIRE)
+    assert [(x[0], x[1], x[2]) for x in fires] == [
+        (_at("12:05:00"), _at("12:00:30"), _at("12:01:30")),
+        (_at("12:05:00"), _at("12:02:10"), _at("12:03:10"))]
+    assert _rows(out, f.WAITING) == [
+        (now, _at("12:02:10"), _at("12:03:10"), "watermark 12:01:40 < window end 12:03:10 "
+         "(held by marks); the trigger waits for EVERY 1 MINUTE (from the next element on) "
+         "or WATERMARK"),
+        (now, _at("12:03:20"), _at("12:05:00"), "watermark 12:01:40 < window end 12:05:00 "
+         "(held by marks); the trigger waits for EVERY 1 MINUTE at 12:06:00 or WATERMARK")]
+    assert not (out.code == f.EXPIRE).any()
+    # every live window, with its last pane (-1: none yet)
+    assert [(p >= 0) for _, p in rec.live] == [True, True, False]
+    assert set(out.pane[out.code == f.FIRE].tolist()) == {p for _, p in rec.live if p >= 0}
+
+
+def test_what_a_trigger_waits_for() -> None:
+    """The next condition of a trigger's state, leaf by leaf in the spec's notation."""
+    from dfsql.model import triggers as tr
+    from dfsql.model.trigger_waits import waits_for
+
+    def text(t: int) -> str:
+        return f.time_text(t, dt.timezone.utc, _at("12:00:00"))
+
+    every = c.Repeat(sub=c.AtPeriod(period=MIN))
+    count = c.ElemCount(count=3)
+    t = c.AfterEach(subs=(c.OrFinally(main=every, final=c.EndOfWindow()),
+                          c.Repeat(sub=c.EndOfWindow())))
+    node = tr.build(t).on_element(_at("12:00:10"))
+    assert waits_for(t, node, text) == "EVERY 1 MINUTE at 12:01:00 or WATERMARK"
+    both = c.AfterAll(subs=(count, c.SinceEarliestElem(delay=c.Duration(30_000_000))))
+    node = tr.build(both).on_element(_at("12:00:10")).on_element(_at("12:00:20"))
+    assert waits_for(both, node, text) == "(AFTER 3 ROWS (2 of 3 so far) and " \
+                                          "AFTER 30 SECONDS at 12:00:40)"
+    assert waits_for(c.Never(), tr.build(c.Never()), text) == \
+        "NEVER (only the closing pane fires)"
+    assert waits_for(count, tr.Done(tr.build(count)), text) == "nothing (the trigger is done)"

@@ -250,6 +250,41 @@ def test_a_continuous_query_is_its_creators(server):
         c.close()
 
 
+def test_why_a_query_has_not_fired_is_its_owners_to_ask(server):
+    """EXPLAIN FIRINGS FOR STREAMING QUERY over the endpoint: alice reads her query's
+    live windows (Figure 14's stream read whole: its two windows' last panes, the 39
+    and the 12, neither waiting); bob's is refused with 42501 naming the owner, as is
+    a WHERE that calls Java, placed at the call."""
+    from tests.conftest import wait_until
+
+    alice, bob = (_connect(server, u) for u in ("alice", "bob"))
+    _run(alice, f"CREATE STREAMING QUERY alice_why AS {LIVE_QUERY}")
+    asked = "EXPLAIN FIRINGS FOR STREAMING QUERY alice_why"
+    rows: list = []
+
+    def told() -> bool:
+        try:
+            rows[:] = _run(alice, asked)
+        except OperationalError as e:  # before its first micro-batch
+            assert "has not completed a micro-batch" in e.args[0].status.errorMessage
+            return False
+        return len(rows) == 2
+
+    assert wait_until(told, 120)
+    assert [(r[4], r[6], r[7], r[8].split("; emits ")[-1]) for r in rows] == [
+        ("FIRE", 0, "LATE", "total=39"), ("FIRE", 0, "ON_TIME", "total=12")]
+    state, message = _refusal(bob, asked)
+    assert (state, message.splitlines()[0]) == (
+        "42501", "line 1, col 37: the continuous query alice_why belongs to user 'alice': "
+                 "EXPLAIN is theirs or an admin's (dfsql serve --admin)")
+    state, message = _refusal(alice, asked + " WHERE reflect('java.lang.System', 'exit', 3) "
+                                             "IS NULL")
+    assert state == "42501" and message.startswith("line 1, col 53:"), message
+    _run(alice, "STOP STREAMING QUERY alice_why")
+    for c in (alice, bob):
+        c.close()
+
+
 def test_ownership_survives_a_restart_on_the_state_directory(spark, tmp_path, stream):
     """A query kept in --state-dir is its creator's after the server starts again on the
     directory: bob's STOP refused, alice's stops it (and removes it from the directory)."""

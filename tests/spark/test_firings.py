@@ -124,7 +124,8 @@ def test_waiting_on_a_writer_that_stopped(spark) -> None:
         (_t("12:01:00"), "FIRE", _t("12:00:00"), _t("12:01:00")),
         (_t("12:04:00"), "WAITING", _t("12:03:00"), _t("12:01:10")),
         (_t("12:04:00"), "FIRE", _t("12:03:00"), None)]
-    assert rows[1].detail == "watermark 12:01:10 < window end 12:04:00 (held by writer w2)"
+    assert rows[1].detail == ("watermark 12:01:10 < window end 12:04:00 (held by writer w2); "
+                              "the trigger waits for WATERMARK")
     assert rows[2].detail.endswith("end of input: watermark → +inf; emits n=1")
 
 

@@ -74,17 +74,24 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
     with spark_errors(plan.src):
         physical = choose(plan)
         replayed = replay_panes(plan, physical, FiringsRequest(pushed, tz))
-    df = _events(plan, replayed)
-    if residual is not None:
-        offset, text = residual
-        with spark_errors(stmt.source, lambda k: k + offset):
+    df = in_order(plan, with_values(plan, replayed.panes, replayed.events), residual,
+                  stmt.source)
+    return df, PlannedBlock(plan, physical, replayed)
+
+
+def in_order(plan: BlockPlan, df: DataFrame, where: tuple[int, str] | None,
+             source) -> DataFrame:
+    """The events narrowed by the statement's ``WHERE`` (offset in ``source``, text),
+    in §7's order."""
+    if where is not None:
+        offset, text = where
+        with spark_errors(source, lambda k: k + offset):
             df = df.where(text)
     names = key_names(plan)
     # one sorted partition: no sampling job for a range exchange (the events of a key or
     # two are few; the whole table's sort in one task is still a plain external sort)
-    df = df.repartition(1).sortWithinPartitions("at", *names, "window_start", "__seq") \
+    return df.repartition(1).sortWithinPartitions("at", *names, "window_start", "__seq") \
         .drop("__seq")
-    return df, PlannedBlock(plan, physical, replayed)
 
 
 def _split_where(plan: BlockPlan, where: tuple[int, str] | None,
@@ -130,19 +137,19 @@ def _time(col: str) -> str:
             "'yyyy-MM-dd HH:mm:ss') END")
 
 
-def _events(plan: BlockPlan, replayed) -> DataFrame:
-    """The recorded events with the values their panes emitted, in the result's columns
-    (and ``__seq``, the model's order of one key's events at one instant)."""
+def with_values(plan: BlockPlan, panes: DataFrame, ev: DataFrame) -> DataFrame:
+    """The recorded events ``ev`` with the values their ``panes`` emitted, in the
+    result's columns (and ``__seq``, the model's order of one key's events at one
+    instant)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     keys = list(plan.stages.key_columns)
     names = key_names(plan)
-    panes = replayed.panes.select(
+    panes = panes.select(
         *[F.col(k).alias(f"__p{i}") for i, k in enumerate(keys)],
         *[F.col(c).alias(f"__p_{c}") for c in ("window_start", "window_end", "pane_index",
                                                 "emit_time", "is_retraction")],
         F.expr(_value_sql(plan)).alias("__value"))
-    ev = replayed.events
     cond = [ev[k].eqNullSafe(panes[f"__p{i}"]) for i, k in enumerate(keys)]
     cond += [ev["window_start"].eqNullSafe(panes["__p_window_start"]),
              ev["window_end"].eqNullSafe(panes["__p_window_end"]),

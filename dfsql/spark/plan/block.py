@@ -410,10 +410,11 @@ class BlockPlan:
         check_streamable(self, stages)
         with spark_errors(self.src):
             history = None if self.backfill is None else history_input(self, self.backfill)
+            state = None  # Spark's own operator keeps its own state
             if native:
                 panes = native_panes(self)
             else:
-                panes = stream_panes(self, self.timed_input_df(), history)
+                panes, *state = stream_panes(self, self.timed_input_df(), history)
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS
@@ -421,7 +422,7 @@ class BlockPlan:
                                        hidden, stages)
         # transformWithState runs only on RocksDB: the stream starts on it (dfsql.start)
         stream = StreamPlan(df, stages.default_order_by, late, physical.state_store,
-                            stages.key_output_names)
+                            stages.key_output_names, tuple(state) if state else None)
         if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
             df = df.where(f"{LATE_ROW} IS NULL")
         return df.drop(*hidden), PlannedBlock(self, physical, stream=stream)

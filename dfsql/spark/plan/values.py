@@ -156,6 +156,9 @@ class StreamPlan:
     state_store: str | None
     #: the output columns that select a group key (a TableSink's row identity)
     key_names: tuple[str, ...] = ()
+    #: the bucket processor and its output's schema (None: Spark's own operator): what
+    #: reads the running query's state back (EXPLAIN FIRINGS FOR STREAMING QUERY)
+    state: tuple | None = None
 
 
 def late_row_key_names(plan: ReplayPlan) -> list[str]:

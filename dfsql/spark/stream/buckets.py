@@ -280,10 +280,15 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         """(retained elements, watermark change points, frontier, writers' notes, the
         engine clock's pending maximum, timer) of the bucket; PERCENTILE's lags and
         delays into ``_lags`` and ``_delays``."""
+        # None when the bucket has none: one round trip to the state server, not two
+        # (exists, then get): each is a message over a socket
+        return self.decode(self.state.get())
+
+    def decode(self, stored):
+        """:meth:`_load`'s values from a stored state row (None: no state), as Spark's
+        state data source also reads it (:mod:`dfsql.spark.stream.live_state`)."""
         self._lags, self._delays = np.empty(0, np.int64), None
         self._inputs = (NEG, NEG, NEG)
-        stored = self.state.get()  # None when the bucket has none: one round trip to the
-        # state server, not two (exists, then get): each is a message over a socket
         if stored is None:
             return None, np.empty(0, np.int64), np.empty(0, np.int64), NEG, None, NEG, NEG
         elements, points, frontier, notes, pending, timer, delays, *inputs = stored
@@ -387,20 +392,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         if not self.percentile:
             t_all, v_all = change_points(t_all, v_all)
         timeline = self._timeline(t_all, v_all)
-        if self.keys:
-            key_ids = elems.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy()
-        else:
-            key_ids = np.zeros(len(elems), np.int64)
-        at = elems[AT].to_numpy(np.int64)
-        o = np.lexsort((at, key_ids))
-        elems = elems.iloc[o].reset_index(drop=True)
-        # dense ids in key order, as the driver wants
-        kid = key_ids[o]
-        dense = np.r_[0, np.cumsum(kid[1:] != kid[:-1])].astype(np.int64)
-        at = at[o]
-        et_raw = elems[ET]
-        et = np.where(et_raw.isna().to_numpy(), NULL_EVENT_TIME,
-                      et_raw.fillna(0).to_numpy().astype(np.int64))
+        elems, dense, et, at = self.ordered(elems)
         r = drive(dense, et, at, cl, timeline, end_floor=hi, ordered=False)
 
         out = changelog_rows(r, elems, dense, lo, hi, self.keys, self.aggs, self.out_names)
@@ -418,6 +410,29 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         oldest = int(at[keep].min()) if keep.any() else hi
         t_all, v_all = self._fold(t_all, v_all, oldest)
         return out, elems, t_all, v_all
+
+    def ordered(self, elems):
+        """(elements sorted by key then arrival, dense key ids in that order, event
+        times, arrivals), as the model's driver takes them."""
+        if self.keys:
+            key_ids = elems.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy()
+        else:
+            key_ids = np.zeros(len(elems), np.int64)
+        at = elems[AT].to_numpy(np.int64)
+        o = np.lexsort((at, key_ids))
+        elems = elems.iloc[o].reset_index(drop=True)
+        kid = key_ids[o]
+        dense = np.r_[0, np.cumsum(kid[1:] != kid[:-1])].astype(np.int64)
+        et_raw = elems[ET]
+        et = np.where(et_raw.isna().to_numpy(), NULL_EVENT_TIME,
+                      et_raw.fillna(0).to_numpy().astype(np.int64))
+        return elems, dense, et, at[o]
+
+    def timeline_of(self, t_all, v_all):
+        """The watermark over processing time from stored change points (a run's)."""
+        if not self.percentile:
+            t_all, v_all = change_points(t_all, v_all)
+        return self._timeline(t_all, v_all)
 
     def _writers_timeline(self):
         """FROM a stream BY writer [IDLE TIMEOUT d]: the model's timeline of the notes."""

@@ -122,11 +122,13 @@ __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_C
            "check_streamable", "native_panes", "runs_natively", "stream_panes"]
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = None,
-                 ) -> DataFrame:
+                 ) -> tuple[DataFrame, BucketProcessor, StructType]:
     """The panes of a windowed block over a streaming input (a streaming DataFrame):
-    keys, aggregates, pane columns and the hidden §7 rank, in append mode. ``history``:
-    the input stage over a continuous query's history (:mod:`dfsql.spark.stream.backfill`),
-    packed as the stream is into the processor's initial state."""
+    keys, aggregates, pane columns and the hidden §7 rank, in append mode; and the
+    bucket processor with its output's schema (they read the query's state back:
+    :mod:`dfsql.spark.stream.live_state`). ``history``: the input stage over a
+    continuous query's history (:mod:`dfsql.spark.stream.backfill`), packed as the
+    stream is into the processor's initial state."""
     from pyspark.sql import functions as F  # noqa: N812
 
     cl = plan.clauses
@@ -166,7 +168,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
         F.timestamp_micros("window_end").alias("window_end"),
         "pane_index", "pane_timing", "is_last",
         F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
-        *late)
+        *late), proc, out_schema
 
 
 def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str],

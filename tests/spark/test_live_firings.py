@@ -1,0 +1,285 @@
+"""Why a running continuous query has or has not produced a window's pane (issue #34,
+item 3; LANGUAGE.md §8c): ``EXPLAIN FIRINGS FOR STREAMING QUERY q [WHERE p]`` reads the
+query's state and gives, for every live window now, the last pane it emitted and a
+WAITING row saying what it waits for.
+
+Expected rows come from the paper by hand (the stream read up to 12:06:20, with and
+without a backfill) and, over random workloads cut at random points, from a bounded
+EXPLAIN FIRINGS of the rows that arrived before the stream's frontier (an independent
+path: the replay's driver over the rows, not the bucket processor's state)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dfsql
+from dfsql.errors import DfsqlError
+from tests.conftest import paper_stream_dir
+from tests.spark.test_backfill import FIGURES
+from tests.spark.test_streaming import QUERY, _workload
+
+FIG14 = FIGURES["fig14_sessions_retracting"]["query"]
+EVERY = "EVERY 1 MINUTE in EVERY 1 MINUTE UNTIL WATERMARK, before UNTIL, THEN branch 1"
+CLOCK = "; the query's clock stands at"
+COLUMNS = ("key", "window_start", "window_end", "at", "event", "watermark", "pane_index",
+           "pane_timing", "detail")
+
+
+def _t(hms: str) -> datetime:
+    return datetime.strptime("2015-09-01 " + hms, "%Y-%m-%d %H:%M:%S")
+
+
+def _waits(end: str, trigger: str) -> str:
+    return (f"watermark 12:02:00 < window end {end} (held by paper_watermarks: its last "
+            f"mark is 12:02:00); the trigger waits for {trigger}; the query's clock stands "
+            "at 12:06:20, the input's latest arrival")
+
+
+#: Figure 14's query having read the rows that arrived up to 12:06:20 (the 8 arriving
+#: then is read, not yet run: its instant is the frontier). By hand from the paper: at
+#: 12:05:00 the mark 12:01:40 passes [12:00:30,12:01:30)'s end with its period (ON_TIME
+#: 5) and the period fires [12:02:10,12:03:10) early (7); at 12:06:00 the period fires
+#: [12:03:20,12:05:00) early (3+4+3 = 10). The first window waits for nothing (it is
+#: kept for late data), the other two for the watermark (12:02:00 since 12:06:00), their
+#: periods starting again with their next element.
+PAPER_NOW = [
+    ("k", _t("12:00:30"), _t("12:01:30"), _t("12:05:00"), "FIRE", _t("12:01:40"), 0,
+     "ON_TIME", f"{EVERY} and WATERMARK in EVERY 1 MINUTE UNTIL WATERMARK, after UNTIL, "
+                "THEN branch 1; emits total=5"),
+    ("k", _t("12:02:10"), _t("12:03:10"), _t("12:05:00"), "FIRE", _t("12:01:40"), 0,
+     "EARLY", f"{EVERY}; emits total=7"),
+    ("k", _t("12:03:20"), _t("12:05:00"), _t("12:06:00"), "FIRE", _t("12:02:00"), 0,
+     "EARLY", f"{EVERY}; emits total=10"),
+    ("k", _t("12:02:10"), _t("12:03:10"), _t("12:06:20"), "WAITING", _t("12:02:00"), None,
+     None, _waits("12:03:10", "EVERY 1 MINUTE (from the next element on) or WATERMARK")),
+    ("k", _t("12:03:20"), _t("12:05:00"), _t("12:06:20"), "WAITING", _t("12:02:00"), None,
+     None, _waits("12:05:00", "EVERY 1 MINUTE (from the next element on) or WATERMARK")),
+]
+
+
+@pytest.fixture
+def paper_live(spark, paper_tables, tmp_path):
+    """The paper's rows as a stream of one file per arrival minute, up to 12:06's;
+    ``scores_before`` the rows that arrived before 12:05 (a history)."""
+    files = tmp_path / "all"
+    paper_stream_dir(files)
+    live = tmp_path / "live"
+    live.mkdir()
+    for f in sorted(files.glob("*.parquet"))[:3]:  # 12:04, 12:05 and 12:06
+        shutil.copy(f, live / f.name)
+    schema = spark.read.parquet(str(live)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("scores_live")
+    yield live
+    for q in spark.streams.active:
+        q.stop()
+    for v in ("scores_live", "scores_before", "scores_after"):
+        spark.catalog.dropTempView(v)
+
+
+def _start(spark, name: str, query: str, head: str = "") -> None:
+    from dfsql.continuous import _RUNNING
+
+    dfsql.sql(f"CREATE STREAMING QUERY {name}{head} AS {query}", spark)
+    _RUNNING[name].query.processAllAvailable()
+
+
+def test_a_running_query_says_what_each_live_window_waits_for(spark, paper_live):
+    _start(spark, "fig14_now", FIG14.replace("FROM scores", "FROM scores_live"))
+    rows = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_now", spark).collect()
+    assert [tuple(r) for r in rows] == PAPER_NOW
+    assert tuple(rows[0].asDict()) == COLUMNS
+    # WHERE narrows the rows as a bounded EXPLAIN FIRINGS' WHERE does
+    waiting = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_now\nWHERE event = "
+                        "'WAITING' AND window_start > TIMESTAMP '2015-09-01 12:03:00'",
+                        spark).collect()
+    assert [tuple(r) for r in waiting] == PAPER_NOW[-1:]
+    # what SHOW says of the same moment
+    shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0]
+    assert (shown.frontier, shown.watermark) == ("2015-09-01 12:06:20", "2015-09-01 12:02:00")
+    dfsql.sql("STOP STREAMING QUERY fig14_now", spark)
+
+
+def test_a_backfilled_query_explains_its_history_too(spark, paper_live):
+    """The rows before 12:05 as the history, the stream from there: the same state."""
+    first = sorted(paper_live.glob("*.parquet"))[0]  # 12:04's rows: the history's
+    history = first.parent.parent / "history"
+    history.mkdir()
+    first.rename(history / first.name)
+    spark.read.parquet(str(history)).createOrReplaceTempView("scores_before")
+    _start(spark, "fig14_backfilled", FIG14.replace("FROM scores", "FROM scores_live"),
+           " BACKFILL FROM scores_before")
+    rows = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_backfilled", spark).collect()
+    assert [tuple(r) for r in rows] == PAPER_NOW
+    dfsql.sql("STOP STREAMING QUERY fig14_backfilled", spark)
+
+
+@pytest.mark.parametrize("statement, message, at", [
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY nobody", "no continuous query named nobody",
+     (1, 37)),
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words\nWHERE no_such_column = 1",
+     "no_such_column", (2, 7)),
+    ("EXPLAIN FIRINGS FOR STREAMING fig14_words", "expected QUERY", (1, 31)),
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words ORDER BY at", "unexpected 'ORDER'",
+     (1, 49)),
+])
+def test_mistakes_are_positioned(spark, paper_live, statement, message, at):
+    _start(spark, "fig14_words", FIG14.replace("FROM scores", "FROM scores_live"))
+    with pytest.raises(DfsqlError, match=message) as info:
+        dfsql.sql(statement, spark).collect()
+    assert (info.value.line, info.value.column) == at
+    dfsql.sql("STOP STREAMING QUERY fig14_words", spark)
+
+
+def test_a_query_without_a_batch_or_on_sparks_operator_is_refused(spark, paper_live,
+                                                                   tmp_path):
+    """Before its first micro-batch a query has no state; a query Spark's own streaming
+    aggregation runs keeps Spark's state, which dfsql does not read: each said, placed."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    schema = spark.table("scores_live").schema
+    spark.readStream.schema(schema).parquet(str(empty)).createOrReplaceTempView("scores_none")
+    dfsql.sql("CREATE STREAMING QUERY nothing_yet AS "
+              + FIG14.replace("FROM scores", "FROM scores_none"), spark)
+    with pytest.raises(DfsqlError, match="has not completed a micro-batch") as info:
+        dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY nothing_yet", spark)
+    assert (info.value.line, info.value.column) == (1, 37)
+    _start(spark, "native_now", "SELECT key, SUM(value) AS total FROM scores_live GROUP BY "
+                                "key WINDOW FIXED(1 MINUTE) ON event_time")
+    with pytest.raises(DfsqlError, match="Spark's own streaming aggregation"):
+        dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY native_now", spark)
+    for name in ("nothing_yet", "native_now"):
+        dfsql.sql(f"STOP STREAMING QUERY {name}", spark)
+    spark.catalog.dropTempView("scores_none")
+
+
+# --------------------------------------------------------------------------- property
+
+
+def _gapped(seed: int) -> tuple[pd.DataFrame, list[int]]:
+    """A random workload with two quiet spells of 10 minutes at random rows: each
+    cut there ends a file whose last row (NULL event time: no window, no watermark)
+    arrives 5 minutes after the rows before it, and is the stream's frontier."""
+    frame = _workload(seed, n=240)
+    rng = np.random.default_rng(300 + seed)
+    cuts = sorted(rng.choice(np.arange(60, len(frame) - 20), 2, replace=False).tolist())
+    for c in cuts:
+        shift = pd.Timedelta(minutes=10)
+        frame.loc[c:, "arrival_time"] += shift
+        frame.loc[c:, "event_time"] += shift
+    return frame, cuts
+
+
+def _clock_row(frame: pd.DataFrame, upto: int) -> pd.DataFrame:
+    row = frame.iloc[upto - 1:upto].copy()
+    row["arrival_time"] += pd.Timedelta(minutes=5)
+    row["event_time"] = pd.Series([pd.NaT], row.index, frame["event_time"].dtype)
+    return row
+
+
+def _write(frame: pd.DataFrame, path: Path, i: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    part = path / f"part-{i:04d}.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), part,
+                   coerce_timestamps="us")
+    os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def _bounded_now(spark, q: str, frame: pd.DataFrame, upto: int):
+    """(WAITING rows, the last pane of every window live at its end) of a bounded
+    EXPLAIN FIRINGS over the rows before the cut, and its end instant."""
+    spark.createDataFrame(frame.iloc[:upto]).createOrReplaceTempView("bounded_src")
+    rows = [tuple(r) for r in dfsql.sql(f"EXPLAIN FIRINGS {q.format(t='bounded_src')}",
+                                        spark).collect()]
+    end = max(r[3] for r in rows)
+    live = {r[:3] for r in rows if r[4] == "EXPIRE" and r[3] == end and "end of input" in r[8]}
+    last = {}
+    for r in rows:
+        if r[4] == "FIRE" and r[5] is not None:  # not the end of input's +inf panes
+            last[r[:3]] = r
+    fires = sorted((last[w] for w in live if w in last), key=repr)
+    waiting = sorted((r for r in rows if r[4] == "WAITING"), key=repr)
+    return waiting, fires, end
+
+
+@pytest.mark.parametrize("seed,window,trigger,emit", [
+    (21, "SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
+     "ACCUMULATING AND RETRACTING"),
+    (22, "FIXED(1 MINUTE)", "AT WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROW",
+     "ACCUMULATING"),
+    (23, "SLIDING(1 MINUTE, EVERY 20 SECONDS)", "REPEAT ANY(AFTER 3 ROWS, AFTER 15 SECONDS)",
+     "DISCARDING"),
+])
+def test_a_running_query_now_equals_the_bounded_explain_at_its_frontier(
+        spark, tmp_path, seed, window, trigger, emit):
+    """Random workloads: a random history backfilled, then the stream read to a random
+    cut, then to another. At each, EXPLAIN FIRINGS FOR STREAMING QUERY gives the WAITING
+    rows a bounded EXPLAIN FIRINGS of the rows before the frontier gives at its end, and
+    the last pane of each window still live there."""
+    from dfsql.continuous import _RUNNING
+
+    frame, cuts = _gapped(seed)
+    history = int(np.random.default_rng(400 + seed).integers(1, cuts[0]))
+    q = QUERY.format(window=window, trigger=trigger, emit=emit)
+    live = tmp_path / "live"
+    live.mkdir()
+    spark.createDataFrame(frame.iloc[:history]).createOrReplaceTempView("history_src")
+    _write(pd.concat([frame.iloc[history:cuts[0]], _clock_row(frame, cuts[0])]), live, 0)
+    schema = spark.read.parquet(str(live)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("live_src")
+    try:
+        dfsql.sql("CREATE STREAMING QUERY random_now BACKFILL FROM history_src AS "
+                  + q.format(t="live_src"), spark)
+        running = _RUNNING["random_now"].query
+        told = 0
+        for i, upto in enumerate(cuts):
+            if i:
+                _write(pd.concat([frame.iloc[cuts[i - 1]:upto], _clock_row(frame, upto)]),
+                       live, i)
+            running.processAllAvailable()
+            frontier = (frame["arrival_time"].iloc[upto - 1] + pd.Timedelta(minutes=5)) \
+                .to_pydatetime().replace(tzinfo=None)
+            waiting, fires, end = _bounded_now(spark, q, frame, upto)
+            assert end < frontier  # the bounded run's end is the same state
+            now = [tuple(r) for r in dfsql.sql(
+                "EXPLAIN FIRINGS FOR STREAMING QUERY random_now", spark).collect()]
+            got_fires = sorted((r for r in now if r[4] == "FIRE"), key=repr)
+            assert got_fires == fires and len(fires) >= 3
+            got_waiting = [r for r in now if r[4] == "WAITING"]
+            assert {r[3] for r in got_waiting} <= {frontier}
+            assert all(CLOCK in r[8] for r in got_waiting)
+            assert sorted(((*r[:3], end, *r[4:8], r[8].split(CLOCK)[0]) for r in got_waiting),
+                          key=repr) == waiting
+            told += len(waiting)
+        assert told  # some window was waiting at some cut
+    finally:
+        if "random_now" in _RUNNING:
+            dfsql.sql("STOP STREAMING QUERY random_now", spark)
+        for v in ("live_src", "history_src", "bounded_src"):
+            spark.catalog.dropTempView(v)
+
+
+def test_the_shell_explains_a_running_query_by_its_name(spark, paper_live, capsys):
+    """``\\explain firings q [WHERE …]`` in the shell: the statement's rows, printed; a
+    mistake in the WHERE placed where it was typed on the command's line."""
+    from tests.in_process import shell_on
+
+    _start(spark, "fig14_shell", FIG14.replace("FROM scores", "FROM scores_live"))
+    shell = shell_on(spark)
+    capsys.readouterr()
+    shell.command("\\explain firings fig14_shell WHERE event = 'WAITING'")
+    out = capsys.readouterr().out
+    assert out.count("WAITING") == 2 and "EVERY 1 MINUTE (from the next element on)" in out
+    assert "2 rows" in out
+    with pytest.raises(DfsqlError, match="nope") as info:
+        shell.command("\\explain firings fig14_shell WHERE nope = 1")
+    assert (info.value.line, info.value.column) == (1, 36)
+    dfsql.sql("STOP STREAMING QUERY fig14_shell", spark)
