@@ -6,11 +6,18 @@ DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.pl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import run as run_continuous
-from dfsql.errors import AnalysisError, DfsqlError, SourceError, WatermarkError
+from dfsql.errors import (
+    AnalysisError,
+    DfsqlError,
+    NotSupportedError,
+    SourceError,
+    WatermarkError,
+)
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import Backfill, ContinuousStatement
 from dfsql.language.registered import (
@@ -81,7 +88,8 @@ def sql(text: str | Statement | ContinuousStatement,
     # once: parsing and finding the views it reads share it
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if isinstance(stmt, ContinuousStatement):
-        return run_continuous(stmt, text, _spark(spark), start, explain_running)
+        return run_continuous(stmt, text, _spark(spark), start, explain_running,
+                              alter_running)
     planned = _planned(stmt, text, scanned, _spark(spark))
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
@@ -204,6 +212,60 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
     if stream is None or stream.state is None:
         return None
     return live_firings(planned.blocks[-1].plan, stream.state, checkpoint, where, source)
+
+
+def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
+                  history: Backfill | None, source: Source, at: int,
+                  spark: SparkSession) -> Callable[[], Backfill]:
+    """ALTER STREAMING QUERY while the old query still runs (:mod:`dfsql.spark.stream.alter`):
+    the new query planned (its mistakes placed where written), the streams both read
+    compared, and the old one's stream asked whether what it read can be read again —
+    each refusal placed at ``at`` in ``source``. Returns what makes the new query's
+    history once the old one has stopped: its own ``history`` and the files it read."""
+    from dfsql.spark.stream.alter import file_stream, files_read, missing
+    from dfsql.spark.stream.backfill import stream_relations
+
+    def streams(q: Statement | str) -> list[str]:
+        stmt = parse_any(q) if isinstance(q, str) else q
+        scanned = stmt.scanned if stmt.scanned is not None else scan_text(stmt.written)
+        with as_recorded(spark, checkpoint):
+            planned = _planned(stmt, stmt.written, scanned, spark)
+        if planned.stream is None:
+            raise source.error(SourceError, "ALTER STREAMING QUERY takes a windowed query "
+                               "over the query's stream", at, "read the same stream")
+        return stream_relations(planned.blocks[-1].plan)
+
+    new, was = streams(query), streams(old)
+    if sorted(new) != sorted(was):
+        raise source.error(SourceError, f"the changed query reads {', '.join(new)}; the "
+                           f"running one reads {', '.join(was)}", at,
+                           "a changed query reads the same stream (CREATE another query "
+                           "for another stream)")
+    fs = file_stream(spark, was[0])
+    if fs is None or files_read(spark, checkpoint) is None:
+        raise source.error(NotSupportedError, f"{was[0]} cannot be read again: it is not "
+                           "a stream of files, so the changed query could not be given "
+                           "what the running one has read", at,
+                           "a query over a stream of files (spark.readStream.parquet, "
+                           "csv, json …) can be changed")
+
+    def make() -> Backfill:
+        files = files_read(spark, checkpoint) or []
+        gone = missing(spark, files)
+        if gone:
+            raise source.error(SourceError, f"{len(gone)} file(s) the query read are gone "
+                               f"(the first: {gone[0]}): what it read cannot be read "
+                               "again", at, "the query keeps running unchanged")
+        frame = fs.read(spark, files) if files else None
+        if history is not None:
+            before = history.frame if history.frame is not None else spark.sql(history.sql)
+            frame = before if frame is None else before.unionByName(frame)
+        if frame is None:  # nothing read yet: an empty history
+            frame = spark.table(was[0]).limit(0)
+        return Backfill(frame=frame, skip=tuple(files))
+
+    make()  # the files there now can be read: checked before the old query stops
+    return make
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

@@ -19,15 +19,16 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
-from dfsql.language.continuous import ContinuousStatement, parse_continuous
+from dfsql.language.continuous import Backfill, ContinuousStatement, parse_continuous
 from dfsql.language.scan import Source
+from dfsql.language.statement import parse_statement
 from dfsql.spark.stream.checkpoint import committed_batches
 from dfsql.spark.stream.sinks import TableSink
 
@@ -63,6 +64,15 @@ class Explainer(Protocol):
     def __call__(self, query: Statement | str, checkpoint: str,
                  where: tuple[int, str] | None, source: Source,
                  spark: SparkSession) -> DataFrame | None: ...
+
+
+class Alterer(Protocol):
+    """How ALTER STREAMING QUERY is checked and its history made: the signature of
+    :func:`dfsql.api.alter_running`."""
+
+    def __call__(self, query: Statement | str, old: Statement | str, checkpoint: str,
+                 history: Backfill | None, source: Source, at: int,
+                 spark: SparkSession) -> Callable[[], Backfill]: ...
 
 
 class Starter(Protocol):
@@ -199,6 +209,10 @@ class Running:
     started: float
     owner: str | None = None
     totals: Totals = field(default_factory=Totals)
+    #: where its panes go (the TableSink object, or the directory)
+    sink_object: object = None
+    #: (version, the frontier it took effect at; None: from the start), ALTER's
+    versions: tuple[tuple[int, str | None], ...] = ((1, None),)
 
 
 @dataclass
@@ -251,14 +265,15 @@ def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
 SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
                "input_rows BIGINT, input_rows_per_second DOUBLE, "
                "processed_rows_per_second DOUBLE, watermark STRING, state_elements BIGINT, "
-               "frontier STRING, inputs STRING, held_by STRING, started TIMESTAMP, "
-               "owner STRING")
+               "frontier STRING, inputs STRING, held_by STRING, versions STRING, "
+               "started TIMESTAMP, owner STRING")
 
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
-        explain: Explainer | None = None) -> DataFrame:
-    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY, or
-    EXPLAIN FIRINGS FOR STREAMING QUERY (its query's state read with ``explain``)."""
+        explain: Explainer | None = None, alter: Alterer | None = None) -> DataFrame:
+    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY, EXPLAIN
+    FIRINGS FOR STREAMING QUERY (its query's state read with ``explain``) or ALTER
+    STREAMING QUERY (what it read made the new query's history by ``alter``)."""
     if stmt.kind == "show":
         return _show(spark)
     if stmt.kind == "stop":
@@ -266,23 +281,84 @@ def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starte
     if stmt.kind == "explain":
         assert explain is not None
         return _explain(stmt, text, spark, explain)
+    if stmt.kind == "alter":
+        assert alter is not None
+        return _alter(stmt, text, spark, start, alter)
     return _create(stmt, text, spark, start)
 
 
-def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
-             explain: Explainer) -> DataFrame:
-    """EXPLAIN FIRINGS FOR STREAMING QUERY: its owner's (or an admin's), as STOP is: the
-    rows show the values of whatever the query reads."""
+def _running(stmt: ContinuousStatement, src: Source, what: str) -> Running:
+    """The running query the statement names, if the actor may ``what`` it."""
     assert stmt.name is not None
-    src = Source(text)
     with _LOCK:
         r = _RUNNING.get(stmt.name)
     if r is None:
         raise src.error(AnalysisError, f"no continuous query named {stmt.name} is running",
                         stmt.name_offset, "SHOW STREAMING QUERIES lists them")
     if not _actor().may_change(r.owner):
-        raise src.error(NotOwnerError, not_owner(stmt.name, r.owner, "EXPLAIN"),
+        raise src.error(NotOwnerError, not_owner(stmt.name, r.owner, what),
                         stmt.name_offset, "SHOW STREAMING QUERIES names each query's owner")
+    return r
+
+
+def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
+           alter: Alterer) -> DataFrame:
+    """ALTER STREAMING QUERY (LANGUAGE.md §8c): checked while the old query runs (a
+    refusal leaves it running unchanged); then it stops at its last completed
+    micro-batch and the new query starts from everything it read, its table restated
+    by the new query's first micro-batch. Should the new query not start, the old one
+    starts again from its checkpoint: one of them always runs."""
+    src = Source(text)
+    r = _running(stmt, src, "ALTER")
+    if _KEEPER is not None:
+        raise src.error(NotSupportedError, "ALTER STREAMING QUERY is not kept across "
+                        "restarts yet (this server keeps its queries in --state-dir)", 0,
+                        "STOP the query and CREATE it again with the new query")
+    created = parse_continuous(r.text)
+    assert created is not None and created.kind == "create"
+    if created.sink != "table":
+        raise src.error(NotSupportedError, "ALTER STREAMING QUERY restates an INTO TABLE "
+                        "query's table; an INTO DIRECTORY query's files cannot be "
+                        "restated yet", stmt.name_offset, "STOP the query and CREATE it "
+                        "again with the new query over a new directory")
+    query = stmt.query_statement
+    if stmt.statement is None:  # the new query's own mistake, placed where written
+        parse_statement(stmt.query, stmt.query_scanned)
+    history = alter(query, created.query_statement, r.checkpoint, created.backfill, src,
+                    stmt.query_offset, spark)
+    r.totals.fold(r.query.recentProgress)  # type: ignore[attr-defined]
+    r.query.stop()  # type: ignore[attr-defined]
+    version = r.versions[-1][0] + 1
+    checkpoint = tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-v{version}-") \
+        if created.checkpoint is None else f"{created.checkpoint.rstrip('/')}/alter-v{version}"
+    sink = TableSink(r.name, global_view=True)
+    try:
+        new = start(query, sink=sink, checkpoint=checkpoint, name=r.name, spark=spark,
+                    backfill=history())
+    except BaseException:
+        old = start(created.query_statement, sink=r.sink_object, checkpoint=r.checkpoint,
+                    name=r.name, spark=spark)
+        with _LOCK:
+            _RUNNING[r.name] = replace(r, query=old)
+        raise
+    frontier = r.totals.frontier
+    body = stmt.query[stmt.query_offset:]
+    with _LOCK:
+        _RUNNING[r.name] = replace(
+            r, query=new, checkpoint=checkpoint, sink_object=sink, totals=Totals(),
+            text=f"CREATE STREAMING QUERY {r.name} AS {body}",
+            versions=(*r.versions, (version, frontier)))
+    return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
+                                 "name STRING, id STRING, version BIGINT, "
+                                 "from_frontier STRING, checkpoint STRING")
+
+
+def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
+             explain: Explainer) -> DataFrame:
+    """EXPLAIN FIRINGS FOR STREAMING QUERY: its owner's (or an admin's), as STOP is: the
+    rows show the values of whatever the query reads."""
+    src = Source(text)
+    r = _running(stmt, src, "EXPLAIN")
     if not committed_batches(spark, r.checkpoint):
         raise src.error(DfsqlError, f"{stmt.name} has not completed a micro-batch yet: it "
                         "has no state to explain", stmt.name_offset,
@@ -344,7 +420,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise
     with _LOCK:
         _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time(),
-                                      owner)
+                                      owner, sink_object=sink)
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
 
@@ -394,14 +470,21 @@ def _show(spark: SparkSession) -> DataFrame:
                      float(p.get("inputRowsPerSecond", 0.0) or 0.0),
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
                      t.watermark, t.state, t.frontier, *inputs_shown(t),
+                     versions_shown(r.versions),
                      datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None),
                      r.owner))
     for f in failed_now:
         rows.append((f.name, None, f"FAILED: {f.reason}", f.sink, None, None, 0.0, 0.0, None,
-                     None, None, None, None,
+                     None, None, None, None, None,
                      datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
                      f.owner))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
+
+
+def versions_shown(versions: tuple[tuple[int, str | None], ...]) -> str:
+    """SHOW's ``versions``: each version of the query (ALTER STREAMING QUERY makes one)
+    and the frontier it took effect at."""
+    return "; ".join(f"v{v} from " + (f"{at}" if at else "the start") for v, at in versions)
 
 
 def inputs_shown(t: Totals) -> tuple[str | None, str | None]:

@@ -9,6 +9,7 @@ run them as SQL::
         AS <windowed query over a streaming source>
     SHOW STREAMING QUERIES
     STOP STREAMING QUERY name
+    ALTER STREAMING QUERY name AS <windowed query over the same stream>
     EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE <predicate on the events>]
 
 The options come before AS: the windowed query ends in the extension clauses, which
@@ -55,6 +56,9 @@ class Backfill:
     frame: object | None = field(default=None, compare=False)
     #: the text ``sql``'s offsets are positions in (the user's statement)
     written: str = ""
+    #: ALTER: the stream's files the history already holds (what the query read before
+    #: it changed); the stream goes on without them
+    skip: tuple[str, ...] = ()
 
     @classmethod
     def of_span(cls, text: str, start: int, end: int) -> Backfill:
@@ -80,7 +84,7 @@ class Backfill:
 
 @dataclass(frozen=True)
 class ContinuousStatement:
-    kind: str  # create | show | stop | explain
+    kind: str  # create | show | stop | explain | alter
     name: str | None = None
     name_offset: int = 0
     sink: str = "table"  # table | directory
@@ -113,7 +117,7 @@ class ContinuousStatement:
     def query_scanned(self) -> Scanned | None:
         """The query after AS as scanned, without scanning it again: the statement's
         tokens from the query on, the text's head blanked (offsets and lines kept)."""
-        if self.scanned is None or self.kind != "create":
+        if self.scanned is None or self.kind not in ("create", "alter"):
             return None
         body, cleaned = self.query_offset, self.scanned.cleaned
         return Scanned(Source(self.query),
@@ -173,22 +177,13 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
         at = words[2].start if len(words) > 2 else words[1].end
         raise src.error(DfsqlSyntaxError, "expected SHOW STREAMING QUERIES", at,
                         "SHOW STREAMING QUERIES lists the running continuous queries")
-    if not head.is_word("CREATE", "STOP"):
+    if not head.is_word("CREATE", "STOP", "ALTER"):
         return None
     kind = head.upper.lower()
-    if len(words) < 3 or not words[2].is_word("QUERY"):
-        at = words[2] if len(words) > 2 else words[1]
-        raise src.error(DfsqlSyntaxError, f"expected {head.upper} STREAMING QUERY name",
-                        at.start if len(words) > 2 else at.end,
-                        SYNOPSIS if kind == "create" else "STOP STREAMING QUERY name")
-    if len(words) < 4 or words[3].kind not in ("word", "quoted"):
-        end = words[-1].end
-        raise src.error(DfsqlSyntaxError, "a continuous query needs a name",
-                        words[3].start if len(words) > 3 else end,
-                        "e.g. " + ("STOP STREAMING QUERY sessions_live" if kind == "stop"
-                                   else "CREATE STREAMING QUERY sessions_live AS SELECT …"))
-    name_tok = words[3]
+    name_tok = _name(src, words, kind)
     name = name_tok.text.strip("`")
+    if kind == "alter":
+        return _alter(text, src, words, name_tok)
     if kind == "stop":
         if len(words) > 4:
             raise src.error(DfsqlSyntaxError, f"unexpected {words[4].text!r} after the name",
@@ -241,6 +236,36 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                                splice(text, [(0, body, "")]), body,
                                path_offset=path_at, checkpoint_offset=checkpoint_at,
                                backfill=backfill)
+
+
+ALTER_SYNOPSIS = "ALTER STREAMING QUERY name AS <windowed query>"
+_SYNOPSES = {"create": SYNOPSIS, "stop": "STOP STREAMING QUERY name", "alter": ALTER_SYNOPSIS}
+
+
+def _name(src: Source, words: list[Token], kind: str) -> Token:
+    """The query's name in ``<CREATE | STOP | ALTER> STREAMING QUERY name``."""
+    if len(words) < 3 or not words[2].is_word("QUERY"):
+        at = words[2] if len(words) > 2 else words[1]
+        raise src.error(DfsqlSyntaxError, f"expected {kind.upper()} STREAMING QUERY name",
+                        at.start if len(words) > 2 else at.end, _SYNOPSES[kind])
+    if len(words) < 4 or words[3].kind not in ("word", "quoted"):
+        raise src.error(DfsqlSyntaxError, "a continuous query needs a name",
+                        words[3].start if len(words) > 3 else words[-1].end,
+                        "e.g. " + _SYNOPSES[kind].replace(" name", " sessions_live"))
+    return words[3]
+
+
+def _alter(text: str, src: Source, words: list[Token], name_tok: Token) -> ContinuousStatement:
+    """``ALTER STREAMING QUERY name AS <windowed query>``: the sink, checkpoint and
+    history are the query's own, so nothing else comes before AS."""
+    if len(words) < 6 or not words[4].is_word("AS"):
+        at = words[4].start if len(words) > 4 else name_tok.end
+        raise src.error(DfsqlSyntaxError, "expected AS <windowed query> after the name "
+                        "(a changed query keeps its sink, checkpoint and history)", at,
+                        ALTER_SYNOPSIS)
+    body = words[5].start
+    return ContinuousStatement("alter", name_tok.text.strip("`"), name_tok.start,
+                               query=splice(text, [(0, body, "")]), query_offset=body)
 
 
 EXPLAIN_SYNOPSIS = "EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE <predicate>]"

@@ -139,7 +139,7 @@ class Judge:
         if isinstance(stmt, ContinuousStatement):
             if stmt.kind == "explain":  # its WHERE runs over the query's events
                 self._check_events_where(spark, text, stmt.where)
-            if stmt.kind != "create":
+            if stmt.kind not in ("create", "alter"):  # ALTER's query runs as CREATE's
                 return
             self.check_continuous(text, stmt)
             if stmt.backfill is not None and stmt.backfill.sql is not None:

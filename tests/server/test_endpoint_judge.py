@@ -155,6 +155,15 @@ ATTACKS = [
     ("CREATE STREAMING QUERY q_bf2 BACKFILL FROM (SELECT reflect('java.lang.String', "
      "'valueOf', 1) AS key FROM scores) AS SELECT key, COUNT(*) AS n FROM scores GROUP BY "
      "key WINDOW GLOBAL", "line 1, col 52"),
+    # a changed query is judged as a created one, where it was written
+    ("ALTER STREAMING QUERY q_alt AS SELECT key, MAX(reflect('java.lang.String', "
+     "'valueOf', value)) AS m FROM scores GROUP BY key WINDOW GLOBAL", "line 1, col 48"),
+    ("ALTER STREAMING QUERY q_alt AS SELECT key, COUNT(*) AS n FROM (SELECT value AS "
+     "key, current_timestamp() AS ts FROM text.`{outside}/secret.txt`) GROUP BY key "
+     "WINDOW GLOBAL", None),
+    # EXPLAIN FIRINGS FOR STREAMING QUERY's WHERE, as Spark reads a predicate
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY q_x WHERE java_method('java.lang.System', "
+     "'getenv', 'HOME') IS NOT NULL", "line 1, col 47"),
 ]
 #: statements that spell a forbidden form but do nothing forbidden: (statement, rows)
 ALLOWED = [

@@ -11,7 +11,6 @@ path: the replay's driver over the rows, not the bucket processor's state)."""
 from __future__ import annotations
 
 import os
-import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
-from tests.conftest import paper_stream_dir
 from tests.spark.test_backfill import FIGURES
 from tests.spark.test_streaming import QUERY, _workload
 
@@ -62,25 +60,6 @@ PAPER_NOW = [
     ("k", _t("12:03:20"), _t("12:05:00"), _t("12:06:20"), "WAITING", _t("12:02:00"), None,
      None, _waits("12:05:00", "EVERY 1 MINUTE (from the next element on) or WATERMARK")),
 ]
-
-
-@pytest.fixture
-def paper_live(spark, paper_tables, tmp_path):
-    """The paper's rows as a stream of one file per arrival minute, up to 12:06's;
-    ``scores_before`` the rows that arrived before 12:05 (a history)."""
-    files = tmp_path / "all"
-    paper_stream_dir(files)
-    live = tmp_path / "live"
-    live.mkdir()
-    for f in sorted(files.glob("*.parquet"))[:3]:  # 12:04, 12:05 and 12:06
-        shutil.copy(f, live / f.name)
-    schema = spark.read.parquet(str(live)).schema
-    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("scores_live")
-    yield live
-    for q in spark.streams.active:
-        q.stop()
-    for v in ("scores_live", "scores_before", "scores_after"):
-        spark.catalog.dropTempView(v)
 
 
 def _start(spark, name: str, query: str, head: str = "") -> None:

@@ -53,7 +53,7 @@ from dfsql.spark.plan.values import (
 )
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
 from dfsql.spark.replay.panes import KIND_DROPPED, replay_panes
-from dfsql.spark.stream.backfill import history_input
+from dfsql.spark.stream.backfill import history_input, stream_input
 from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
@@ -414,7 +414,8 @@ class BlockPlan:
             if native:
                 panes = native_panes(self)
             else:
-                panes, *state = stream_panes(self, self.timed_input_df(), history)
+                panes, *state = stream_panes(self, stream_input(self, self.backfill),
+                                             history)
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS

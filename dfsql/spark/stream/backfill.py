@@ -63,7 +63,7 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     history = _history_frame(plan, backfill)
     view = plan.name("__dfsql_history")
     plan.temp_view(history, view)
-    streams = _stream_relations(plan)
+    streams = stream_relations(plan)
     if len(streams) != 1:
         raise _error(backfill, "BACKFILL needs a query that reads exactly one stream "
                      f"(it reads {len(streams) or 'no'} streams)",
@@ -73,6 +73,21 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     except DfsqlError as err:
         raise _error(backfill, f"the history cannot stand in for the stream {streams[0]}: "
                      f"{err.message}", HINT) from None
+
+
+def stream_input(plan: ReplayPlan, backfill: Backfill | None) -> DataFrame:
+    """The block's input stage over the stream, without the files the history already
+    holds (ALTER STREAMING QUERY: :attr:`Backfill.skip`), each row's file asked at the
+    scan."""
+    if backfill is None or not backfill.skip:
+        return plan.timed_input_df()
+    from pyspark.sql import functions as F  # noqa: N812
+
+    stream = stream_relations(plan)[0]
+    view = plan.name("__dfsql_unread")
+    unread = plan.spark.table(stream).where(~F.input_file_name().isin(list(backfill.skip)))
+    plan.temp_view(unread, view)
+    return plan.timed_input_df({stream: view})
 
 
 def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
@@ -97,7 +112,7 @@ def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     return df  # type: ignore[return-value]
 
 
-def _stream_relations(plan: ReplayPlan) -> list[str]:
+def stream_relations(plan: ReplayPlan) -> list[str]:
     """The names of the streaming relations the block's input stage reads (as written,
     qualified as written): a tree walk, each name asked of Spark's catalog."""
     tree = plan.stages.timed_input if plan.stages.filters_input else plan.stages.input

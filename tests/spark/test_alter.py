@@ -1,0 +1,181 @@
+"""A running continuous query changed without losing what it has read (issue #34, item
+2; LANGUAGE.md §8c): ``ALTER STREAMING QUERY q AS <windowed query>`` takes effect at
+the frontier of q's last completed micro-batch; the new query starts from the state a
+replay of everything q read gives, and q's table is restated as the new query's.
+
+Expected rows come from the paper by hand (Figure 14's sessions, the gap widened from 1
+to 5 minutes at 12:06:20) and, over random workloads changed at a random file, from
+the bounded replay of the new query over all the rows (the replay's driver, not the
+stream)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import dfsql
+from dfsql.errors import DfsqlError
+from tests.spark.test_live_firings import FIG14, _start, _t
+from tests.spark.test_streaming import QUERY, _with_sentinel, _workload, _write_parts
+
+GAP5 = FIG14.replace("GAP 1 MINUTE", "GAP 5 MINUTES")
+
+
+def _table(spark, name: str) -> list[tuple]:
+    return [tuple(r) for r in spark.sql(f"SELECT * FROM global_temp.{name} ORDER BY "
+                                        "key, window_start").collect()]
+
+
+def _catch_up(name: str) -> None:
+    from dfsql.continuous import _RUNNING
+
+    _RUNNING[name].query.processAllAvailable()
+
+
+def test_a_wider_gap_restates_the_table_and_goes_on(spark, paper_live):
+    """Figure 14's query (sessions, GAP 1 MINUTE) has read the rows that arrived up to
+    12:06:20: its table holds [12:00:30,12:01:30) 5, [12:02:10,12:03:10) 7 and
+    [12:03:20,12:05:00) 10. The gap widened to 5 minutes there: by hand, the 5, 7, 3, 4
+    and 3 (event times 12:00:30 … 12:04:00) are one session [12:00:30,12:09:00); its
+    period fired at 12:06:00 (the 3 arriving at 12:05:20 started it) with 22, an EARLY
+    pane 0 of the window the last merge made. Then the other rows arrive: all one session
+    up to 12:07:50 + 5 minutes, 51 at 12:09's period, still EARLY (the watermark is
+    12:09:00)."""
+    _start(spark, "gap_live", FIG14.replace("FROM scores", "FROM scores_live"))
+    assert [r[1] for r in _table(spark, "gap_live")] == [5, 7, 10]
+    changed = dfsql.sql("ALTER STREAMING QUERY gap_live AS "
+                        + GAP5.replace("FROM scores", "FROM scores_live"), spark).collect()
+    assert [(r.name, r.version, r.from_frontier) for r in changed] == [
+        ("gap_live", 2, "2015-09-01 12:06:20")]
+    _catch_up("gap_live")
+    assert _table(spark, "gap_live") == [
+        ("k", 22, _t("12:00:30"), _t("12:09:00"), 0, "EARLY", False, _t("12:06:00"))]
+    for f in sorted((paper_live.parent / "all").glob("*.parquet"))[3:]:
+        shutil.copy(f, paper_live / f.name)
+    _catch_up("gap_live")
+    assert _table(spark, "gap_live") == [
+        ("k", 51, _t("12:00:30"), _t("12:12:50"), 0, "EARLY", False, _t("12:09:00"))]
+    shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0]
+    assert shown.versions == "v1 from the start; v2 from 2015-09-01 12:06:20"
+    # the changed query is the one explained
+    now = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY gap_live", spark).collect()
+    assert [(r.event, r.window_end) for r in now] == [("FIRE", _t("12:12:50")),
+                                                      ("WAITING", _t("12:12:50"))]
+    assert now[0].detail.endswith("emits total=51")
+    dfsql.sql("STOP STREAMING QUERY gap_live", spark)
+
+
+def _current(rows: list) -> list[tuple]:
+    """The table a changelog leaves: each window's last row, none once retracted."""
+    table: dict = {}
+    for r in rows:
+        k = (r.key, r.window_start, r.window_end)
+        if r.is_retraction:
+            table.pop(k, None)
+        else:
+            table[k] = tuple(v for n, v in r.asDict().items() if n != "is_retraction")
+    return sorted(table.values(), key=repr)
+
+
+@pytest.mark.parametrize("seed,before,after", [
+    (31, ("SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT "
+          "WATERMARK", "ACCUMULATING AND RETRACTING"),
+     ("SESSIONS(GAP 40 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
+      "ACCUMULATING AND RETRACTING")),
+    (32, ("FIXED(1 MINUTE)", "REPEAT WATERMARK", "ACCUMULATING"),
+     ("SLIDING(1 MINUTE, EVERY 30 SECONDS)", "AT WATERMARK EARLY EVERY 2 ROWS",
+      "ACCUMULATING AND RETRACTING")),
+])
+def test_the_changed_table_is_the_new_querys_replay(spark, tmp_path, seed, before, after):
+    """Random workloads in six files, the query changed after a random one: the table
+    holds what the new query's replay of all the rows leaves before the frontier."""
+    frame = _with_sentinel(_workload(seed))
+    staged = tmp_path / "staged"
+    _write_parts(frame, [int(x) for x in np.linspace(0, len(frame), 7)[1:-1]], staged)
+    live = tmp_path / "live"
+    live.mkdir()
+    parts = sorted(staged.glob("*.parquet"))
+    cut = int(np.random.default_rng(500 + seed).integers(1, len(parts) - 1))
+    for f in parts[:cut]:
+        shutil.copy2(f, live / f.name)
+    schema = spark.read.parquet(str(staged)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("alter_src")
+    spark.createDataFrame(frame, schema=schema).createOrReplaceTempView("alter_all")
+    old, new = (QUERY.format(window=w, trigger=t, emit=e) for w, t, e in (before, after))
+    try:
+        _start(spark, "alter_random", old.format(t="alter_src"))
+        dfsql.sql("ALTER STREAMING QUERY alter_random AS " + new.format(t="alter_src"), spark)
+        for f in parts[cut:]:
+            shutil.copy2(f, live / f.name)
+        _catch_up("alter_random")
+        frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
+        replay = [r for r in dfsql.sql(new.format(t="alter_all"), spark).collect()
+                  if r.emit_time < frontier]
+        got = sorted(_table(spark, "alter_random"), key=repr)
+    finally:
+        dfsql.sql("STOP STREAMING QUERY alter_random", spark)
+        for v in ("alter_src", "alter_all"):
+            spark.catalog.dropTempView(v)
+    want = _current(replay)
+    assert len(want) >= 3
+    assert got == want
+
+
+def test_refusals_leave_the_query_running_unchanged(spark, paper_live, tmp_path):
+    """Each refusal is placed where its cause was written, and q goes on as it was."""
+    from dfsql.continuous import _RUNNING
+
+    query = FIG14.replace("FROM scores", "FROM scores_live")
+    _start(spark, "kept_as_is", query)
+    before = _table(spark, "kept_as_is")
+
+    def refused(statement: str, message: str, at: tuple[int, int]) -> None:
+        with pytest.raises(DfsqlError, match=message) as info:
+            dfsql.sql(statement, spark)
+        assert (info.value.line, info.value.column) == at, info.value
+        assert _RUNNING["kept_as_is"].query.isActive
+        assert _RUNNING["kept_as_is"].versions == ((1, None),)
+
+    refused("ALTER STREAMING QUERY kept_as_is AS\n" + query.replace("SUM(value)", "SUM(nope)"),
+            "nope", (2, 17))
+    other = tmp_path / "other"
+    shutil.copytree(paper_live, other)
+    schema = spark.table("scores_live").schema
+    spark.readStream.schema(schema).parquet(str(other)).createOrReplaceTempView("scores_other")
+    refused("ALTER STREAMING QUERY kept_as_is AS\n"
+            + query.replace("scores_live", "scores_other"), "reads scores_other", (2, 1))
+    refused("ALTER STREAMING QUERY nobody AS " + query, "no continuous query named nobody",
+            (1, 23))
+    read = sorted(paper_live.glob("*.parquet"))[0]
+    moved = tmp_path / read.name
+    read.rename(moved)
+    refused("ALTER STREAMING QUERY kept_as_is AS " + GAP5.replace("FROM scores",
+                                                                  "FROM scores_live"),
+            "file.s. the query read are gone", (1, 37))
+    moved.rename(read)
+    assert _table(spark, "kept_as_is") == before
+    dfsql.sql("STOP STREAMING QUERY kept_as_is", spark)
+    spark.catalog.dropTempView("scores_other")
+
+
+def test_only_a_stream_of_files_or_a_table_sink_can_change(spark, paper_live, tmp_path):
+    spark.readStream.format("rate").option("rowsPerSecond", 5).load() \
+        .createOrReplaceTempView("ticks")
+    ticking = ("SELECT COUNT(*) AS n FROM ticks WINDOW FIXED(1 MINUTE) ON timestamp "
+               "TRIGGER EVERY 5 ROWS")
+    dfsql.sql(f"CREATE STREAMING QUERY ticking AS {ticking}", spark)
+    with pytest.raises(DfsqlError, match="ticks cannot be read again") as info:
+        dfsql.sql(f"ALTER STREAMING QUERY ticking AS {ticking.replace('5 ROWS', '9 ROWS')}",
+                  spark)
+    assert (info.value.line, info.value.column) == (1, 34)
+    query = FIG14.replace("FROM scores", "FROM scores_live")
+    _start(spark, "into_files", query, f" INTO DIRECTORY '{tmp_path / 'panes'}'")
+    with pytest.raises(DfsqlError, match="INTO DIRECTORY") as info:
+        dfsql.sql(f"ALTER STREAMING QUERY into_files AS {GAP5}", spark)
+    assert (info.value.line, info.value.column) == (1, 23)
+    for name in ("ticking", "into_files"):
+        dfsql.sql(f"STOP STREAMING QUERY {name}", spark)
+    spark.catalog.dropTempView("ticks")
+
