@@ -34,7 +34,10 @@ from dfsql.session import session
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.explain.live import live_firings
+from dfsql.spark.stream.alter import file_stream, files_read, history_of, missing
 from dfsql.spark.stream.backfill import needed as backfill_needed
+from dfsql.spark.stream.backfill import stream_relations
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
@@ -201,8 +204,6 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
     plan made again on the partitions the checkpoint recorded (they number the state's
     buckets); ``where`` (offset in ``source``, text) narrows the rows. None when Spark's
     own operator runs the query (its state is Spark's, not the bucket processor's)."""
-    from dfsql.spark.explain.live import live_firings
-
     stmt = parse_any(query) if isinstance(query, str) else query
     text = stmt.written
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
@@ -216,14 +217,13 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
 
 def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
                   history: Backfill | None, source: Source, at: int,
-                  spark: SparkSession) -> Callable[[], Backfill]:
+                  spark: SparkSession) -> tuple[str, Callable[[], Backfill]]:
     """ALTER STREAMING QUERY while the old query still runs (:mod:`dfsql.spark.stream.alter`):
     the new query planned (its mistakes placed where written), the streams both read
     compared, and the old one's stream asked whether what it read can be read again —
-    each refusal placed at ``at`` in ``source``. Returns what makes the new query's
-    history once the old one has stopped: its own ``history`` and the files it read."""
-    from dfsql.spark.stream.alter import file_stream, files_read, missing
-    from dfsql.spark.stream.backfill import stream_relations
+    each refusal placed at ``at`` in ``source``. Returns the stream's name, and what
+    makes the new query's history once the old one has stopped: the old one's
+    ``history`` and the files it read."""
 
     def streams(q: Statement | str) -> list[str]:
         stmt = parse_any(q) if isinstance(q, str) else q
@@ -256,16 +256,10 @@ def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
             raise source.error(SourceError, f"{len(gone)} file(s) the query read are gone "
                                f"(the first: {gone[0]}): what it read cannot be read "
                                "again", at, "the query keeps running unchanged")
-        frame = fs.read(spark, files) if files else None
-        if history is not None:
-            before = history.frame if history.frame is not None else spark.sql(history.sql)
-            frame = before if frame is None else before.unionByName(frame)
-        if frame is None:  # nothing read yet: an empty history
-            frame = spark.table(was[0]).limit(0)
-        return Backfill(frame=frame, skip=tuple(files))
+        return history_of(spark, fs, files, history)
 
     make()  # the files there now can be read: checked before the old query stops
-    return make
+    return fs.name, make
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

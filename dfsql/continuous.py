@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from dfsql.continuous_show import Totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_continuous
 from dfsql.language.scan import Source
@@ -41,20 +42,38 @@ if TYPE_CHECKING:
 class Keeper(Protocol):
     """Where the continuous queries of a process are kept across its restarts."""
 
-    def places(self, name: str, fresh: bool) -> tuple[str, str]:
-        """(checkpoint, table directory) of the query ``name``; ``fresh``: a new query,
-        so whatever an earlier one of that name left there goes."""
+    def places(self, name: str, fresh: bool, version: int = 1) -> tuple[str, str]:
+        """(checkpoint, table directory) of the query ``name`` (of its ``version``:
+        ALTER's); ``fresh``: a new query, so whatever an earlier one of that name and
+        version left there goes."""
         ...
 
     def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession,
-             owner: str | None) -> None:
-        """Write the query down, with its owner (raise if it cannot be): a restart
-        starts it again, still ``owner``'s."""
+             owner: str | None, altered: Altered | None = None) -> None:
+        """Write the query down, with its owner and what ALTER made of it (raise if it
+        cannot be): a restart starts it again, still ``owner``'s. A record is replaced
+        whole or not at all."""
         ...
 
     def forget(self, name: str) -> str:
         """Remove the query ``name`` (its record, checkpoint and table); what was done."""
         ...
+
+
+@dataclass(frozen=True)
+class Altered:
+    """What ALTER STREAMING QUERY made of a query, which a restart needs: its versions
+    (each with the frontier it took effect at), and its history: the first version's
+    ``BACKFILL FROM`` and the files of its stream the versions before it read."""
+
+    versions: tuple[tuple[int, str | None], ...]
+    stream: str
+    files: tuple[str, ...]
+    backfill: str | None = None  # the first version's BACKFILL FROM, as Spark reads it
+
+    @property
+    def version(self) -> int:
+        return self.versions[-1][0]
 
 
 class Explainer(Protocol):
@@ -72,7 +91,7 @@ class Alterer(Protocol):
 
     def __call__(self, query: Statement | str, old: Statement | str, checkpoint: str,
                  history: Backfill | None, source: Source, at: int,
-                 spark: SparkSession) -> Callable[[], Backfill]: ...
+                 spark: SparkSession) -> tuple[str, Callable[[], Backfill]]: ...
 
 
 class Starter(Protocol):
@@ -81,65 +100,6 @@ class Starter(Protocol):
     def __call__(self, text: str | Statement, sink: object = ..., checkpoint: str | None = ...,
                  trigger: dict | None = ..., name: str | None = ...,
                  spark: SparkSession | None = ..., backfill: object = ...) -> object: ...
-
-
-#: the name of dfsql's figures in a batch's progress (dfsql.spark.stream.plan.METRICS, not
-#: imported: that module loads Spark's and numpy's, which ``import dfsql`` does not)
-METRICS = "dfsql"
-
-
-@dataclass
-class Totals:
-    """A query's figures over all its micro-batches so far, folded from Spark's progress
-    reports (one per batch): a report says what its batch did, and the last one is
-    often a batch without data (input 0, no dfsql figures), which SHOW must not take for
-    the query's state.
-
-    * input_rows: every batch's ``numInputRows``, summed;
-    * watermark: the latest batch's that has one — dfsql's own (the executor's
-      ``observedMetrics``), else Spark's ``eventTime.watermark`` (Spark's own operator);
-    * state: the elements dfsql's executor retains (its batches' ``state_change``,
-      summed: every bucket, also those the last batch did not run), or the rows Spark's
-      own operator keeps (``stateOperators[].numRowsTotal`` of the latest batch);
-    * frontier, rows_latest, marks_latest: dfsql's executor's, of the latest batch that
-      has them: the query's clock, and each input's latest processing time (the rows,
-      and a ``WATERMARK FROM`` stream of marks).
-
-    Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates`` reports (100):
-    SHOW folds those it has not seen, so totals stay exact while SHOW runs at least that
-    often."""
-
-    last_batch: int = -1
-    input_rows: int = 0
-    watermark: str | None = None
-    state: int | None = None
-    frontier: str | None = None
-    rows_latest: str | None = None
-    marks_latest: str | None = None
-
-    def fold(self, progress: list) -> None:
-        for p in progress:
-            batch = int(p["batchId"])
-            if batch <= self.last_batch:
-                continue
-            self.last_batch = batch
-            self.input_rows += int(p.get("numInputRows") or 0)
-            ours = (p.get("observedMetrics") or {}).get(METRICS)
-            ours = ours.asDict() if hasattr(ours, "asDict") else (ours or {})
-            spark_wm = (p.get("eventTime") or {}).get("watermark")
-            if ours.get("watermark") is not None:
-                self.watermark = str(ours["watermark"])
-            elif spark_wm and not spark_wm.startswith("1970-01-01T00:00:00"):  # none yet
-                self.watermark = spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000")
-            if ours.get("frontier") is not None or ours.get("rows_latest") is not None:
-                self.frontier, self.rows_latest, self.marks_latest = (
-                    None if ours.get(k) is None else str(ours[k])
-                    for k in ("frontier", "rows_latest", "marks_latest"))
-            if "state_change" in ours:  # dfsql's executor (None: no bucket ran)
-                self.state = (self.state or 0) + int(ours["state_change"] or 0)
-            elif p.get("stateOperators"):
-                self.state = sum(int(op.get("numRowsTotal") or 0)
-                                 for op in p["stateOperators"])
 
 
 class NotOwnerError(DfsqlError):
@@ -213,6 +173,10 @@ class Running:
     sink_object: object = None
     #: (version, the frontier it took effect at; None: from the start), ALTER's
     versions: tuple[tuple[int, str | None], ...] = ((1, None),)
+    #: its history (BACKFILL FROM, or what ALTER gave it), for the next version's
+    history: Backfill | None = None
+    #: what ALTER made of it (None: as created)
+    altered: Altered | None = None
 
 
 @dataclass
@@ -248,11 +212,13 @@ def keep_with(keeper: Keeper | None) -> None:
 
 
 def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter, owner: str | None = None) -> None:
+            start: Starter, owner: str | None = None, altered: Altered | None = None,
+            history: Backfill | None = None) -> None:
     """Start a kept query again, from its checkpoint, its table from the kept rows, as
-    ``owner``'s again."""
+    ``owner``'s again; an altered one with the history ALTER gave it (used only if it
+    had not completed a micro-batch)."""
     with acting_as(Actor(owner)):
-        _create(stmt, text, spark, start, restarting=True)
+        _create(stmt, text, spark, start, restarting=True, altered=altered, history=history)
     with _LOCK:
         _FAILED.pop(stmt.name or "", None)
 
@@ -261,13 +227,6 @@ def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
     """Record that the kept query ``name`` (into ``sink``) could not start again."""
     with _LOCK:
         _FAILED[name] = Failed(name, sink, reason, time.time(), owner)
-
-SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
-               "input_rows BIGINT, input_rows_per_second DOUBLE, "
-               "processed_rows_per_second DOUBLE, watermark STRING, state_elements BIGINT, "
-               "frontier STRING, inputs STRING, held_by STRING, versions STRING, "
-               "started TIMESTAMP, owner STRING")
-
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
         explain: Explainer | None = None, alter: Alterer | None = None) -> DataFrame:
@@ -310,10 +269,6 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     starts again from its checkpoint: one of them always runs."""
     src = Source(text)
     r = _running(stmt, src, "ALTER")
-    if _KEEPER is not None:
-        raise src.error(NotSupportedError, "ALTER STREAMING QUERY is not kept across "
-                        "restarts yet (this server keeps its queries in --state-dir)", 0,
-                        "STOP the query and CREATE it again with the new query")
     created = parse_continuous(r.text)
     assert created is not None and created.kind == "create"
     if created.sink != "table":
@@ -324,33 +279,58 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
         parse_statement(stmt.query, stmt.query_scanned)
-    history = alter(query, created.query_statement, r.checkpoint, created.backfill, src,
-                    stmt.query_offset, spark)
+    stream, make = alter(query, created.query_statement, r.checkpoint, r.history, src,
+                         stmt.query_offset, spark)
+    keeper, version = _KEEPER, r.versions[-1][0] + 1
+    table_path = None
+    if keeper is not None:  # each version in places of its own: the old ones stay whole
+        checkpoint, table_path = keeper.places(r.name, fresh=True, version=version)
+    else:
+        checkpoint = tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-v{version}-")
+    if created.checkpoint is not None:
+        checkpoint = f"{created.checkpoint.rstrip('/')}/alter-v{version}"
     r.totals.fold(r.query.recentProgress)  # type: ignore[attr-defined]
     r.query.stop()  # type: ignore[attr-defined]
-    version = r.versions[-1][0] + 1
-    checkpoint = tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-v{version}-") \
-        if created.checkpoint is None else f"{created.checkpoint.rstrip('/')}/alter-v{version}"
-    sink = TableSink(r.name, global_view=True)
+    sink = TableSink(r.name, path=table_path, global_view=True)
+    body = stmt.query[stmt.query_offset:]
+    head = "" if created.checkpoint is None else f" CHECKPOINT '{checkpoint}'"
+    new_text = f"CREATE STREAMING QUERY {r.name}{head} AS {body}"
+    versions = (*r.versions, (version, r.totals.frontier))
     try:
+        history = make()
+        altered = Altered(versions, stream, history.skip, _first_backfill(r))
         new = start(query, sink=sink, checkpoint=checkpoint, name=r.name, spark=spark,
-                    backfill=history())
-    except BaseException:
+                    backfill=history)
+        if keeper is not None:  # the switch: the record replaced whole, or not at all
+            try:
+                keeper.keep(parse_continuous(new_text), new_text, spark, r.owner, altered)
+            except BaseException:
+                new.stop()
+                raise
+    except BaseException:  # the old query goes on, as it was
         old = start(created.query_statement, sink=r.sink_object, checkpoint=r.checkpoint,
                     name=r.name, spark=spark)
         with _LOCK:
             _RUNNING[r.name] = replace(r, query=old)
         raise
-    frontier = r.totals.frontier
-    body = stmt.query[stmt.query_offset:]
+    if keeper is not None and created.checkpoint is None:  # the old version's places
+        keeper.places(r.name, fresh=True, version=r.versions[-1][0])
     with _LOCK:
         _RUNNING[r.name] = replace(
             r, query=new, checkpoint=checkpoint, sink_object=sink, totals=Totals(),
-            text=f"CREATE STREAMING QUERY {r.name} AS {body}",
-            versions=(*r.versions, (version, frontier)))
+            text=new_text, versions=versions, history=history, altered=altered)
+    frontier = versions[-1][1]
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
                                  "from_frontier STRING, checkpoint STRING")
+
+
+def _first_backfill(r: Running) -> str | None:
+    """The first version's BACKFILL FROM (as Spark reads it), which every version's
+    history holds."""
+    if r.altered is not None:
+        return r.altered.backfill
+    return r.history.sql if r.history is not None else None
 
 
 def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
@@ -375,7 +355,8 @@ def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
 
 
 def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter, restarting: bool = False) -> DataFrame:
+            start: Starter, restarting: bool = False, altered: Altered | None = None,
+            history: Backfill | None = None) -> DataFrame:
     src = Source(text)
     assert stmt.name is not None
     keeper = _KEEPER
@@ -392,7 +373,8 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
     table_path = None
     if keeper is not None:
-        checkpoint, table_path = keeper.places(stmt.name, fresh=not restarting)
+        checkpoint, table_path = keeper.places(stmt.name, fresh=not restarting,
+                                               version=altered.version if altered else 1)
         checkpoint = stmt.checkpoint or checkpoint
     else:
         checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
@@ -403,8 +385,9 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         sink = TableSink(stmt.name, path=table_path, global_view=True)
         where = f"table global_temp.{stmt.name}"
     try:
+        history = history or stmt.backfill
         query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
-                      spark=spark, backfill=stmt.backfill)
+                      spark=spark, backfill=history)
     except SourceError as e:
         if e.line == 1 and e.column == 1:  # "not over a stream": point at the query
             p = src.pos(stmt.query_offset)
@@ -419,8 +402,10 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             query.stop()
             raise
     with _LOCK:
-        _RUNNING[stmt.name] = Running(stmt.name, query, where, checkpoint, text, time.time(),
-                                      owner, sink_object=sink)
+        _RUNNING[stmt.name] = Running(
+            stmt.name, query, where, checkpoint, text, time.time(), owner, sink_object=sink,
+            versions=altered.versions if altered else ((1, None),), history=history,
+            altered=altered)
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
 
@@ -450,57 +435,10 @@ def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFram
 
 
 def _show(spark: SparkSession) -> DataFrame:
-    from datetime import datetime, timezone
-
-    rows = []
     with _LOCK:
         running = list(_RUNNING.values())
-        failed_now = sorted(_FAILED.values(), key=lambda f: f.name)
-    for r in sorted(running, key=lambda r: r.started):
-        q = r.query
-        status = "RUNNING" if q.isActive else "STOPPED"  # type: ignore[attr-defined]
-        error = q.exception() if not q.isActive else None  # type: ignore[attr-defined]
-        if error is not None:
-            status = "FAILED: " + (str(error).strip().splitlines() or ["?"])[0]
-        t = r.totals
-        t.fold(q.recentProgress)  # type: ignore[attr-defined]
-        p = q.lastProgress or {}  # type: ignore[attr-defined]
-        rows.append((r.name, str(q.id), status, r.sink,  # type: ignore[attr-defined]
-                     t.last_batch + 1, t.input_rows,
-                     float(p.get("inputRowsPerSecond", 0.0) or 0.0),
-                     float(p.get("processedRowsPerSecond", 0.0) or 0.0),
-                     t.watermark, t.state, t.frontier, *inputs_shown(t),
-                     versions_shown(r.versions),
-                     datetime.fromtimestamp(r.started, timezone.utc).replace(tzinfo=None),
-                     r.owner))
-    for f in failed_now:
-        rows.append((f.name, None, f"FAILED: {f.reason}", f.sink, None, None, 0.0, 0.0, None,
-                     None, None, None, None, None,
-                     datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
-                     f.owner))
-    return spark.createDataFrame(rows, SHOW_SCHEMA)
-
-
-def versions_shown(versions: tuple[tuple[int, str | None], ...]) -> str:
-    """SHOW's ``versions``: each version of the query (ALTER STREAMING QUERY makes one)
-    and the frontier it took effect at."""
-    return "; ".join(f"v{v} from " + (f"{at}" if at else "the start") for v, at in versions)
-
-
-def inputs_shown(t: Totals) -> tuple[str | None, str | None]:
-    """SHOW's ``inputs`` (each input's latest processing time) and ``held_by`` (the
-    input the frontier stands at: the one the query waits for; several inputs on one
-    clock stand at the earliest, LANGUAGE.md §4)."""
-    if t.rows_latest is None:
-        return None, None
-    if t.marks_latest is None and t.frontier == t.rows_latest:  # one input
-        return f"rows: {t.rows_latest}", "rows"
-    latest = {"rows": t.rows_latest, "marks": t.marks_latest or "nothing yet"}
-    shown = "; ".join(f"{k}: {v}" for k, v in latest.items())
-    if t.frontier is None:  # an input that sent nothing holds the clock
-        return shown, "marks"
-    held = [k for k, v in latest.items() if v == t.frontier]
-    return shown, " and ".join(held) or None
+        failed_now = list(_FAILED.values())
+    return show_queries(spark, running, failed_now)
 
 
 def stop_all() -> None:

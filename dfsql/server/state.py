@@ -6,10 +6,16 @@ DIR; ``STOP STREAMING QUERY`` is the only thing that removes one. DIR holds::
 
     queries/<name>.json      the statement, its owner (the user who created it), its
                              sink, checkpoint and the --stream registrations it reads
-                             (schema included)
+                             (schema included); after ALTER, its versions and history
     checkpoints/<name>/      Spark's checkpoint (offsets, commits, state)
     tables/<name>/           an INTO TABLE query's rows after its last batch, with that
                              batch's id (dfsql.spark.stream.sinks.TableSink)
+    checkpoints/<name>.vN/   version N's, after ALTER STREAMING QUERY: each version has
+    tables/<name>.vN/        places of its own, and its record names them
+
+ALTER switches versions by replacing the record (a temporary file renamed): a kill
+before that starts the old version again, untouched; after it, the new one, which
+backfills again from the record's history until its first micro-batch completes.
 
 Exactly once across a kill: Spark replays the batch whose commit it had not written, and
 the table applies a batch id it has already applied as nothing (and one half-applied
@@ -33,10 +39,11 @@ from typing import TYPE_CHECKING
 from dfsql import continuous
 from dfsql.api import start
 from dfsql.errors import DfsqlError
-from dfsql.language.continuous import ContinuousStatement, parse_any
+from dfsql.language.continuous import Backfill, ContinuousStatement, parse_any
 from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
 from dfsql.server.streams import StreamView
+from dfsql.spark.stream.alter import file_stream, history_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,17 +122,19 @@ class StateDir:
     def _record(self, name: str) -> Path:
         return self.root / "queries" / f"{file_name(name)}.json"
 
-    def places(self, name: str, fresh: bool) -> tuple[str, str]:
-        checkpoint = self.root / "checkpoints" / file_name(name)
-        table = self.root / "tables" / file_name(name)
+    def places(self, name: str, fresh: bool, version: int = 1) -> tuple[str, str]:
+        place = file_name(name) + (f".v{version}" if version > 1 else "")
+        checkpoint = self.root / "checkpoints" / place
+        table = self.root / "tables" / place
         if fresh:  # what an earlier query of this name left, never kept or since stopped
             for d in (checkpoint, table):
                 shutil.rmtree(d, ignore_errors=True)
         return str(checkpoint), str(table)
 
     def keep(self, stmt: ContinuousStatement, text: str, spark: SparkSession,
-             owner: str | None) -> None:
+             owner: str | None, altered: continuous.Altered | None = None) -> None:
         assert stmt.name is not None
+        checkpoint, table = self.places(stmt.name, False, altered.version if altered else 1)
         # the streams its query names, from the tokens the statement was read with
         query = stmt.statement.scanned if stmt.statement is not None else stmt.query_scanned
         tokens = (query or scan_text(stmt.query)).tokens
@@ -141,10 +150,14 @@ class StateDir:
             "sink": stmt.sink,
             "directory": stmt.path,
             # DIR's own places relative to DIR (it may move); the user's as given
-            "checkpoint": stmt.checkpoint or f"checkpoints/{file_name(stmt.name)}",
-            "table": f"tables/{file_name(stmt.name)}" if stmt.sink == "table" else None,
+            "checkpoint": stmt.checkpoint or str(Path(checkpoint).relative_to(self.root)),
+            "table": str(Path(table).relative_to(self.root)) if stmt.sink == "table" else None,
             "streams": streams,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # ALTER STREAMING QUERY's versions, and the history the latest starts from
+            "altered": None if altered is None else {
+                "versions": [list(v) for v in altered.versions], "stream": altered.stream,
+                "files": list(altered.files), "backfill": altered.backfill},
         }
         target = self._record(stmt.name)
         tmp = target.with_name(f".{target.name}.tmp")
@@ -162,6 +175,9 @@ class StateDir:
     def forget(self, name: str) -> str:
         self._record(name).unlink(missing_ok=True)
         _sync_dir(self.root / "queries")
+        for sub in ("checkpoints", "tables"):  # every version's places
+            for d in (self.root / sub).glob(f"{file_name(name)}.v*"):
+                shutil.rmtree(d, ignore_errors=True)
         self.places(name, fresh=True)
         return f"removed from {self.root}"
 
@@ -209,7 +225,23 @@ class StateDir:
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         judge.guard(session)  # its query is judged again, as a client's would be
-        continuous.restart(stmt, text, session, start, record.get("owner"))
+        altered, history = _altered(record.get("altered"), session)
+        continuous.restart(stmt, text, session, start, record.get("owner"), altered, history)
+
+
+def _altered(kept: dict | None, spark: SparkSession
+             ) -> tuple[continuous.Altered | None, Backfill | None]:
+    """What ALTER made of a kept query, and the history its latest version starts from
+    (read only should its checkpoint hold no completed micro-batch)."""
+    if not kept:
+        return None, None
+    altered = continuous.Altered(tuple((int(v), at) for v, at in kept["versions"]),
+                                 kept["stream"], tuple(kept["files"]), kept.get("backfill"))
+    stream = file_stream(spark, altered.stream)
+    if stream is None:
+        raise DfsqlError(f"its stream {altered.stream} is no longer a stream of files")
+    before = None if altered.backfill is None else Backfill(sql=altered.backfill)
+    return altered, history_of(spark, stream, list(altered.files), before)
 
 
 def _sync_dir(path: Path) -> None:

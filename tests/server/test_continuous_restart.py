@@ -347,3 +347,48 @@ def test_one_server_per_state_dir(tmp_path) -> None:
     StateDir(tmp_path / "state").close()  # free again once the first has closed
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [
         "checkpoints", "lock", "queries", "tables"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_an_alter_killed_at_once_goes_on_as_the_new_query(tmp_path) -> None:
+    """``ALTER STREAMING QUERY`` over the endpoint, the server killed as soon as it
+    answers (the new version's first micro-batch, which restates the table, running or
+    not yet run): started again on its state directory, the new version runs, from its
+    own checkpoint, and its table holds exactly what the new query holds had it run from
+    the start. By hand: 2-minute windows of 60 rows per key, minutes m and m + 1 of
+    value m + 1 and m + 2; [0,2) and [2,4) closed ON_TIME, [4,6) at its EARLY pane of
+    its 60th row."""
+    tmp_path = tmp_path.resolve()
+    state, src = tmp_path / "state", tmp_path / "in"
+    src.mkdir()
+    _write(src / "part-0.parquet", _events(0, 200))
+    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}")
+    try:
+        first.rows(f"CREATE STREAMING QUERY live_windows AS {QUERY.format(t='live')}")
+        assert _wait(lambda: len(_table(first)) > 0, True)
+        changed = first.rows("ALTER STREAMING QUERY live_windows AS "
+                             + QUERY.format(t="live").replace("1 MINUTE", "2 MINUTES"))
+    finally:
+        first.kill()
+    assert [r[2] for r in changed] == [2]
+    record = json.loads((state / "queries" / "live_windows.json").read_text())
+    assert record["checkpoint"] == "checkpoints/live_windows.v2"
+    assert [v for v, _ in record["altered"]["versions"]] == [1, 2]
+    assert not (state / "checkpoints" / "live_windows").exists()  # the old version's
+    commits = state / "checkpoints" / "live_windows.v2" / "commits"
+    assert not commits.exists() or not any(commits.iterdir()), "killed after its first batch"
+
+    second = Served(tmp_path, 2, "--state-dir", str(state))
+    try:
+        _write(src / "part-1.parquet", _events(200, 360))
+        _write(src / "part-2.parquet", [("a", 0, None, FRONTIER)])
+        want = {(k, 30 * (2 * j + 1) + 30 * (2 * j + 2), 60, T0 + timedelta(minutes=2 * j),
+                 "ON_TIME" if j < 2 else "EARLY") for k in "ab" for j in range(3)}
+        got = _wait(lambda: {(r[0], r[1], r[2], r[3], r[6]) for r in _table(second)}, want)
+        assert got == want
+        assert len(_table(second)) == 6
+        shown = _show_rows(second)
+        assert [r[13] for r in shown] == [f"v1 from the start; v2 from {changed[0][3]}"]
+        assert "Traceback" not in second.text()
+    finally:
+        second.kill()

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfsql.language.continuous import Backfill
 from dfsql.spark.stream.checkpoint import committed_batches
 
 if TYPE_CHECKING:
@@ -117,3 +118,26 @@ def missing(spark: SparkSession, files: list[str]) -> list[str]:
         if not path.getFileSystem(conf).exists(path):
             gone.append(f)
     return gone
+
+
+def history_of(spark: SparkSession, stream: FileStream, files: list[str],
+               before: Backfill | None) -> Backfill:
+    """A changed query's history: the history before (``BACKFILL FROM``'s relation, or
+    what an earlier change gave) and the stream's ``files`` read since; the stream goes
+    on without any of them."""
+    from functools import reduce
+
+    from pyspark.sql.types import StructType
+
+    skip = before.skip if before is not None else ()
+    held = set(skip)
+    frames = []
+    if before is not None:
+        frames.append(before.frame if before.frame is not None else spark.sql(before.sql))
+    fresh = [f for f in files if f not in held]
+    if fresh:
+        frames.append(stream.read(spark, fresh))
+    if not frames:  # nothing read yet: an empty history with the stream's columns
+        frames.append(spark.createDataFrame([], StructType.fromJson(json.loads(stream.schema))))
+    return Backfill(frame=reduce(lambda a, b: a.unionByName(b), frames),
+                    skip=tuple(dict.fromkeys([*skip, *files])))
