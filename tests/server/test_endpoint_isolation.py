@@ -254,7 +254,7 @@ def test_why_a_query_has_not_fired_is_its_owners_to_ask(server):
     """EXPLAIN FIRINGS FOR STREAMING QUERY over the endpoint: alice reads her query's
     live windows (Figure 14's stream read whole: its two windows' last panes, the 39
     and the 12, neither waiting); bob's is refused with 42501 naming the owner, as is
-    a WHERE that calls Java, placed at the call."""
+    a WHERE that calls Java, placed at the call. ALTER is hers alone too."""
     from tests.conftest import wait_until
 
     alice, bob = (_connect(server, u) for u in ("alice", "bob"))
@@ -280,6 +280,14 @@ def test_why_a_query_has_not_fired_is_its_owners_to_ask(server):
     state, message = _refusal(alice, asked + " WHERE reflect('java.lang.System', 'exit', 3) "
                                              "IS NULL")
     assert state == "42501" and message.startswith("line 1, col 53:"), message
+    # changing it is hers too
+    wider = LIVE_QUERY.replace("GAP 1 MINUTE", "GAP 5 MINUTES")
+    state, message = _refusal(bob, f"ALTER STREAMING QUERY alice_why AS {wider}")
+    assert (state, message.splitlines()[0]) == (
+        "42501", "line 1, col 23: the continuous query alice_why belongs to user 'alice': "
+                 "ALTER is theirs or an admin's (dfsql serve --admin)")
+    assert [r[2] for r in _run(alice, f"ALTER STREAMING QUERY alice_why AS {wider}")] == [2]
+    assert [r[-1] for r in _run(bob, "SHOW STREAMING QUERIES")] == ["alice"]
     _run(alice, "STOP STREAMING QUERY alice_why")
     for c in (alice, bob):
         c.close()
