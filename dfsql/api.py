@@ -37,7 +37,7 @@ from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.explain.live import live_firings
 from dfsql.spark.stream.alter import file_stream, files_read, history_of, missing
 from dfsql.spark.stream.backfill import needed as backfill_needed
-from dfsql.spark.stream.backfill import stream_relations
+from dfsql.spark.stream.backfill import stream_relations, unsupported
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
@@ -233,6 +233,9 @@ def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
         if planned.stream is None:
             raise source.error(SourceError, "ALTER STREAMING QUERY takes a windowed query "
                                "over the query's stream", at, "read the same stream")
+        refused = unsupported(planned.blocks[-1].plan, "ALTER STREAMING QUERY")
+        if refused is not None and q is query:  # the new query starts from a history
+            raise source.error(refused[2], refused[0], at, refused[1])
         return stream_relations(planned.blocks[-1].plan)
 
     new, was = streams(query), streams(old)

@@ -148,6 +148,10 @@ def test_refusals_leave_the_query_running_unchanged(spark, paper_live, tmp_path)
             + query.replace("scores_live", "scores_other"), "reads scores_other", (2, 1))
     refused("ALTER STREAMING QUERY nobody AS " + query, "no continuous query named nobody",
             (1, 23))
+    # on the engine's clock there is no order to replay what was read in
+    refused("ALTER STREAMING QUERY kept_as_is AS " + query.replace(
+        "WATERMARK FROM paper_watermarks", "WATERMARK DELAY 1 MINUTE").replace(
+        "PROCESSING TIME arrival_time", ""), "needs the query's PROCESSING TIME", (1, 37))
     read = sorted(paper_live.glob("*.parquet"))[0]
     moved = tmp_path / read.name
     read.rename(moved)

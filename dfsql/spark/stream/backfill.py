@@ -47,19 +47,10 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     """The block's input stage over the history instead of the stream: the rows the
     bucket processor's initial state is packed from (``plan.timed_input_df()``'s
     columns, over the history)."""
-    cl = plan.clauses
-    if cl.processing_time is None:
-        raise _error(backfill, "BACKFILL needs the query's PROCESSING TIME <column>: the "
-                     "history arrives in that column's order, and the stream goes on from "
-                     "its latest instant", "add PROCESSING TIME <arrival column> to the query")
-    if not bucket_count(plan.spark):
-        raise _error(backfill, f"BACKFILL needs the stream's state kept in buckets of keys "
-                     f"({BUCKETS_CONF} is set to one per user key)",
-                     f"unset {BUCKETS_CONF}", NotSupportedError)
-    if _reads_marks_stream(plan):
-        raise _error(backfill, "BACKFILL is not supported with WATERMARK FROM a stream yet "
-                     "(its marks have no history)", "use WATERMARK DELAY, PERCENTILE or "
-                     "FROM a bounded table")
+    refused = unsupported(plan, "BACKFILL")
+    if refused is not None:
+        message, hint, cls = refused
+        raise _error(backfill, message, hint, cls)
     history = _history_frame(plan, backfill)
     view = plan.name("__dfsql_history")
     plan.temp_view(history, view)
@@ -73,6 +64,24 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     except DfsqlError as err:
         raise _error(backfill, f"the history cannot stand in for the stream {streams[0]}: "
                      f"{err.message}", HINT) from None
+
+
+def unsupported(plan: ReplayPlan, what: str) -> tuple[str, str, type] | None:
+    """Why the block's stream cannot start from a history (``what``: BACKFILL, or ALTER
+    STREAMING QUERY, which gives the new query one): (message, hint, error class), or
+    None when it can."""
+    if plan.clauses.processing_time is None:
+        return (f"{what} needs the query's PROCESSING TIME <column>: the history arrives "
+                "in that column's order, and the stream goes on from its latest instant",
+                "add PROCESSING TIME <arrival column> to the query", AnalysisError)
+    if not bucket_count(plan.spark):
+        return (f"{what} needs the stream's state kept in buckets of keys ({BUCKETS_CONF} "
+                "is set to one per user key)", f"unset {BUCKETS_CONF}", NotSupportedError)
+    if _reads_marks_stream(plan):
+        return (f"{what} is not supported with WATERMARK FROM a stream yet (its marks have "
+                "no history)", "use WATERMARK DELAY, PERCENTILE or FROM a bounded table",
+                AnalysisError)
+    return None
 
 
 def stream_input(plan: ReplayPlan, backfill: Backfill | None) -> DataFrame:
