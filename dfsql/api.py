@@ -218,12 +218,9 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
 def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
                   history: Backfill | None, source: Source, at: int,
                   spark: SparkSession) -> tuple[str, Callable[[], Backfill]]:
-    """ALTER STREAMING QUERY while the old query still runs (:mod:`dfsql.spark.stream.alter`):
-    the new query planned (its mistakes placed where written), the streams both read
-    compared, and the old one's stream asked whether what it read can be read again —
-    each refusal placed at ``at`` in ``source``. Returns the stream's name, and what
-    makes the new query's history once the old one has stopped: the old one's
-    ``history`` and the files it read."""
+    """ALTER STREAMING QUERY checked while the old query runs (:mod:`dfsql.spark.stream.alter`;
+    refusals placed at ``at`` in ``source``). Returns the stream's name, and what makes
+    the new query's history (``history`` and the files read) once the old one stops."""
 
     def streams(q: Statement | str) -> list[str]:
         stmt = parse_any(q) if isinstance(q, str) else q

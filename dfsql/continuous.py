@@ -30,6 +30,7 @@ from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceErr
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_continuous
 from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
+from dfsql.session import spark_context
 from dfsql.spark.stream.checkpoint import committed_batches
 from dfsql.spark.stream.sinks import TableSink
 
@@ -269,6 +270,11 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     starts again from its checkpoint: one of them always runs."""
     src = Source(text)
     r = _running(stmt, src, "ALTER")
+    if spark_context(spark) is None:
+        raise src.error(NotSupportedError, "ALTER STREAMING QUERY reads the stream's plan "
+                        "and checkpoint in the Spark application itself, which Spark "
+                        "Connect keeps on its server", stmt.query_offset, "STOP the query "
+                        "and CREATE the new one, or run dfsql on classic Spark")
     created = parse_continuous(r.text)
     assert created is not None and created.kind == "create"
     if created.sink != "table":

@@ -168,6 +168,20 @@ def test_stream_started_by_dfsql_start(mode_run: ModeRun) -> None:
     assert _sorted(result["rows"]) == _sorted(want)
 
 
+def test_a_change_needs_the_application_itself(mode_run: ModeRun) -> None:
+    """ALTER STREAMING QUERY reads the stream's plan and checkpoint where the Spark
+    application runs: on a cluster (the driver is the client) the change takes effect;
+    over Spark Connect it is refused, placed at the changed query, which keeps running."""
+    result = mode_run.report["alter"]
+    if mode_run.mode == "cluster":
+        assert result == {"ok": True, "version": 2}, result
+    else:
+        assert result["dfsql_error"], result
+        assert "Spark Connect" in result["message"]
+        # at the changed query's SELECT, under the figure's comment line
+        assert (result["line"], result["column"]) == (2, 1)
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_query_is_a_dfsql_error(mode_run: ModeRun,
                                     local_results: dict[str, dict[str, Any]],
