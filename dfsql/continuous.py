@@ -377,6 +377,11 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
+    if stmt.sink == "table" and spark_context(spark) is None:
+        raise src.error(NotSupportedError, "INTO TABLE is not supported over Spark Connect "
+                        "yet: the table's sink is a function of this process, which a "
+                        "Spark Connect server does not run", stmt.name_offset,
+                        "write the panes INTO DIRECTORY '<path>' (Spark's file sink)")
     table_path = None
     if keeper is not None:
         checkpoint, table_path = keeper.places(stmt.name, fresh=not restarting,

@@ -178,6 +178,9 @@ def test_a_change_needs_the_application_itself(mode_run: ModeRun) -> None:
     else:
         assert result["dfsql_error"], result
         assert "Spark Connect" in result["message"]
+        # and a query INTO TABLE, whose sink runs in the client, is refused at its name
+        assert result["table"].startswith("1:24 INTO TABLE is not supported over Spark "
+                                          "Connect"), result["table"]
         # at the changed query's SELECT, under the figure's comment line
         assert (result["line"], result["column"]) == (2, 1)
 
