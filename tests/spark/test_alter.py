@@ -168,7 +168,7 @@ def test_only_a_stream_of_files_or_a_table_sink_can_change(spark, paper_live, tm
     spark.readStream.format("rate").option("rowsPerSecond", 5).load() \
         .createOrReplaceTempView("ticks")
     ticking = ("SELECT COUNT(*) AS n FROM ticks WINDOW FIXED(1 MINUTE) ON timestamp "
-               "TRIGGER EVERY 5 ROWS")
+               "PROCESSING TIME timestamp TRIGGER EVERY 5 ROWS")
     dfsql.sql(f"CREATE STREAMING QUERY ticking AS {ticking}", spark)
     with pytest.raises(DfsqlError, match="ticks cannot be read again") as info:
         dfsql.sql(f"ALTER STREAMING QUERY ticking AS {ticking.replace('5 ROWS', '9 ROWS')}",
