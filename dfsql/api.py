@@ -204,15 +204,20 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
     plan made again on the partitions the checkpoint recorded (they number the state's
     buckets); ``where`` (offset in ``source``, text) narrows the rows. None when Spark's
     own operator runs the query (its state is Spark's, not the bucket processor's)."""
-    stmt = parse_any(query) if isinstance(query, str) else query
-    text = stmt.written
-    scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
-    with as_recorded(spark, checkpoint):
-        planned = _planned(stmt, text, scanned, spark)
+    planned = _planned_again(query, checkpoint, spark)
     stream = planned.stream
     if stream is None or stream.state is None:
         return None
     return live_firings(planned.blocks[-1].plan, stream.state, checkpoint, where, source)
+
+
+def _planned_again(query: Statement | str, checkpoint: str, spark: SparkSession) -> Planned:
+    """A running query's statement planned again, on the shuffle partitions its
+    checkpoint recorded (they number its state's buckets); nothing starts."""
+    stmt = parse_any(query) if isinstance(query, str) else query
+    scanned = stmt.scanned if stmt.scanned is not None else scan_text(stmt.written)
+    with as_recorded(spark, checkpoint):
+        return _planned(stmt, stmt.written, scanned, spark)
 
 
 def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
@@ -223,10 +228,7 @@ def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
     the new query's history (``history`` and the files read) once the old one stops."""
 
     def streams(q: Statement | str) -> list[str]:
-        stmt = parse_any(q) if isinstance(q, str) else q
-        scanned = stmt.scanned if stmt.scanned is not None else scan_text(stmt.written)
-        with as_recorded(spark, checkpoint):
-            planned = _planned(stmt, stmt.written, scanned, spark)
+        planned = _planned_again(q, checkpoint, spark)
         if planned.stream is None:
             raise source.error(SourceError, "ALTER STREAMING QUERY takes a windowed query "
                                "over the query's stream", at, "read the same stream")
@@ -242,24 +244,25 @@ def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
                            "a changed query reads the same stream (CREATE another query "
                            "for another stream)")
     fs = file_stream(spark, was[0])
-    if fs is None or files_read(spark, checkpoint) is None:
-        raise source.error(NotSupportedError, f"{was[0]} cannot be read again: it is not "
-                           "a stream of files, so the changed query could not be given "
-                           "what the running one has read", at,
-                           "a query over a stream of files (spark.readStream.parquet, "
-                           "csv, json …) can be changed")
 
-    def make() -> Backfill:
-        files = files_read(spark, checkpoint) or []
+    def read_so_far() -> list[str]:
+        """The files the query's completed micro-batches read, each still there."""
+        files = None if fs is None else files_read(spark, checkpoint)
+        if files is None:
+            raise source.error(NotSupportedError, f"{was[0]} cannot be read again: it is "
+                               "not a stream of files, so the changed query could not be "
+                               "given what the running one has read", at,
+                               "a query over a stream of files (spark.readStream.parquet, "
+                               "csv, json …) can be changed")
         gone = missing(spark, files)
         if gone:
             raise source.error(SourceError, f"{len(gone)} file(s) the query read are gone "
                                f"(the first: {gone[0]}): what it read cannot be read "
                                "again", at, "the query keeps running unchanged")
-        return history_of(spark, fs, files, history)
+        return files
 
-    make()  # the files there now can be read: checked before the old query stops
-    return fs.name, make
+    read_so_far()  # checked before the old query stops, and again once it has
+    return was[0], lambda: history_of(spark, fs, read_so_far(), history)
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

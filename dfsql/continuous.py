@@ -172,12 +172,21 @@ class Running:
     totals: Totals = field(default_factory=Totals)
     #: where its panes go (the TableSink object, or the directory)
     sink_object: object = None
-    #: (version, the frontier it took effect at; None: from the start), ALTER's
-    versions: tuple[tuple[int, str | None], ...] = ((1, None),)
     #: its history (BACKFILL FROM, or what ALTER gave it), for the next version's
     history: Backfill | None = None
     #: what ALTER made of it (None: as created)
     altered: Altered | None = None
+
+    @property
+    def versions(self) -> tuple[tuple[int, str | None], ...]:
+        """(version, the frontier it took effect at; None: from the start)."""
+        return self.altered.versions if self.altered is not None else ((1, None),)
+
+    def created(self) -> ContinuousStatement:
+        """Its CREATE statement (after ALTER, the latest version's)."""
+        stmt = parse_continuous(self.text)
+        assert stmt is not None and stmt.kind == "create"
+        return stmt
 
 
 @dataclass
@@ -275,8 +284,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
                         "and checkpoint in the Spark application itself, which Spark "
                         "Connect keeps on its server", stmt.query_offset, "STOP the query "
                         "and CREATE the new one, or run dfsql on classic Spark")
-    created = parse_continuous(r.text)
-    assert created is not None and created.kind == "create"
+    created = r.created()
     if created.sink != "table":
         raise src.error(NotSupportedError, "ALTER STREAMING QUERY restates an INTO TABLE "
                         "query's table; an INTO DIRECTORY query's files cannot be "
@@ -324,7 +332,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     with _LOCK:
         _RUNNING[r.name] = replace(
             r, query=new, checkpoint=checkpoint, sink_object=sink, totals=Totals(),
-            text=new_text, versions=versions, history=history, altered=altered)
+            text=new_text, history=history, altered=altered)
     frontier = versions[-1][1]
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
@@ -349,9 +357,7 @@ def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
         raise src.error(DfsqlError, f"{stmt.name} has not completed a micro-batch yet: it "
                         "has no state to explain", stmt.name_offset,
                         "SHOW STREAMING QUERIES shows its inputs' latest processing times")
-    created = parse_continuous(r.text)
-    assert created is not None and created.kind == "create"
-    rows = explain(created.query_statement, r.checkpoint, stmt.where, src, spark)
+    rows = explain(r.created().query_statement, r.checkpoint, stmt.where, src, spark)
     if rows is None:
         raise src.error(NotSupportedError, f"{stmt.name} runs on Spark's own streaming "
                         "aggregation, whose state dfsql does not read", stmt.name_offset,
@@ -415,8 +421,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
     with _LOCK:
         _RUNNING[stmt.name] = Running(
             stmt.name, query, where, checkpoint, text, time.time(), owner, sink_object=sink,
-            versions=altered.versions if altered else ((1, None),), history=history,
-            altered=altered)
+            history=history, altered=altered)
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
 
