@@ -6,7 +6,6 @@ DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.pl
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,6 @@ from dfsql.continuous import run as run_continuous
 from dfsql.errors import (
     AnalysisError,
     DfsqlError,
-    NotSupportedError,
     SourceError,
     WatermarkError,
 )
@@ -35,9 +33,8 @@ from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.explain.live import live_firings
-from dfsql.spark.stream.alter import file_stream, files_read, history_of, missing
+from dfsql.spark.stream.alter import Change, check_change
 from dfsql.spark.stream.backfill import needed as backfill_needed
-from dfsql.spark.stream.backfill import stream_relations, unsupported
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 
@@ -221,48 +218,14 @@ def _planned_again(query: Statement | str, checkpoint: str, spark: SparkSession)
 
 
 def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
-                  history: Backfill | None, source: Source, at: int,
-                  spark: SparkSession) -> tuple[str, Callable[[], Backfill]]:
-    """ALTER STREAMING QUERY checked while the old query runs (:mod:`dfsql.spark.stream.alter`;
-    refusals placed at ``at`` in ``source``). Returns the stream's name, and what makes
-    the new query's history (``history`` and the files read) once the old one stops."""
-
-    def streams(q: Statement | str) -> list[str]:
-        planned = _planned_again(q, checkpoint, spark)
-        if planned.stream is None:
-            raise source.error(SourceError, "ALTER STREAMING QUERY takes a windowed query "
-                               "over the query's stream", at, "read the same stream")
-        refused = unsupported(planned.blocks[-1].plan, "ALTER STREAMING QUERY")
-        if refused is not None and q is query:  # the new query starts from a history
-            raise source.error(refused[2], refused[0], at, refused[1])
-        return stream_relations(planned.blocks[-1].plan)
-
-    new, was = streams(query), streams(old)
-    if sorted(new) != sorted(was):
-        raise source.error(SourceError, f"the changed query reads {', '.join(new)}; the "
-                           f"running one reads {', '.join(was)}", at,
-                           "a changed query reads the same stream (CREATE another query "
-                           "for another stream)")
-    fs = file_stream(spark, was[0])
-
-    def read_so_far() -> list[str]:
-        """The files the query's completed micro-batches read, each still there."""
-        files = None if fs is None else files_read(spark, checkpoint)
-        if files is None:
-            raise source.error(NotSupportedError, f"{was[0]} cannot be read again: it is "
-                               "not a stream of files, so the changed query could not be "
-                               "given what the running one has read", at,
-                               "a query over a stream of files (spark.readStream.parquet, "
-                               "csv, json …) can be changed")
-        gone = missing(spark, files)
-        if gone:
-            raise source.error(SourceError, f"{len(gone)} file(s) the query read are gone "
-                               f"(the first: {gone[0]}): what it read cannot be read "
-                               "again", at, "the query keeps running unchanged")
-        return files
-
-    read_so_far()  # checked before the old query stops, and again once it has
-    return was[0], lambda: history_of(spark, fs, read_so_far(), history)
+                  history: Backfill | None, source: Source, at: int, spark: SparkSession,
+                  directory: str | None = None) -> Change:
+    """ALTER STREAMING QUERY checked while the old query runs, both planned again on its
+    checkpoint's partitions (:func:`dfsql.spark.stream.alter.check_change`; refusals
+    placed at ``at`` in ``source``; ``directory``: the query's, restated)."""
+    return check_change(_planned_again(query, checkpoint, spark),
+                        _planned_again(old, checkpoint, spark), checkpoint, history, source,
+                        at, spark, directory)
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

@@ -16,28 +16,30 @@ user is an admin. Python and the shell run as the process itself, which may stop
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner
+from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_show import Totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_continuous
 from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
 from dfsql.session import spark_context
-from dfsql.spark.stream.checkpoint import committed_batches
+from dfsql.spark.stream.checkpoint import committed_batches, last_committed
+from dfsql.spark.stream.restate import LoggedDirectory, log_latest
 from dfsql.spark.stream.sinks import TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.statement import Statement
+    from dfsql.spark.stream.alter import Change
 
 
 class Keeper(Protocol):
@@ -71,6 +73,8 @@ class Altered:
     stream: str
     files: tuple[str, ...]
     backfill: str | None = None  # the first version's BACKFILL FROM, as Spark reads it
+    #: into a directory: the log entry the latest version's first batch is written as
+    log_base: int | None = None
 
     @property
     def version(self) -> int:
@@ -91,8 +95,8 @@ class Alterer(Protocol):
     :func:`dfsql.api.alter_running`."""
 
     def __call__(self, query: Statement | str, old: Statement | str, checkpoint: str,
-                 history: Backfill | None, source: Source, at: int,
-                 spark: SparkSession) -> tuple[str, Callable[[], Backfill]]: ...
+                 history: Backfill | None, source: Source, at: int, spark: SparkSession,
+                 directory: str | None = None) -> Change: ...
 
 
 class Starter(Protocol):
@@ -103,61 +107,11 @@ class Starter(Protocol):
                  spark: SparkSession | None = ..., backfill: object = ...) -> object: ...
 
 
-class NotOwnerError(DfsqlError):
-    """A statement that would change another user's continuous query (or its view)."""
-
-    sqlstate = "42501"
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who runs a statement: an endpoint client's ``user`` (None: this process itself,
-    Python or the shell, which owns nothing and may stop anything) and whether that user
-    is an admin (``dfsql serve --admin``), who may stop any user's queries."""
-
-    user: str | None = None
-    admin: bool = False
-
-    def may_change(self, owner: str | None) -> bool:
-        """Whether it may stop (or drop the view of) a query of ``owner`` (None: a query
-        with no owner, made by the process itself or kept from before owners were)."""
-        return self.user is None or self.admin or owner is None or owner == self.user
-
-
-#: who runs the current statement (None: the process itself)
-_ACTOR: ContextVar[Actor | None] = ContextVar("dfsql_continuous_actor", default=None)
-
-
-def _actor() -> Actor:
-    return _ACTOR.get() or Actor()
-
-
-def actor() -> Actor:
-    """Who runs the current statement."""
-    return _actor()
-
-
-@contextmanager
-def acting_as(actor: Actor) -> Iterator[None]:
-    """Run the statements of the block as ``actor`` (the endpoint: a client's user)."""
-    token = _ACTOR.set(actor)
-    try:
-        yield
-    finally:
-        _ACTOR.reset(token)
-
-
 def owners() -> dict[str, str | None]:
     """Every registered query's name and owner (running, or kept but failed)."""
     with _LOCK:
         return {**{f.name: f.owner for f in _FAILED.values()},
                 **{r.name: r.owner for r in _RUNNING.values()}}
-
-
-def not_owner(name: str, owner: str | None, what: str) -> str:
-    """The refusal's words: whose the query is, and who may."""
-    return (f"the continuous query {name} belongs to user {owner!r}: {what} is theirs or "
-            "an admin's (dfsql serve --admin)")
 
 
 @dataclass
@@ -274,9 +228,10 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
            alter: Alterer) -> DataFrame:
     """ALTER STREAMING QUERY (LANGUAGE.md §8c): checked while the old query runs (a
     refusal leaves it running unchanged); then it stops at its last completed
-    micro-batch and the new query starts from everything it read, its table restated
-    by the new query's first micro-batch. Should the new query not start, the old one
-    starts again from its checkpoint: one of them always runs."""
+    micro-batch and the new query starts from everything it read, its sink restated by
+    the new query's first micro-batch (a table whole; a directory by retractions and
+    RESTATED rows). Should the new query not start, the old one starts again from its
+    checkpoint: one of them always runs."""
     src = Source(text)
     r = _running(stmt, src, "ALTER")
     if spark_context(spark) is None:
@@ -285,16 +240,12 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
                         "Connect keeps on its server", stmt.query_offset, "STOP the query "
                         "and CREATE the new one, or run dfsql on classic Spark")
     created = r.created()
-    if created.sink != "table":
-        raise src.error(NotSupportedError, "ALTER STREAMING QUERY restates an INTO TABLE "
-                        "query's table; an INTO DIRECTORY query's files cannot be "
-                        "restated yet", stmt.name_offset, "STOP the query and CREATE it "
-                        "again with the new query over a new directory")
+    directory = created.path if created.sink == "directory" else None
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
         parse_statement(stmt.query, stmt.query_scanned)
-    stream, make = alter(query, created.query_statement, r.checkpoint, r.history, src,
-                         stmt.query_offset, spark)
+    change = alter(query, created.query_statement, r.checkpoint, r.history, src,
+                   stmt.query_offset, spark, directory)
     keeper, version = _KEEPER, r.versions[-1][0] + 1
     table_path = None
     if keeper is not None:  # each version in places of its own: the old ones stay whole
@@ -305,14 +256,20 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
         checkpoint = f"{created.checkpoint.rstrip('/')}/alter-v{version}"
     r.totals.fold(r.query.recentProgress)  # type: ignore[attr-defined]
     r.query.stop()  # type: ignore[attr-defined]
-    sink = TableSink(r.name, path=table_path, global_view=True)
     body = stmt.query[stmt.query_offset:]
     head = "" if created.checkpoint is None else f" CHECKPOINT '{checkpoint}'"
-    new_text = f"CREATE STREAMING QUERY {r.name}{head} AS {body}"
+    into = "" if directory is None else f" INTO DIRECTORY '{_quoted(directory)}'"
+    new_text = f"CREATE STREAMING QUERY {r.name}{head}{into} AS {body}"
     versions = (*r.versions, (version, r.totals.frontier))
     try:
-        history = make()
-        altered = Altered(versions, stream, history.skip, _first_backfill(r))
+        history = change.history()
+        if directory is None:
+            sink: object = TableSink(r.name, path=table_path, global_view=True)
+            base = None
+        else:
+            sink = _restating(r, change, directory, table_path, spark, src, stmt)
+            base = sink.base  # type: ignore[attr-defined]
+        altered = Altered(versions, change.stream, history.skip, _first_backfill(r), base)
         new = start(query, sink=sink, checkpoint=checkpoint, name=r.name, spark=spark,
                     backfill=history)
         if keeper is not None:  # the switch: the record replaced whole, or not at all
@@ -337,6 +294,49 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
                                  "from_frontier STRING, checkpoint STRING")
+
+
+def _quoted(path: str) -> str:
+    return path.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _restating(r: Running, change: Change, directory: str, table_path: str | None,
+               spark: SparkSession, src: Source, stmt: ContinuousStatement) -> LoggedDirectory:
+    """The changed query's sink over the old one's directory (:mod:`dfsql.spark.stream.restate`):
+    its batches go on with the directory's log, the first with the retractions of the
+    old query's live rows (kept beside its checkpoint with a keeper, for a restart before
+    that batch commits). Refused (the old query then runs on) when the old query stopped
+    between writing a batch and committing it: its state is a batch behind its rows."""
+    old_base = r.sink_object.base if isinstance(r.sink_object, LoggedDirectory) else 0
+    latest = log_latest(spark, directory)
+    if latest - old_base > last_committed(spark, r.checkpoint):
+        raise src.error(DfsqlError, f"{r.name} stopped between writing a micro-batch and "
+                        "committing it, so its state is a batch behind its directory; it "
+                        "runs on unchanged", stmt.name_offset, "run the ALTER again")
+    assert change.retractions is not None
+    first = change.retractions()
+    if table_path is not None:
+        os.makedirs(table_path, exist_ok=True)
+        first.to_parquet(os.path.join(table_path, RESTATEMENT), index=False)  # type: ignore
+    return LoggedDirectory(directory, latest + 1, first)
+
+
+#: a changed directory query's retractions, in its version's table place (with a keeper)
+RESTATEMENT = "restatement.parquet"
+
+
+def directory_sink(path: str, altered: Altered | None, table_path: str | None) -> object:
+    """Where a kept directory query restarts its panes: Spark's file sink, or a changed
+    version's :class:`LoggedDirectory` (with its retractions while its first batch has
+    not committed: it restates again)."""
+    if altered is None or altered.log_base is None:
+        return path
+    first = None
+    if table_path is not None and os.path.exists(os.path.join(table_path, RESTATEMENT)):
+        import pandas as pd
+
+        first = pd.read_parquet(os.path.join(table_path, RESTATEMENT))
+    return LoggedDirectory(path, altered.log_base, first)
 
 
 def _first_backfill(r: Running) -> str | None:
@@ -396,7 +396,8 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
     else:
         checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
     if stmt.sink == "directory":
-        sink: object = stmt.path
+        assert stmt.path is not None
+        sink: object = directory_sink(stmt.path, altered, table_path)
         where = f"directory {stmt.path}"
     else:
         sink = TableSink(stmt.name, path=table_path, global_view=True)

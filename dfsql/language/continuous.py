@@ -59,6 +59,9 @@ class Backfill:
     #: ALTER: the stream's files the history already holds (what the query read before
     #: it changed); the stream goes on without them
     skip: tuple[str, ...] = ()
+    #: ALTER of a query into an appending sink: the history's panes were the old
+    #: query's, so the new one restates its live windows instead (LANGUAGE.md §8c)
+    restate: bool = False
 
     @classmethod
     def of_span(cls, text: str, start: int, end: int) -> Backfill:

@@ -196,3 +196,15 @@ def nondecreasing(*columns: np.ndarray) -> bool:
             return False
         tied &= b == a
     return True
+
+
+def current_at(r, at: int) -> np.ndarray:
+    """The panes whose rows a retracting changelog holds as current at instant ``at``
+    (LANGUAGE.md §8c, the rows ALTER STREAMING QUERY restates): emitted before ``at``,
+    not retracted before it (a window merged away whose retraction is still to come
+    counts), and not their window's last (a window closed or expired keeps its rows).
+    Their ids, ascending."""
+    emitted = r.pane_emit_time < at
+    retracted = np.zeros(len(emitted), bool)
+    retracted[r.retraction_pane[r.retraction_emit_time < at]] = True
+    return np.flatnonzero(emitted & ~retracted & ~r.pane_is_last.astype(bool))

@@ -22,6 +22,9 @@ from dfsql.model.windows import I64
 
 EARLY, ON_TIME, LATE = 0, 1, 2
 TIMING_NAMES = ("EARLY", "ON_TIME", "LATE")
+#: The timing of a row that restates a window's current value when a running query is
+#: changed (ALTER STREAMING QUERY, LANGUAGE.md §8c): not a pane the trigger fired.
+RESTATED = "RESTATED"
 
 # Reasons an element instance was dropped (0: it was not).
 DROP_NONE, DROP_EXPIRED, DROP_CLOSED, DROP_NULL_TIME = 0, 1, 2, 3

@@ -31,7 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfsql.continuous import NotOwnerError, actor, not_owner, owners
+from dfsql.continuous import owners
+from dfsql.continuous_actors import NotOwnerError, actor, not_owner
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source

@@ -20,7 +20,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import dfsql
-from dfsql.continuous import Actor, acting_as
+from dfsql.continuous_actors import Actor, acting_as
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import Scanned
@@ -392,7 +392,7 @@ class Session:
         #: judges what its statements hand to Spark (None: nothing is judged)
         self.judge = judge
         self.protocol = protocol
-        #: who opened it: its continuous queries are this user's (dfsql.continuous.Actor)
+        #: who opened it: its continuous queries are this user's (dfsql.continuous_actors.Actor)
         self.user = user
         #: the user is one of ``dfsql serve --admin``'s (may stop anyone's queries)
         self.admin = admin

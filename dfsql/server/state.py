@@ -32,7 +32,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,7 +157,8 @@ class StateDir:
             # ALTER STREAMING QUERY's versions, and the history the latest starts from
             "altered": None if altered is None else {
                 "versions": [list(v) for v in altered.versions], "stream": altered.stream,
-                "files": list(altered.files), "backfill": altered.backfill},
+                "files": list(altered.files), "backfill": altered.backfill,
+                "log_base": altered.log_base},
         }
         target = self._record(stmt.name)
         tmp = target.with_name(f".{target.name}.tmp")
@@ -236,12 +237,15 @@ def _altered(kept: dict | None, spark: SparkSession
     if not kept:
         return None, None
     altered = continuous.Altered(tuple((int(v), at) for v, at in kept["versions"]),
-                                 kept["stream"], tuple(kept["files"]), kept.get("backfill"))
+                                 kept["stream"], tuple(kept["files"]), kept.get("backfill"),
+                                 kept.get("log_base"))
     stream = file_stream(spark, altered.stream)
     if stream is None:
         raise DfsqlError(f"its stream {altered.stream} is no longer a stream of files")
     before = None if altered.backfill is None else Backfill(sql=altered.backfill)
-    return altered, history_of(spark, stream, list(altered.files), before)
+    history = history_of(spark, stream, list(altered.files), before)
+    # into a directory: the history's panes are the old version's, restated (§8c)
+    return altered, replace(history, restate=altered.log_base is not None)
 
 
 def _sync_dir(path: Path) -> None:

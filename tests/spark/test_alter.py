@@ -164,7 +164,7 @@ def test_refusals_leave_the_query_running_unchanged(spark, paper_live, tmp_path)
     spark.catalog.dropTempView("scores_other")
 
 
-def test_only_a_stream_of_files_or_a_table_sink_can_change(spark, paper_live, tmp_path):
+def test_only_a_stream_of_files_can_change(spark):
     spark.readStream.format("rate").option("rowsPerSecond", 5).load() \
         .createOrReplaceTempView("ticks")
     ticking = ("SELECT COUNT(*) AS n FROM ticks WINDOW FIXED(1 MINUTE) ON timestamp "
@@ -174,12 +174,126 @@ def test_only_a_stream_of_files_or_a_table_sink_can_change(spark, paper_live, tm
         dfsql.sql(f"ALTER STREAMING QUERY ticking AS {ticking.replace('5 ROWS', '9 ROWS')}",
                   spark)
     assert (info.value.line, info.value.column) == (1, 34)
-    query = FIG14.replace("FROM scores", "FROM scores_live")
-    _start(spark, "into_files", query, f" INTO DIRECTORY '{tmp_path / 'panes'}'")
-    with pytest.raises(DfsqlError, match="INTO DIRECTORY") as info:
-        dfsql.sql(f"ALTER STREAMING QUERY into_files AS {GAP5}", spark)
-    assert (info.value.line, info.value.column) == (1, 23)
-    for name in ("ticking", "into_files"):
-        dfsql.sql(f"STOP STREAMING QUERY {name}", spark)
+    dfsql.sql("STOP STREAMING QUERY ticking", spark)
     spark.catalog.dropTempView("ticks")
 
+
+def _signed(rows) -> dict:
+    """Each window's signed sum of ``total`` over a retracting changelog (LANGUAGE.md §6),
+    windows that sum to nothing left out."""
+    sums: dict = {}
+    for r in rows:
+        k = (r.key, r.window_start, r.window_end)
+        sums[k] = sums.get(k, 0) + (-r.total if r.is_retraction else r.total)
+    return {k: v for k, v in sums.items() if v}
+
+
+def test_a_directory_is_restated_by_retractions_at_the_frontier(spark, paper_live, tmp_path):
+    """Figure 14's query into a directory, its gap widened from 1 to 5 minutes at
+    12:06:20 (the rows as in the table test above). By hand: the old query's three live
+    sessions (5, 7 and 10, LANGUAGE.md's Figure 14) are retracted at 12:06:20, as the
+    directory holds them; the new query's one live session [12:00:30,12:09:00) is added
+    as 22, RESTATED. Then the new query's own panes: at 12:09 the 22 retracted and 51
+    added for [12:00:30,12:12:50). Every row stays in Spark's file sink log: a reader of
+    the directory sees them all, and the signed sum per window is the new query's."""
+    out = tmp_path / "panes"
+    query = FIG14.replace("FROM scores", "FROM scores_live")
+    _start(spark, "gap_files", query, f" INTO DIRECTORY '{out}'")
+    before = spark.read.parquet(str(out)).collect()
+    assert sorted(_signed(before).values()) == [5, 7, 10]
+    dfsql.sql("ALTER STREAMING QUERY gap_files AS " + GAP5.replace("FROM scores",
+                                                                   "FROM scores_live"), spark)
+    _catch_up("gap_files")
+    now = spark.read.parquet(str(out)).collect()
+    restated = sorted((tuple(r) for r in now if r not in before), key=repr)
+    last = {}  # each window's last row in the old changelog: its current row
+    for r in sorted(before, key=lambda r: (r.emit_time, r.pane_index, r.is_retraction)):
+        last[(r.key, r.window_start, r.window_end)] = r
+    want = [(*tuple(r)[:-2], _t("12:06:20"), True) for r in last.values()
+            if not r.is_retraction]
+    assert sorted(r[1] for r in want) == [5, 7, 10]
+    want.append(("k", 22, _t("12:00:30"), _t("12:09:00"), 0, "RESTATED", False,
+                 _t("12:06:20"), False))
+    assert restated == sorted(want, key=repr)
+    assert _signed(now) == {("k", _t("12:00:30"), _t("12:09:00")): 22}
+    for f in sorted((paper_live.parent / "all").glob("*.parquet"))[3:]:
+        shutil.copy(f, paper_live / f.name)
+    _catch_up("gap_files")
+    assert _signed(spark.read.parquet(str(out)).collect()) == {
+        ("k", _t("12:00:30"), _t("12:12:50")): 51}
+    shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0]
+    assert shown.versions == "v1 from the start; v2 from 2015-09-01 12:06:20"
+    # changed again: the log goes on from the second version's batches
+    dfsql.sql("ALTER STREAMING QUERY gap_files AS " + FIG14.replace("FROM scores",
+                                                                    "FROM scores_live"), spark)
+    _catch_up("gap_files")
+    # by hand, GAP 1 MINUTE over every row: the late 9 joined 5, 7, 8, 3, 4 and 3 into
+    # one session (the paper's LATE 39), and 3, 8 and 1 (12:06:30 … 12:07:50) are another
+    assert _signed(spark.read.parquet(str(out)).collect()) == {
+        ("k", _t("12:00:30"), _t("12:05:00")): 39, ("k", _t("12:06:30"), _t("12:08:50")): 12}
+    dfsql.sql("STOP STREAMING QUERY gap_files", spark)
+
+
+@pytest.mark.parametrize("seed,before,after", [
+    (41, ("SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT "
+          "WATERMARK"), ("SESSIONS(GAP 50 SECONDS)",
+                    "AT WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROW")),
+    (42, ("FIXED(1 MINUTE)", "REPEAT WATERMARK"),
+     ("SLIDING(1 MINUTE, EVERY 30 SECONDS)", "EVERY 20 SECONDS")),
+])
+def test_a_changed_directory_sums_to_the_new_querys_replay(spark, tmp_path, seed, before,
+                                                           after):
+    """Random workloads in six files, the query into a directory changed after a random
+    one, every window kept (a day's lateness, triggers that are never done: a window
+    closed or expired before the change keeps the old query's rows, as the paper test
+    shows): each window's signed sum over the
+    directory is the new query's value in the replay of all the rows (its rows before
+    the frontier, folded), and a window the new query does not have sums to nothing."""
+    frame = _with_sentinel(_workload(seed))
+    staged = tmp_path / "staged"
+    _write_parts(frame, [int(x) for x in np.linspace(0, len(frame), 7)[1:-1]], staged)
+    live = tmp_path / "live"
+    live.mkdir()
+    parts = sorted(staged.glob("*.parquet"))
+    cut = int(np.random.default_rng(600 + seed).integers(1, len(parts) - 1))
+    for f in parts[:cut]:
+        shutil.copy2(f, live / f.name)
+    schema = spark.read.parquet(str(staged)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("dir_src")
+    spark.createDataFrame(frame, schema=schema).createOrReplaceTempView("dir_all")
+    old, new = (QUERY.format(window=w, trigger=t, emit="ACCUMULATING AND RETRACTING")
+                .replace("LATENESS 60 SECONDS", "LATENESS 1 DAY") for w, t in (before, after))
+    out = tmp_path / "panes"
+    try:
+        _start(spark, "dir_random", old.format(t="dir_src"), f" INTO DIRECTORY '{out}'")
+        dfsql.sql("ALTER STREAMING QUERY dir_random AS " + new.format(t="dir_src"), spark)
+        for f in parts[cut:]:
+            shutil.copy2(f, live / f.name)
+        _catch_up("dir_random")
+        frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
+        replay = [r for r in dfsql.sql(new.format(t="dir_all"), spark).collect()
+                  if r.emit_time < frontier]
+        got = _signed(spark.read.parquet(str(out)).collect())
+    finally:
+        dfsql.sql("STOP STREAMING QUERY dir_random", spark)
+        for v in ("dir_src", "dir_all"):
+            spark.catalog.dropTempView(v)
+    want = {(r[0], r[6], r[7]): r[1] for r in _current(replay) if r[1]}
+    assert len(want) >= 3
+    assert got == want
+
+
+def test_a_directory_changes_only_between_retracting_queries(spark, paper_live, tmp_path):
+    query = FIG14.replace("FROM scores", "FROM scores_live")
+    _start(spark, "into_files", query, f" INTO DIRECTORY '{tmp_path / 'panes'}'")
+    gap5 = GAP5.replace("FROM scores", "FROM scores_live")
+    for changed, message in (
+            (gap5.replace("AND RETRACTING", ""), "EMIT ACCUMULATING: a directory"),
+            (gap5.replace("SUM(value) AS total", "SUM(value) AS sum"), "columns differ")):
+        with pytest.raises(DfsqlError, match=message) as info:
+            dfsql.sql(f"ALTER STREAMING QUERY into_files AS {changed}", spark)
+        assert (info.value.line, info.value.column) == (1, 37), info.value
+    from dfsql.continuous import _RUNNING
+
+    assert _RUNNING["into_files"].query.isActive
+    dfsql.sql("STOP STREAMING QUERY into_files", spark)

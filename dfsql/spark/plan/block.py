@@ -414,8 +414,9 @@ class BlockPlan:
             if native:
                 panes = native_panes(self)
             else:
-                panes, *state = stream_panes(self, stream_input(self, self.backfill),
-                                             history)
+                panes, *state = stream_panes(
+                    self, stream_input(self, self.backfill), history,
+                    restate=self.backfill is not None and self.backfill.restate)
         self.temp_view(panes, self.name(PANES_TABLE))
         late = cl.late_rows_into
         hidden = (*SORT_COLUMNS, LATE_ROW) if late else SORT_COLUMNS

@@ -13,14 +13,23 @@ its history is q's own history and those files, and its stream goes on without t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from dfsql.errors import AnalysisError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill
-from dfsql.spark.stream.checkpoint import committed_batches
+from dfsql.language.names import SORT_COLUMNS
+from dfsql.model.clauses import Accumulation
+from dfsql.spark.stream.backfill import stream_relations, unsupported
+from dfsql.spark.stream.checkpoint import last_committed
+from dfsql.spark.stream.restate import retractions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from dfsql.language.scan import Source
+    from dfsql.spark.plan.planner import Planned
 
 #: the file source's log in a checkpoint (one source: the query's one stream)
 SOURCE_LOG = "sources/0"
@@ -82,15 +91,13 @@ def files_read(spark: SparkSession, checkpoint: str) -> list[str] | None:
     None when the log is not a file source's. [] before the first commit."""
     from pyspark.errors import PySparkException
 
-    if not committed_batches(spark, checkpoint):
+    done = last_committed(spark, checkpoint)
+    if done < 0:
         return []
-    base = checkpoint.rstrip("/")
     try:
-        done = max(int(r[0].split("/")[-1]) for r in spark.read.format("binaryFile")
-                   .load(f"{base}/commits").select("path").collect()
-                   if r[0].split("/")[-1].isdigit())
-        lines = [r[0] for r in spark.read.text(f"{base}/{SOURCE_LOG}").collect()]
-    except (PySparkException, ValueError):
+        lines = [r[0] for r in spark.read.text(f"{checkpoint.rstrip('/')}/{SOURCE_LOG}")
+                 .collect()]
+    except PySparkException:
         return None
     seen: dict[str, int] = {}
     for line in lines:
@@ -141,3 +148,98 @@ def history_of(spark: SparkSession, stream: FileStream, files: list[str],
         frames.append(spark.createDataFrame([], StructType.fromJson(json.loads(stream.schema))))
     return Backfill(frame=reduce(lambda a, b: a.unionByName(b), frames),
                     skip=tuple(dict.fromkeys([*skip, *files])))
+
+
+@dataclass(frozen=True)
+class Change:
+    """An ALTER STREAMING QUERY checked: the stream both queries read; what makes the new
+    query's history once the old one has stopped; and, for a query into a directory,
+    what makes the restatement's retractions then (pandas rows of the directory's
+    columns: :func:`dfsql.spark.stream.restate.retractions`)."""
+
+    stream: str
+    history: Callable[[], Backfill]
+    retractions: Callable[[], object] | None = None
+
+
+def check_change(new: Planned, old: Planned, checkpoint: str, history: Backfill | None,
+                 source: Source, at: int, spark: SparkSession,
+                 directory: str | None = None) -> Change:
+    """The checks of ALTER STREAMING QUERY while the old query runs (each refusal placed
+    at ``at`` in ``source``, the query untouched): the new query reads the old one's
+    stream, can start from a history, and the files the old one read are all there; into
+    a directory, both retract and write the same columns."""
+    streams = [_streams(p, source, at, p is new) for p in (new, old)]
+    if sorted(streams[0]) != sorted(streams[1]):
+        raise source.error(SourceError, f"the changed query reads {', '.join(streams[0])}; "
+                           f"the running one reads {', '.join(streams[1])}", at,
+                           "a changed query reads the same stream (CREATE another query "
+                           "for another stream)")
+    was = streams[1][0]
+    fs = file_stream(spark, was)
+
+    def read_so_far() -> list[str]:
+        """The files the query's completed micro-batches read, each still there."""
+        files = None if fs is None else files_read(spark, checkpoint)
+        if files is None:
+            raise source.error(NotSupportedError, f"{was} cannot be read again: it is not a "
+                               "stream of files, so the changed query could not be given "
+                               "what the running one has read", at, "a query over a stream "
+                               "of files (spark.readStream.parquet, csv, json …) can be "
+                               "changed")
+        gone = missing(spark, files)
+        if gone:
+            raise source.error(SourceError, f"{len(gone)} file(s) the query read are gone "
+                               f"(the first: {gone[0]}): what it read cannot be read "
+                               "again", at, "the query keeps running unchanged")
+        return files
+
+    read_so_far()  # checked before the old query stops, and again once it has
+    if directory is None:
+        return Change(was, lambda: history_of(spark, fs, read_so_far(), history))
+    _check_restatable(new, old, source, at)
+    ob = old.blocks[-1]
+    assert old.stream is not None and old.stream.state is not None
+    keys = [(k, out) for k, out in zip(ob.plan.stages.key_columns,
+                                       (g.output_name for g in ob.plan.stages.group_keys),
+                                       strict=True) if out]
+    return Change(was, lambda: replace(history_of(spark, fs, read_so_far(), history),
+                                       restate=True),
+                  lambda: retractions(spark, old.stream.state, checkpoint,  # type: ignore
+                                      directory, keys))
+
+
+def _streams(planned: Planned, source: Source, at: int, changed: bool) -> list[str]:
+    """The streams a planned query reads (the changed one: refused if it cannot start
+    from a history)."""
+    if planned.stream is None:
+        raise source.error(SourceError, "ALTER STREAMING QUERY takes a windowed query over "
+                           "the query's stream", at, "read the same stream")
+    refused = unsupported(planned.blocks[-1].plan, "ALTER STREAMING QUERY")
+    if refused is not None and changed:
+        raise source.error(refused[2], refused[0], at, refused[1])
+    return stream_relations(planned.blocks[-1].plan)
+
+
+def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> None:
+    """A directory is restated by retractions (LANGUAGE.md §8c): both queries retract,
+    run in dfsql's bucket processor (whose state names the live windows), and write the
+    directory's columns."""
+    for planned, which in ((old, "the running query"), (new, "the changed query")):
+        plan = planned.blocks[-1].plan
+        if plan.clauses.accumulation is not Accumulation.ACCUMULATING_AND_RETRACTING:
+            raise source.error(AnalysisError, f"{which} is EMIT {plan.clauses.accumulation}: "
+                               "a directory is restated by retracting the old rows, so "
+                               "both queries must EMIT ACCUMULATING AND RETRACTING", at,
+                               "add EMIT ACCUMULATING AND RETRACTING, or change an INTO "
+                               "TABLE query (restated whole)")
+        if planned.stream is None or planned.stream.state is None:
+            raise source.error(NotSupportedError, f"{which} runs on Spark's own streaming "
+                               "aggregation, whose live windows dfsql cannot read", at,
+                               "give it PROCESSING TIME <arrival column>")
+    cols = [planned.stream.df.drop(*SORT_COLUMNS).schema.simpleString()  # type: ignore
+            for planned in (new, old)]
+    if cols[0] != cols[1]:
+        raise source.error(AnalysisError, "the changed query's columns differ from the "
+                           f"running one's ({cols[0]} against {cols[1]}): both write one "
+                           "directory", at, "keep the SELECT list's names and types")

@@ -27,6 +27,7 @@ from dfsql.model.watermarks import (
     writers_timeline,
 )
 from dfsql.model.windows import NULL_EVENT_TIME
+from dfsql.spark.stream.live_state import current_panes
 from dfsql.spark.stream.output_rows import (
     ROW_KIND,
     STATS,
@@ -75,7 +76,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, clauses: c.Clauses, keys: list[str], payload: list[str],
                  aggs: list[tuple[str, str, str | None]], out_names: list[str],
-                 static_timeline=None, marks: int = MARKS_NONE) -> None:
+                 static_timeline=None, marks: int = MARKS_NONE, restate: bool = False) -> None:
         self.engine = clauses.processing_time is None  # the engine's clock
         if self.engine:  # to the model, the batch timestamps are the processing time
             import dataclasses
@@ -96,6 +97,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         self.out_names = out_names
         #: each bucket's backfill rows, for its first call (see handleInitialState)
         self._held: dict = {}
+        #: ALTER of a query into an appending sink: the history's panes are the old
+        #: query's; the backfill emits the current row of each live window instead
+        self.restate = restate
 
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, LongType, StructField, StructType
@@ -144,8 +148,14 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
 
         elems, pts = ([from_ipc(b) for cell in initialState[col] for b in cell]
                       for col in (ELEMENTS, POINTS))
-        self._held[tuple(key)] = pd.concat(
-            [f for f in self._step(*_frames(elems, pts), []) if len(f)], ignore_index=True)
+        held = pd.concat([f for f in self._step(*_frames(elems, pts), []) if len(f)],
+                         ignore_index=True)
+        if self.restate:  # LANGUAGE.md §8c: the live windows restated at the frontier
+            current = current_panes(self, self.state.get())
+            held = pd.concat([held[held[ROW_KIND] == STATS],
+                              *([current] if current is not None else [])],
+                             ignore_index=True)
+        self._held[tuple(key)] = held
         kept = list(self.state.get())
         kept[5] = HISTORY_HELD  # the ``timer`` field (see init)
         self.state.update(tuple(kept))

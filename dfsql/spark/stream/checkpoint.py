@@ -54,6 +54,19 @@ def committed_batches(spark, checkpoint: str) -> bool:
     return bool(_log_lines(spark, checkpoint, "commits", 1))
 
 
+def last_committed(spark, checkpoint: str) -> int:
+    """The last micro-batch the query at ``checkpoint`` committed (-1: none), from its
+    commit log's file names, listed through Spark."""
+    from pyspark.errors import PySparkException
+
+    try:
+        names = [r[0].rstrip("/").split("/")[-1] for r in spark.read.format("binaryFile")
+                 .load(f"{checkpoint.rstrip('/')}/commits").select("path").collect()]
+    except PySparkException:
+        return -1
+    return max((int(n) for n in names if n.isdigit()), default=-1)
+
+
 def _log_lines(spark, checkpoint: str, log: str, limit: int,
                where: str | None = None) -> list[str]:
     """Up to ``limit`` lines of the checkpoint's ``log`` (``offsets``, ``commits``),

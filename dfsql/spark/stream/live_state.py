@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dfsql.language.names import SORT_COLUMNS
 from dfsql.model import firings as fr
-from dfsql.model.group_also_by_window import flatten, group_also_by_window
-from dfsql.model.panes import TIMING_NAMES
+from dfsql.model.changelog import current_at
+from dfsql.model.group_also_by_window import drive, flatten, group_also_by_window
+from dfsql.model.panes import RESTATED, TIMING_NAMES
 from dfsql.model.watermarks import holding_writer
 from dfsql.spark.stream.output_rows import ROW_KIND, changelog_rows
 from dfsql.spark.stream.packing import AT, ET, MARKS_NONE, MARKS_WRITERS, NEG, POS, WRITER
@@ -63,6 +65,55 @@ def bucket_now(proc, stored: tuple, names: list[str], time_zone: str | None,
     """One bucket's live windows now (see the module doc), as rows named ``names``."""
     import pandas as pd
 
+    run = _run_now(proc, stored, time_zone, writers)
+    if run is None:
+        return None
+    elems, dense, et, at, timeline, res, rec = run
+    ev = fr.events(res, rec, dense, et, at, timeline)
+    last = np.array([p for _, p in rec.live if p >= 0], np.int64)
+    keep = (ev.code == fr.WAITING) | ((ev.code == fr.FIRE) & np.isin(ev.pane, last))
+    events = _event_rows(ev, keep, elems, dense, proc.keys, names)
+    if events is None:  # no live window
+        return None
+    panes = changelog_rows(flatten(res), elems, dense, NEG, POS, proc.keys, proc.aggs,
+                           proc.out_names)
+    parts = [_named(p, names) for p in (panes, events) if p is not None and len(p)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def current_panes(proc, stored: tuple):
+    """The current row of each window of one bucket at its frontier T, as ALTER STREAMING
+    QUERY restates it (LANGUAGE.md §8c; the model's
+    :func:`~dfsql.model.changelog.current_at`): pane_timing RESTATED, emitted at T, placed
+    before the panes of T itself; rows of the processor's output schema, or None. The
+    run is the processor's own over the retained elements (an expired window's are
+    gone: it keeps its rows)."""
+    elems, t, v, frontier, notes, *_ = proc.decode(stored)
+    if elems is None or not len(elems) or frontier == NEG:
+        return None
+    proc._notes = notes  # the writers' notes a FROM a stream BY writer timeline reads
+    timeline = proc.timeline_of(t, v)
+    elems, dense, et, at = proc.ordered(elems)
+    r = drive(dense, et, at, proc.clauses, timeline, end_floor=frontier, ordered=False)
+    current = current_at(r, frontier)
+    if not len(current):
+        return None
+    rows = changelog_rows(r, elems, dense, NEG, POS, proc.keys, proc.aggs, proc.out_names,
+                          panes=current)
+    rows["pane_timing"] = RESTATED
+    rows["emit_time"] = frontier
+    rows[SORT_COLUMNS[0]] = rows[SORT_COLUMNS[0]] - BEFORE_ALL
+    return rows
+
+
+#: how far a restated row's §7 place moves back: before every row of its instant
+BEFORE_ALL = 1 << 62
+
+
+def _run_now(proc, stored: tuple, time_zone: str | None, writers: tuple | None = None):
+    """The model over one bucket's retained elements, recorder on, every instant before
+    its frontier: (elements, key ids, event times, arrivals, timeline, result, recorder),
+    or None (nothing retained, or no frontier yet)."""
     elems, t, v, frontier, notes, *_ = proc.decode(stored)
     if elems is None or not len(elems) or frontier == NEG:
         return None
@@ -76,16 +127,7 @@ def bucket_now(proc, stored: tuple, names: list[str], time_zone: str | None,
     rec = fr.Recorder(proc.clauses, tz, wm, holder, _clock(proc, frontier, tz))
     res = group_also_by_window(dense, et, at, proc.clauses, timeline, recorder=rec,
                                until=frontier)
-    ev = fr.events(res, rec, dense, et, at, timeline)
-    last = np.array([p for _, p in rec.live if p >= 0], np.int64)
-    keep = (ev.code == fr.WAITING) | ((ev.code == fr.FIRE) & np.isin(ev.pane, last))
-    events = _event_rows(ev, keep, elems, dense, proc.keys, names)
-    if events is None:  # no live window
-        return None
-    panes = changelog_rows(flatten(res), elems, dense, NEG, POS, proc.keys, proc.aggs,
-                           proc.out_names)
-    parts = [_named(p, names) for p in (panes, events) if p is not None and len(p)]
-    return pd.concat(parts, ignore_index=True)
+    return elems, dense, et, at, timeline, res, rec
 
 
 def _named(frame, names: list[str]):

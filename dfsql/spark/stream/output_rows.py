@@ -30,15 +30,21 @@ LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__lat
 
 
 def changelog_rows(r, elems, dense: np.ndarray, lo: int, hi: int, keys: list[str],
-                   aggs: list[tuple[str, str, str | None]], out_names: list[str]):
+                   aggs: list[tuple[str, str, str | None]], out_names: list[str],
+                   panes: np.ndarray | None = None):
     """The panes and retractions the run emitted in [lo, hi) as rows of the output's
     schema (aggregates by the model's kernels, §7 places from the model's changelog),
-    or None."""
+    or None. ``panes``: only these panes (their ids), without retractions."""
     import pandas as pd
 
     n_panes = len(r.pane_key)
-    emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
-    rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+    if panes is None:
+        emitted = (r.pane_emit_time >= lo) & (r.pane_emit_time < hi)
+        rmask = (r.retraction_emit_time >= lo) & (r.retraction_emit_time < hi)
+    else:
+        emitted = np.zeros(n_panes, bool)
+        emitted[panes] = True
+        rmask = np.zeros(len(r.retraction_pane), bool)
     retracted = r.retraction_pane[rmask]
     needed = np.zeros(n_panes, bool)
     needed[emitted] = True

@@ -122,13 +122,15 @@ __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_C
            "check_streamable", "native_panes", "runs_natively", "stream_panes"]
 
 def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = None,
-                 ) -> tuple[DataFrame, BucketProcessor, StructType]:
+                 restate: bool = False) -> tuple[DataFrame, BucketProcessor, StructType]:
     """The panes of a windowed block over a streaming input (a streaming DataFrame):
     keys, aggregates, pane columns and the hidden §7 rank, in append mode; and the
     bucket processor with its output's schema (they read the query's state back:
     :mod:`dfsql.spark.stream.live_state`). ``history``: the input stage over a
     continuous query's history (:mod:`dfsql.spark.stream.backfill`), packed as the
-    stream is into the processor's initial state."""
+    stream is into the processor's initial state; ``restate``: the history's panes are
+    another query's, and the backfill emits the current row of each live window instead
+    (ALTER STREAMING QUERY into an appending sink)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     cl = plan.clauses
@@ -156,7 +158,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
     out_schema = _processor_schema(cl, inp.schema, keys, aggs.types)
     fields = out_schema.fields
     proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
-                           marks)
+                           marks, restate)
     panes = packed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime" if engine else "None", initialState=initial)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
+from dfsql.spark.stream.restate import LoggedDirectory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -227,6 +228,8 @@ def _start(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
     elif sink == "console":
         writer = df.writeStream.foreachBatch(
             lambda b, i: in_changelog_order(b, order_by).show(1000, truncate=False))
+    elif isinstance(sink, LoggedDirectory):  # a changed query's: Spark's log, its own ids
+        writer = df.writeStream.foreachBatch(lambda b, i: sink.write(b.drop(*SORT_COLUMNS), i))
     elif sink == "memory":
         writer = visible.writeStream.format("memory").queryName(name or "dfsql_panes")
     else:  # a directory: Spark's file sink (parquet), exactly once
@@ -260,6 +263,8 @@ def _start_with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink:
     if isinstance(sink, TableSink):
         sink.publish_initial(spark, panes_schema)
         deliver = sink.receiver(key_names, spark)
+    elif isinstance(sink, LoggedDirectory):
+        deliver = sink.write
     elif callable(sink):
         deliver = sink
     elif sink == "console":

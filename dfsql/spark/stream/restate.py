@@ -1,0 +1,164 @@
+"""ALTER STREAMING QUERY of a query ``INTO DIRECTORY`` (LANGUAGE.md §8c): the directory
+restated in one batch at the frontier T, then the new query's panes after it.
+
+**The directory's log.** Spark's file sink lists every batch's files in a log beside them
+(``_spark_metadata``); readers of the directory read only the files listed there. A new
+query on the same directory with a checkpoint of its own would number its batches from
+0 again, which the log already holds, and Spark's sink would skip them. So every version
+after the first writes its batches with :class:`LoggedDirectory`: the files, then an
+entry in the same log, written by Spark's own log class (its format and compaction),
+numbered on from the log's last batch (``base``). That is exactly once as Spark's sink
+is: a batch's files count once its entry is written; a batch replayed after a crash
+finds its entry and is skipped; files written before a crash and never listed are not
+read.
+
+**The restatement.** The new query's first batch holds, at T, the retraction of the old
+query's current row of every window it still holds and the new query's current row of
+each of its windows (pane_timing RESTATED; the processor's ``restate``,
+:class:`~dfsql.spark.stream.buckets.BucketProcessor`), then its panes from T on. Which
+rows are current is the model's rule (:func:`~dfsql.model.changelog.current_at`: a
+window merged away whose retraction is still to come counts; a closed or expired one
+keeps its rows), applied to each query's run over its state
+(:func:`~dfsql.spark.stream.live_state.current_panes`). The old query's rows are then
+taken from the directory as a reader sees them (:func:`current_rows`), so a retraction
+repeats the row it retracts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dfsql.spark.stream.live_state import STATE_VARIABLE, current_panes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Spark's file sink log, in the sink's directory
+METADATA = "_spark_metadata"
+
+
+class LoggedDirectory:
+    """A directory sink that goes on with Spark's file sink log from batch ``base`` on
+    (see the module doc). ``first``: rows (pandas, the directory's columns) written with
+    the query's first batch, in the same log entry: the retractions of a restatement."""
+
+    def __init__(self, path: str, base: int, first=None) -> None:
+        self.path = path.rstrip("/")
+        self.base = base
+        self.first = first
+
+    def __str__(self) -> str:  # what SHOW and CREATE's answer call the sink
+        return self.path
+
+    def write(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        log = _log(spark, self.path)
+        entry = self.base + batch_id
+        if _latest(log) >= entry:  # written before a crash: once only
+            return
+        if batch_id == 0 and self.first is not None and len(self.first):
+            batch = spark.createDataFrame(self.first[batch.columns], batch.schema).union(batch)
+        files = _write_files(spark, batch, self.path, entry)
+        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+        status = jvm.org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus
+        listed = spark.sparkContext._gateway.new_array(status, len(files))  # type: ignore[union-attr]
+        for i, f in enumerate(files):
+            listed[i] = status.apply(f)
+        log.add(entry, listed)
+
+
+def log_latest(spark: SparkSession, path: str) -> int:
+    """The last batch the directory's log lists (-1: none, or no log)."""
+    return _latest(_log(spark, path.rstrip("/")))
+
+
+def _log(spark: SparkSession, path: str):
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
+    return sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(),
+                                   spark._jsparkSession, f"{path}/{METADATA}",
+                                   jvm.scala.Option.empty())
+
+
+def _latest(log) -> int:
+    found = log.getLatestBatchId()
+    return int(found.get()) if found.isDefined() else -1
+
+
+def _write_files(spark: SparkSession, batch: DataFrame, path: str, entry: int) -> list:
+    """The batch's rows as parquet files in ``path`` (written aside, then moved in):
+    their Hadoop file statuses."""
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    aside = f"{path}/_dfsql_batch_{entry}"
+    batch.write.mode("overwrite").parquet(aside)
+    hpath = jvm.org.apache.hadoop.fs.Path
+    fs = hpath(path).getFileSystem(conf)
+    moved = []
+    for st in fs.listStatus(hpath(aside)):
+        name = st.getPath().getName()
+        if not name.startswith("part-"):
+            continue
+        target = hpath(path, name)
+        if not fs.rename(st.getPath(), target):
+            raise OSError(f"could not move {st.getPath()} to {target}")
+        moved.append(fs.getFileStatus(target))
+    fs.delete(hpath(aside), True)
+    return moved
+
+
+class CurrentPanes:
+    """``mapInPandas`` over a query's state rows (one per bucket): the current row of
+    each live window (:func:`~dfsql.spark.stream.live_state.current_panes`)."""
+
+    def __init__(self, processor) -> None:
+        self.processor = processor
+
+    def __call__(self, frames):
+        for frame in frames:
+            for stored in frame.itertuples(index=False, name=None):  # a row per bucket
+                out = current_panes(self.processor, stored)
+                if out is not None:
+                    yield out
+
+
+def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: str,
+                keys: list[tuple[str, str]]):
+    """The restatement's first half (see the module doc): the directory's current row of
+    every window the query at ``checkpoint`` still holds in its state, retracted at its
+    frontier T; pandas rows of the directory's columns. ``state``: its bucket processor
+    and output schema; ``keys``: its group keys' (state column, directory column)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    processor, out_schema = state
+    stored = spark.read.format("statestore").option("stateVarName", STATE_VARIABLE) \
+        .load(checkpoint).select("value.*")
+    live = stored.mapInPandas(CurrentPanes(processor), out_schema).select(
+        *[F.col(k).alias(f"__l{i}") for i, (k, _) in enumerate(keys)],
+        F.timestamp_micros("window_start").alias("__lws"),
+        F.timestamp_micros("window_end").alias("__lwe"), F.col("emit_time").alias("__lt")
+    ).localCheckpoint()
+    at = live.agg(F.max("__lt")).first()[0]
+    rows = current_rows(spark.read.parquet(directory), [d for _, d in keys])
+    if at is None:  # no live window has emitted: nothing to retract
+        return rows.limit(0).toPandas()
+    same = [rows[d].eqNullSafe(live[f"__l{i}"]) for i, (_, d) in enumerate(keys)]
+    same += [rows["window_start"].eqNullSafe(live["__lws"]),
+             rows["window_end"].eqNullSafe(live["__lwe"])]
+    return rows.join(live, same, "left_semi").withColumns({
+        "is_retraction": F.lit(True), "emit_time": F.timestamp_micros(F.lit(int(at)))
+    }).toPandas()
+
+
+def current_rows(changelog: DataFrame, keys: list[str]) -> DataFrame:
+    """The current row of each window of a retracting changelog (LANGUAGE.md §6–7): its
+    last row — by emit time, then pane index, a retraction after the row it retracts —
+    unless that is a retraction (the window was merged away, or its pane no longer
+    passes HAVING)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # noqa: N812
+
+    last = Window.partitionBy(*keys, "window_start", "window_end").orderBy(
+        F.col("emit_time").desc(), F.col("pane_index").desc(), F.col("is_retraction").desc())
+    return changelog.withColumn("__n", F.row_number().over(last)) \
+        .where((F.col("__n") == 1) & ~F.col("is_retraction")).drop("__n")
