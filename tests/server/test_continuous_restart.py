@@ -392,3 +392,45 @@ def test_an_alter_killed_at_once_goes_on_as_the_new_query(tmp_path) -> None:
         assert "Traceback" not in second.text()
     finally:
         second.kill()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_directory_altered_and_killed_at_once_is_restated_once(tmp_path) -> None:
+    """The same change of a query INTO DIRECTORY (retracting; every window kept: a day's
+    lateness, LATE EVERY 1 ROW), the server killed as soon as ALTER answers: started
+    again, the new version restates the directory once — its retractions kept beside its
+    checkpoint — and goes on with Spark's file sink log. By hand, as above: summing the
+    directory's signed rows per window gives the 2-minute windows' totals, 90, 210 and
+    330 per key, and nothing for the 1-minute windows the change retracted."""
+    tmp_path = tmp_path.resolve()
+    state, src, out = tmp_path / "state", tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    _write(src / "part-0.parquet", _events(0, 200))
+    query = QUERY.format(t="live").replace(
+        "EMIT ACCUMULATING", "EMIT ACCUMULATING AND RETRACTING").replace(
+        "TRIGGER", "ALLOWED LATENESS 1 DAY TRIGGER").replace("10 ROWS", "10 ROWS LATE EVERY 1 ROW")
+    signed = (f"SELECT key, window_start, SUM(CASE WHEN is_retraction THEN -total ELSE total "
+              f"END) AS s FROM parquet.`{out}` GROUP BY key, window_start")
+    first = Served(tmp_path, 1, "--state-dir", str(state), "--stream", f"live={src}")
+    try:
+        first.rows(f"CREATE STREAMING QUERY live_files INTO DIRECTORY '{out}' AS {query}")
+        assert _wait(lambda: len(list(out.glob("*.parquet"))) > 0, True)
+        first.rows("ALTER STREAMING QUERY live_files AS " + query.replace("1 MINUTE",
+                                                                          "2 MINUTES"))
+    finally:
+        first.kill()
+    record = json.loads((state / "queries" / "live_files.json").read_text())
+    assert record["altered"]["log_base"] >= 1
+    assert (state / "tables" / "live_files.v2" / "restatement.parquet").exists()
+
+    second = Served(tmp_path, 2, "--state-dir", str(state))
+    try:
+        _write(src / "part-1.parquet", _events(200, 360))
+        _write(src / "part-2.parquet", [("a", 0, None, FRONTIER)])
+        want = {(k, T0 + timedelta(minutes=2 * j), 30 * (2 * j + 1) + 30 * (2 * j + 2))
+                for k in "ab" for j in range(3)}
+        got = _wait(lambda: {r for r in second.rows(signed) if r[2]}, want)
+        assert got == want
+        assert "Traceback" not in second.text()
+    finally:
+        second.kill()
