@@ -79,6 +79,42 @@ def _current(rows: list) -> list[tuple]:
     return sorted(table.values(), key=repr)
 
 
+def _staged(spark, tmp_path, seed: int, salt: int, stream: str, bounded: str):
+    """A random workload in six files, the stream ``stream`` over the first few (a
+    random cut) and the bounded view ``bounded`` of all its rows: (rows, the stream's
+    directory, the files still to come)."""
+    frame = _with_sentinel(_workload(seed))
+    staged = tmp_path / "staged"
+    _write_parts(frame, [int(x) for x in np.linspace(0, len(frame), 7)[1:-1]], staged)
+    live = tmp_path / "live"
+    live.mkdir()
+    parts = sorted(staged.glob("*.parquet"))
+    cut = int(np.random.default_rng(salt + seed).integers(1, len(parts) - 1))
+    for f in parts[:cut]:
+        shutil.copy2(f, live / f.name)
+    schema = spark.read.parquet(str(staged)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView(stream)
+    spark.createDataFrame(frame, schema=schema).createOrReplaceTempView(bounded)
+    return frame, live, parts[cut:]
+
+
+def _changed(spark, name: str, queries: tuple[str, str], head: str, staged: tuple,
+             views: tuple[str, str]) -> list:
+    """The old query started over the stream (``head``: its INTO), changed to the new
+    one, the rest of the files brought: the new query's bounded replay of every row,
+    before the frontier."""
+    old, new = queries
+    live, rest, frame = staged
+    _start(spark, name, old.format(t=views[0]), head)
+    dfsql.sql(f"ALTER STREAMING QUERY {name} AS " + new.format(t=views[0]), spark)
+    for f in rest:
+        shutil.copy2(f, live / f.name)
+    _catch_up(name)
+    frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
+    return [r for r in dfsql.sql(new.format(t=views[1]), spark).collect()
+            if r.emit_time < frontier]
+
+
 @pytest.mark.parametrize("seed,before,after", [
     (31, ("SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT "
           "WATERMARK", "ACCUMULATING AND RETRACTING"),
@@ -91,28 +127,11 @@ def _current(rows: list) -> list[tuple]:
 def test_the_changed_table_is_the_new_querys_replay(spark, tmp_path, seed, before, after):
     """Random workloads in six files, the query changed after a random one: the table
     holds what the new query's replay of all the rows leaves before the frontier."""
-    frame = _with_sentinel(_workload(seed))
-    staged = tmp_path / "staged"
-    _write_parts(frame, [int(x) for x in np.linspace(0, len(frame), 7)[1:-1]], staged)
-    live = tmp_path / "live"
-    live.mkdir()
-    parts = sorted(staged.glob("*.parquet"))
-    cut = int(np.random.default_rng(500 + seed).integers(1, len(parts) - 1))
-    for f in parts[:cut]:
-        shutil.copy2(f, live / f.name)
-    schema = spark.read.parquet(str(staged)).schema
-    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("alter_src")
-    spark.createDataFrame(frame, schema=schema).createOrReplaceTempView("alter_all")
+    frame, live, rest = _staged(spark, tmp_path, seed, 500, "alter_src", "alter_all")
     old, new = (QUERY.format(window=w, trigger=t, emit=e) for w, t, e in (before, after))
     try:
-        _start(spark, "alter_random", old.format(t="alter_src"))
-        dfsql.sql("ALTER STREAMING QUERY alter_random AS " + new.format(t="alter_src"), spark)
-        for f in parts[cut:]:
-            shutil.copy2(f, live / f.name)
-        _catch_up("alter_random")
-        frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
-        replay = [r for r in dfsql.sql(new.format(t="alter_all"), spark).collect()
-                  if r.emit_time < frontier]
+        replay = _changed(spark, "alter_random", (old, new), "", (live, rest, frame),
+                          ("alter_src", "alter_all"))
         got = sorted(_table(spark, "alter_random"), key=repr)
     finally:
         dfsql.sql("STOP STREAMING QUERY alter_random", spark)
@@ -249,30 +268,13 @@ def test_a_changed_directory_sums_to_the_new_querys_replay(spark, tmp_path, seed
     shows): each window's signed sum over the
     directory is the new query's value in the replay of all the rows (its rows before
     the frontier, folded), and a window the new query does not have sums to nothing."""
-    frame = _with_sentinel(_workload(seed))
-    staged = tmp_path / "staged"
-    _write_parts(frame, [int(x) for x in np.linspace(0, len(frame), 7)[1:-1]], staged)
-    live = tmp_path / "live"
-    live.mkdir()
-    parts = sorted(staged.glob("*.parquet"))
-    cut = int(np.random.default_rng(600 + seed).integers(1, len(parts) - 1))
-    for f in parts[:cut]:
-        shutil.copy2(f, live / f.name)
-    schema = spark.read.parquet(str(staged)).schema
-    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("dir_src")
-    spark.createDataFrame(frame, schema=schema).createOrReplaceTempView("dir_all")
+    frame, live, rest = _staged(spark, tmp_path, seed, 600, "dir_src", "dir_all")
     old, new = (QUERY.format(window=w, trigger=t, emit="ACCUMULATING AND RETRACTING")
                 .replace("LATENESS 60 SECONDS", "LATENESS 1 DAY") for w, t in (before, after))
     out = tmp_path / "panes"
     try:
-        _start(spark, "dir_random", old.format(t="dir_src"), f" INTO DIRECTORY '{out}'")
-        dfsql.sql("ALTER STREAMING QUERY dir_random AS " + new.format(t="dir_src"), spark)
-        for f in parts[cut:]:
-            shutil.copy2(f, live / f.name)
-        _catch_up("dir_random")
-        frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
-        replay = [r for r in dfsql.sql(new.format(t="dir_all"), spark).collect()
-                  if r.emit_time < frontier]
+        replay = _changed(spark, "dir_random", (old, new), f" INTO DIRECTORY '{out}'",
+                          (live, rest, frame), ("dir_src", "dir_all"))
         got = _signed(spark.read.parquet(str(out)).collect())
     finally:
         dfsql.sql("STOP STREAMING QUERY dir_random", spark)

@@ -88,12 +88,10 @@ def current_panes(proc, stored: tuple):
     before the panes of T itself; rows of the processor's output schema, or None. The
     run is the processor's own over the retained elements (an expired window's are
     gone: it keeps its rows)."""
-    elems, t, v, frontier, notes, *_ = proc.decode(stored)
-    if elems is None or not len(elems) or frontier == NEG:
+    held = _retained(proc, stored)
+    if held is None:
         return None
-    proc._notes = notes  # the writers' notes a FROM a stream BY writer timeline reads
-    timeline = proc.timeline_of(t, v)
-    elems, dense, et, at = proc.ordered(elems)
+    elems, dense, et, at, timeline, frontier, _ = held
     r = drive(dense, et, at, proc.clauses, timeline, end_floor=frontier, ordered=False)
     current = current_at(r, frontier)
     if not len(current):
@@ -110,16 +108,27 @@ def current_panes(proc, stored: tuple):
 BEFORE_ALL = 1 << 62
 
 
-def _run_now(proc, stored: tuple, time_zone: str | None, writers: tuple | None = None):
-    """The model over one bucket's retained elements, recorder on, every instant before
-    its frontier: (elements, key ids, event times, arrivals, timeline, result, recorder),
-    or None (nothing retained, or no frontier yet)."""
+def _retained(proc, stored: tuple):
+    """One bucket's state as the processor's run takes it: (elements in key and arrival
+    order, key ids, event times, arrivals, the watermark's timeline, the frontier, the
+    writers' notes), or None (nothing retained, or no frontier yet)."""
     elems, t, v, frontier, notes, *_ = proc.decode(stored)
     if elems is None or not len(elems) or frontier == NEG:
         return None
     proc._notes = notes  # the writers' notes a FROM a stream BY writer timeline reads
     timeline = proc.timeline_of(t, v)
     elems, dense, et, at = proc.ordered(elems)
+    return elems, dense, et, at, timeline, frontier, notes
+
+
+def _run_now(proc, stored: tuple, time_zone: str | None, writers: tuple | None = None):
+    """The model over one bucket's retained elements, recorder on, every instant before
+    its frontier: (elements, key ids, event times, arrivals, timeline, result, recorder),
+    or None (nothing retained, or no frontier yet)."""
+    held = _retained(proc, stored)
+    if held is None:
+        return None
+    elems, dense, et, at, timeline, frontier, notes = held
     tz = fr.zone(time_zone)
     wm = int(timeline.at(frontier - 1)) if len(timeline.times) else NEG
     holder = fr.holder_text(proc.clauses, timeline, frontier - 1, tz,
