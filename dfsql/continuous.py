@@ -261,6 +261,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     into = "" if directory is None else f" INTO DIRECTORY '{_quoted(directory)}'"
     new_text = f"CREATE STREAMING QUERY {r.name}{head}{into} AS {body}"
     versions = (*r.versions, (version, r.totals.frontier))
+    switched = False
     try:
         history = change.history()
         if directory is None:
@@ -270,15 +271,15 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
             sink = _restating(r, change, directory, table_path, spark, src, stmt)
             base = sink.base  # type: ignore[attr-defined]
         altered = Altered(versions, change.stream, history.skip, _first_backfill(r), base)
+        if keeper is not None:  # the switch, before the new query can write a row: the
+            # record replaced whole, or not at all (a kill after it starts the new one)
+            keeper.keep(parse_continuous(new_text), new_text, spark, r.owner, altered)
+            switched = True
         new = start(query, sink=sink, checkpoint=checkpoint, name=r.name, spark=spark,
                     backfill=history)
-        if keeper is not None:  # the switch: the record replaced whole, or not at all
-            try:
-                keeper.keep(parse_continuous(new_text), new_text, spark, r.owner, altered)
-            except BaseException:
-                new.stop()
-                raise
-    except BaseException:  # the old query goes on, as it was
+    except BaseException:  # the old query goes on, as it was, and is kept as it was
+        if switched:
+            keeper.keep(created, r.text, spark, r.owner, r.altered)  # type: ignore[union-attr]
         old = start(created.query_statement, sink=r.sink_object, checkpoint=r.checkpoint,
                     name=r.name, spark=spark)
         with _LOCK:
