@@ -1,7 +1,5 @@
 """The endpoint judges every statement a client's session hands to Spark on the plan
-Spark will run, not on its text.
-
-Each text that ``spark.sql`` would run for a client — the statement itself, and every
+Spark will run, not on its text. Each text that ``spark.sql`` would run for a client — the statement itself, and every
 query dfsql builds from a windowed statement — is parsed first by the session's own
 parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
