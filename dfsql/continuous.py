@@ -27,7 +27,12 @@ from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner
 from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_show import Totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
-from dfsql.language.continuous import Backfill, ContinuousStatement, parse_continuous
+from dfsql.language.continuous import (
+    Backfill,
+    ContinuousStatement,
+    parse_continuous,
+    string_literal,
+)
 from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
 from dfsql.session import spark_context
@@ -257,8 +262,8 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     r.totals.fold(r.query.recentProgress)  # type: ignore[attr-defined]
     r.query.stop()  # type: ignore[attr-defined]
     body = stmt.query[stmt.query_offset:]
-    head = "" if created.checkpoint is None else f" CHECKPOINT '{checkpoint}'"
-    into = "" if directory is None else f" INTO DIRECTORY '{_quoted(directory)}'"
+    head = "" if created.checkpoint is None else f" CHECKPOINT {string_literal(checkpoint)}"
+    into = "" if directory is None else f" INTO DIRECTORY {string_literal(directory)}"
     new_text = f"CREATE STREAMING QUERY {r.name}{head}{into} AS {body}"
     versions = (*r.versions, (version, r.totals.frontier))
     switched = False
@@ -295,10 +300,6 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
                                  "from_frontier STRING, checkpoint STRING")
-
-
-def _quoted(path: str) -> str:
-    return path.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _restating(r: Running, change: Change, directory: str, table_path: str | None,

@@ -138,6 +138,12 @@ def _string(tok: Token) -> str:
     return body.replace("\\'", "'").replace('\\"', '"')
 
 
+def string_literal(value: str) -> str:
+    """``value`` as a quoted string this parser reads back as ``value`` (the inverse of
+    how it reads a path's literal)."""
+    return "'" + value.replace("'", "\\'") + "'"
+
+
 def parse_any(text: str, scanned: Scanned | None = None) -> ContinuousStatement | Statement:
     """``text`` scanned once and parsed: a continuous-query statement (CREATE / SHOW /
     STOP STREAMING QUERY, CREATE's query parsed with it from the same tokens), else a

@@ -9,7 +9,7 @@ from dfsql.errors import DfsqlError
 from dfsql.language import parse_any, parse_statement
 from dfsql.language import scan as scan_module
 from dfsql.language import statement as statement_module
-from dfsql.language.continuous import ContinuousStatement, parse_continuous
+from dfsql.language.continuous import ContinuousStatement, parse_continuous, string_literal
 from dfsql.language.rewrite import rewrite
 
 WINDOWED = ("SELECT k, COUNT(*) AS n FROM (SELECT k, SUM(v) AS v FROM t GROUP BY k "
@@ -76,3 +76,12 @@ def test_each_select_is_parsed_once(monkeypatch) -> None:
         rewrite(b, stmt.source, late_rows=True)
     blocks = [b.sql for b in stmt.blocks]
     assert [s for s in parsed if s in blocks] == blocks
+
+
+@pytest.mark.parametrize("path", ["/data/panes", "/tmp/it's", "C:\\panes\\q1"])
+def test_a_path_written_back_reads_as_itself(path: str) -> None:
+    """ALTER writes the changed query's CREATE statement with the query's directory and
+    checkpoint as literals; the parser reads each back as the same path."""
+    stmt = parse_continuous(f"CREATE STREAMING QUERY q CHECKPOINT {string_literal(path)} "
+                            f"INTO DIRECTORY {string_literal(path)} AS SELECT 1")
+    assert stmt is not None and (stmt.path, stmt.checkpoint) == (path, path)
