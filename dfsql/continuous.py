@@ -306,7 +306,7 @@ def _restating(r: Running, change: Change, directory: str, table_path: str | Non
                spark: SparkSession, src: Source, stmt: ContinuousStatement) -> LoggedDirectory:
     """The changed query's sink over the old one's directory (:mod:`dfsql.spark.stream.restate`):
     its batches go on with the directory's log, the first with the retractions of the
-    old query's live rows (kept beside its checkpoint with a keeper, for a restart before
+    old query's current rows (kept beside its checkpoint with a keeper, for a restart before
     that batch commits). Refused (the old query then runs on) when the old query stopped
     between writing a batch and committing it: its state is a batch behind its rows."""
     old_base = r.sink_object.base if isinstance(r.sink_object, LoggedDirectory) else 0

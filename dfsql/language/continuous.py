@@ -60,7 +60,7 @@ class Backfill:
     #: it changed); the stream goes on without them
     skip: tuple[str, ...] = ()
     #: ALTER of a query into an appending sink: the history's panes were the old
-    #: query's, so the new one restates its live windows instead (LANGUAGE.md §8c)
+    #: query's, so the new one restates its windows' current rows instead (§8c)
     restate: bool = False
 
     @classmethod

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill
-from dfsql.language.names import SORT_COLUMNS
 from dfsql.model.clauses import Accumulation
 from dfsql.spark.stream.backfill import stream_relations, unsupported
 from dfsql.spark.stream.checkpoint import last_committed
@@ -223,8 +222,9 @@ def _streams(planned: Planned, source: Source, at: int, changed: bool) -> list[s
 
 def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> None:
     """A directory is restated by retractions (LANGUAGE.md §8c): both queries retract,
-    run in dfsql's bucket processor (whose state names the live windows), and write the
-    directory's columns."""
+    run in dfsql's bucket processor (whose state holds the windows to restate), and write
+    the directory's columns (the results' own: a stream's hidden columns, such as LATE
+    ROWS INTO's, are not the directory's)."""
     for planned, which in ((old, "the running query"), (new, "the changed query")):
         plan = planned.blocks[-1].plan
         if plan.clauses.accumulation is not Accumulation.ACCUMULATING_AND_RETRACTING:
@@ -235,10 +235,9 @@ def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> No
                                "TABLE query (restated whole)")
         if planned.stream is None or planned.stream.state is None:
             raise source.error(NotSupportedError, f"{which} runs on Spark's own streaming "
-                               "aggregation, whose live windows dfsql cannot read", at,
+                               "aggregation, whose windows dfsql cannot read", at,
                                "give it PROCESSING TIME <arrival column>")
-    cols = [planned.stream.df.drop(*SORT_COLUMNS).schema.simpleString()  # type: ignore
-            for planned in (new, old)]
+    cols = [planned.result.schema.simpleString() for planned in (new, old)]
     if cols[0] != cols[1]:
         raise source.error(AnalysisError, "the changed query's columns differ from the "
                            f"running one's ({cols[0]} against {cols[1]}): both write one "

@@ -98,7 +98,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         #: each bucket's backfill rows, for its first call (see handleInitialState)
         self._held: dict = {}
         #: ALTER of a query into an appending sink: the history's panes are the old
-        #: query's; the backfill emits the current row of each live window instead
+        #: query's; the backfill emits each window's current row instead
         self.restate = restate
 
     def init(self, handle) -> None:
@@ -150,7 +150,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       for col in (ELEMENTS, POINTS))
         held = pd.concat([f for f in self._step(*_frames(elems, pts), []) if len(f)],
                          ignore_index=True)
-        if self.restate:  # LANGUAGE.md §8c: the live windows restated at the frontier
+        if self.restate:  # LANGUAGE.md §8c: each window's current row, at the frontier
             current = current_panes(self, self.state.get())
             held = pd.concat([held[held[ROW_KIND] == STATS],
                               *([current] if current is not None else [])],

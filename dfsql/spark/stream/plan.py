@@ -129,7 +129,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
     :mod:`dfsql.spark.stream.live_state`). ``history``: the input stage over a
     continuous query's history (:mod:`dfsql.spark.stream.backfill`), packed as the
     stream is into the processor's initial state; ``restate``: the history's panes are
-    another query's, and the backfill emits the current row of each live window instead
+    another query's, and the backfill emits each window's current row instead
     (ALTER STREAMING QUERY into an appending sink)."""
     from pyspark.sql import functions as F  # noqa: N812
 
