@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 
 from dfsql.model import clauses as c
 from dfsql.spark.explain.firings import in_order, with_values
-from dfsql.spark.stream.live_state import EVENT, EVENT_FIELDS, STATE_VARIABLE, StateExplainer
+from dfsql.spark.stream.live_state import (
+    EVENT,
+    EVENT_FIELDS,
+    STATE_VARIABLE,
+    EachBucket,
+    bucket_now,
+)
 from dfsql.spark.stream.output_rows import ROW_KIND
 from dfsql.spark.timelines import us, watermark_table
 
@@ -40,9 +46,8 @@ def live_firings(plan: BlockPlan, state: tuple, checkpoint: str,
     schema = StructType([*out_schema.fields, *fields])
     stored = spark.read.format("statestore").option("stateVarName", STATE_VARIABLE) \
         .load(checkpoint).select("value.*")
-    explainer = StateExplainer(processor, schema.fieldNames(),
-                               spark.conf.get("spark.sql.session.timeZone"),
-                               _bounded_writers(plan))
+    explainer = EachBucket(bucket_now, processor, schema.fieldNames(),
+                           spark.conf.get("spark.sql.session.timeZone"), _bounded_writers(plan))
     # once: the panes and the events are both read from it
     both = stored.mapInPandas(explainer, schema).localCheckpoint()
     keys = list(plan.stages.key_columns)

@@ -39,30 +39,29 @@ _TIMINGS = np.array([*TIMING_NAMES, None], dtype=object)  # index -1: no pane
 _NAMES = np.array(fr.EVENT_NAMES, dtype=object)
 
 
-class StateExplainer:
-    """``mapInPandas`` over the state rows (one per bucket): :func:`bucket_now` of each.
-    ``writers``: a bounded WATERMARK FROM … BY writer table's rows (writer, processing
-    time, noted time; µs), to name the writer that holds the watermark."""
+class EachBucket:
+    """``mapInPandas`` over a query's state rows, one per bucket (a handful, not rows of
+    data): ``run(processor, stored, *args)`` of each — :func:`bucket_now` or
+    :func:`current_panes` — its frames as they come."""
 
-    def __init__(self, processor, names: list[str], time_zone: str | None,
-                 writers: tuple | None = None) -> None:
+    def __init__(self, run, processor, *args) -> None:
+        self.run = run
         self.processor = processor
-        self.names = names
-        self.time_zone = time_zone
-        self.writers = writers
+        self.args = args
 
     def __call__(self, frames):
         for frame in frames:
             for stored in frame.itertuples(index=False, name=None):  # a row per bucket
-                out = bucket_now(self.processor, stored, self.names, self.time_zone,
-                                 self.writers)
+                out = self.run(self.processor, stored, *self.args)
                 if out is not None:
                     yield out
 
 
 def bucket_now(proc, stored: tuple, names: list[str], time_zone: str | None,
                writers: tuple | None = None):
-    """One bucket's live windows now (see the module doc), as rows named ``names``."""
+    """One bucket's live windows now (see the module doc), as rows named ``names``.
+    ``writers``: a bounded WATERMARK FROM … BY writer table's rows (writer, processing
+    time, noted time; µs), to name the writer that holds the watermark."""
     import pandas as pd
 
     run = _run_now(proc, stored, time_zone, writers)

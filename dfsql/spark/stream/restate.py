@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql.spark.stream.live_state import STATE_VARIABLE, current_panes
+from dfsql.spark.stream.live_state import STATE_VARIABLE, EachBucket, current_panes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,21 +107,6 @@ def _write_files(spark: SparkSession, batch: DataFrame, path: str, entry: int) -
     return moved
 
 
-class CurrentPanes:
-    """``mapInPandas`` over a query's state rows (one per bucket): the current row of
-    each live window (:func:`~dfsql.spark.stream.live_state.current_panes`)."""
-
-    def __init__(self, processor) -> None:
-        self.processor = processor
-
-    def __call__(self, frames):
-        for frame in frames:
-            for stored in frame.itertuples(index=False, name=None):  # a row per bucket
-                out = current_panes(self.processor, stored)
-                if out is not None:
-                    yield out
-
-
 def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: str,
                 keys: list[tuple[str, str]]):
     """The restatement's first half (see the module doc): the directory's current row of
@@ -133,14 +118,14 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
     processor, out_schema = state
     stored = spark.read.format("statestore").option("stateVarName", STATE_VARIABLE) \
         .load(checkpoint).select("value.*")
-    live = stored.mapInPandas(CurrentPanes(processor), out_schema).select(
+    live = stored.mapInPandas(EachBucket(current_panes, processor), out_schema).select(
         *[F.col(k).alias(f"__l{i}") for i, (k, _) in enumerate(keys)],
         F.timestamp_micros("window_start").alias("__lws"),
         F.timestamp_micros("window_end").alias("__lwe"), F.col("emit_time").alias("__lt")
     ).localCheckpoint()
     at = live.agg(F.max("__lt")).first()[0]
     rows = current_rows(spark.read.parquet(directory), [d for _, d in keys])
-    if at is None:  # no live window has emitted: nothing to retract
+    if at is None:  # no window holds a current row: nothing to retract
         return rows.limit(0).toPandas()
     same = [rows[d].eqNullSafe(live[f"__l{i}"]) for i, (_, d) in enumerate(keys)]
     same += [rows["window_start"].eqNullSafe(live["__lws"]),
