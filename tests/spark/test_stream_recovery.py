@@ -137,3 +137,41 @@ def test_a_restart_with_other_shuffle_partitions_keeps_its_buckets(spark, tmp_pa
     assert [(r.key, r.total, r.window_start, r.window_end, r.pane_timing, r.emit_time)
             for r in rows] == [("a", 5, datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 12, 1, 10),
                                 "ON_TIME", datetime(2026, 1, 1, 12, 3, 21))]
+
+
+def _file_manager(query) -> str:
+    """The class the running query writes its offset log (and checkpoint) with."""
+    return query._jsq.streamingQuery().offsetLog().fileManager().getClass().getSimpleName()
+
+
+def test_a_local_checkpoint_is_written_without_a_process_per_path(spark, tmp_path) -> None:
+    """A query whose checkpoint is on the local disk writes it through Hadoop's FileSystem
+    API (FileContext's renames start a ``readlink`` per path without Hadoop's native
+    library); a checkpoint elsewhere keeps Spark's choice; the session's own setting is
+    left as it was. The kill -9 test above holds the FileSystem writer to exactly once."""
+    from dfsql.spark.stream.checkpoint import (
+        FILE_MANAGER_CONF,
+        FILE_SYSTEM_MANAGER,
+        file_manager_for,
+    )
+
+    assert file_manager_for(spark, str(tmp_path / "ck")) == FILE_SYSTEM_MANAGER
+    assert file_manager_for(spark, f"file:{tmp_path}/ck") == FILE_SYSTEM_MANAGER
+    assert file_manager_for(spark, None) == FILE_SYSTEM_MANAGER  # Spark's temporary one
+    assert file_manager_for(spark, "hdfs://namenode:8020/ck") is None
+    assert file_manager_for(spark, "s3a://bucket/ck") is None
+    _write_parts(_workload(5, 20), [10], tmp_path / "in")
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+     .parquet(str(tmp_path / "in")).createOrReplaceTempView("fm_src"))
+    query = dfsql.start(QUERY.replace("FROM live", "FROM fm_src"), sink="memory", name="fm_panes",
+                        checkpoint=str(tmp_path / "ck"), spark=spark)
+    try:
+        assert _file_manager(query) == "FileSystemBasedCheckpointFileManager"
+        assert spark.conf.get(FILE_MANAGER_CONF, None) is None
+    finally:
+        query.stop()
+    plain = spark.readStream.format("rate").load().writeStream.format("noop").start()
+    try:  # a stream dfsql did not start: Spark's own choice
+        assert _file_manager(plain) == "FileContextBasedCheckpointFileManager"
+    finally:
+        plain.stop()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
+from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
 from dfsql.spark.stream.restate import LoggedDirectory
 
 if TYPE_CHECKING:
@@ -202,7 +203,9 @@ def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
     its own: a query runs on its own copy of the settings). ``key_names``: the output
     columns that select a group key (a :class:`TableSink` keeps one row per key and
     window)."""
-    with setting_while(df.sparkSession, STORE_CONF, state_store):
+    spark = df.sparkSession
+    with setting_while(spark, STORE_CONF, state_store), \
+            setting_while(spark, FILE_MANAGER_CONF, file_manager_for(spark, checkpoint)):
         if late_view:
             return _start_with_late_rows(df, order_by, sink, checkpoint, trigger, name,
                                          late_view, key_names)
