@@ -197,9 +197,9 @@ def register_sample_tables(spark: SparkSession) -> None:
 
 
 def paper_stream_dir(path: Path) -> Path:
-    """The paper's scores as parquet files, one per arrival minute, and a last row an hour
-    later with no event time (it belongs to no window: it moves the stream's frontier past
-    the paper's last instant)."""
+    """The paper's scores as parquet files, one per arrival minute (modified one second
+    apart, in that order), and a last row an hour later with no event time (it belongs to
+    no window: it moves the stream's frontier past the paper's last instant)."""
     import pandas as pd
 
     frame = pd.read_csv(PAPER_DATA / "events.csv",
@@ -211,6 +211,9 @@ def paper_stream_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     for i, (_, part) in enumerate(frame.groupby(frame["arrival_time"].dt.floor("min"))):
         part.to_parquet(path / f"part-{i:03d}.parquet", index=False, coerce_timestamps="us")
+        # a file source reads in modification-time order, and files written within one
+        # tick of the clock tie (read in any order: a later minute's rows first)
+        os.utime(path / f"part-{i:03d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
     return path
 
 

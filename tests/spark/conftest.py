@@ -18,7 +18,7 @@ def paper_live(spark, paper_tables, tmp_path):
     live = tmp_path / "live"
     live.mkdir()
     for f in sorted(files.glob("*.parquet"))[:3]:  # 12:04, 12:05 and 12:06
-        shutil.copy(f, live / f.name)
+        shutil.copy2(f, live / f.name)
     schema = spark.read.parquet(str(live)).schema
     spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("scores_live")
     yield live

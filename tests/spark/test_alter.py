@@ -53,7 +53,7 @@ def test_a_wider_gap_restates_the_table_and_goes_on(spark, paper_live):
     assert _table(spark, "gap_live") == [
         ("k", 22, _t("12:00:30"), _t("12:09:00"), 0, "EARLY", False, _t("12:06:00"))]
     for f in sorted((paper_live.parent / "all").glob("*.parquet"))[3:]:
-        shutil.copy(f, paper_live / f.name)
+        shutil.copy2(f, paper_live / f.name)
     _catch_up("gap_live")
     assert _table(spark, "gap_live") == [
         ("k", 51, _t("12:00:30"), _t("12:12:50"), 0, "EARLY", False, _t("12:09:00"))]
@@ -236,7 +236,7 @@ def test_a_directory_is_restated_by_retractions_at_the_frontier(spark, paper_liv
     assert restated == sorted(want, key=repr)
     assert _signed(now) == {("k", _t("12:00:30"), _t("12:09:00")): 22}
     for f in sorted((paper_live.parent / "all").glob("*.parquet"))[3:]:
-        shutil.copy(f, paper_live / f.name)
+        shutil.copy2(f, paper_live / f.name)
     _catch_up("gap_files")
     assert _signed(spark.read.parquet(str(out)).collect()) == {
         ("k", _t("12:00:30"), _t("12:12:50")): 51}
