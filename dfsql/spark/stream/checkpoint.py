@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dfsql.session import setting_while
+from dfsql.session import setting_while, spark_context
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -99,8 +99,6 @@ def file_manager_for(spark, checkpoint: str | None) -> str | None:
     object store its rename does not overwrite, so Spark's choice stays there. A path
     without a scheme is local only when the default file system is; without a
     SparkContext (Spark Connect) it cannot be told, and Spark chooses."""
-    from dfsql.session import spark_context
-
     sc = spark_context(spark)
     if sc is None:
         return None
