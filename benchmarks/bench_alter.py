@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, nargs="+", default=[250_000, 1_000_000, 4_000_000])
     ap.add_argument("--sink", choices=("table", "directory"), default="table")
     args = ap.parse_args(argv)
-    import tempfile
 
     import dfsql
     from dfsql.continuous import _RUNNING
@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         schema = spark.read.parquet(str(src)).schema
         spark.readStream.schema(schema).parquet(str(src)).createOrReplaceTempView("live")
         spark.read.parquet(str(src)).createOrReplaceTempView("everything")
-        out = tempfile.mkdtemp(prefix="bench-alter-")
-        into = f" INTO DIRECTORY '{out}'" if args.sink == "directory" else ""
+        out = tempfile.mkdtemp(prefix="bench-alter-") if args.sink == "directory" else None
+        into = f" INTO DIRECTORY '{out}'" if out else ""
         dfsql.sql(f"CREATE STREAMING QUERY bench_alter{into} AS "
                   + QUERY.format(t="live", gap=30), spark)
         _RUNNING["bench_alter"].query.processAllAvailable()
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         alter = time.perf_counter() - t0
         _RUNNING["bench_alter"].query.processAllAvailable()
         restated = time.perf_counter() - t0
-        rows = spark.table("global_temp.bench_alter").count() if not into else \
-            _restatement_rows(spark, out)
+        rows = _restatement_rows(spark, out) if out else \
+            spark.table("global_temp.bench_alter").count()
         dfsql.sql("STOP STREAMING QUERY bench_alter", spark)
         t0 = time.perf_counter()
         dfsql.sql(QUERY.format(t="everything", gap=60), spark).write.format("noop") \
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         spark.sql(NATIVE).write.format("noop").mode("overwrite").save()
         native = time.perf_counter() - t0
-        print(json.dumps({"events": events, "sink": args.sink, "table_rows": rows, "alter_s": round(alter, 2),
+        print(json.dumps({"events": events, "sink": args.sink, "table_rows": rows,
+                          "alter_s": round(alter, 2),
                           "restated_s": round(restated, 2), "replay_s": round(replay, 2),
                           "native_s": round(native, 2),
                           "restated_vs_replay": round(restated / replay, 2),

@@ -37,11 +37,14 @@ except ImportError:  # imported as tests.conftest by a program run from the chec
 # The run's own sessions (one per pytest process) are the exception: they live for the
 # whole run and carry half of its CPU, and both compilers win that back (5% less time
 # for a module set run alone).
+def _submit_args(java_options: str) -> str:
+    return f"--driver-java-options '{java_options}' pyspark-shell"
+
+
 _SET_HERE = "PYSPARK_SUBMIT_ARGS" not in os.environ
 if _SET_HERE:
-    os.environ["PYSPARK_SUBMIT_ARGS"] = (
-        f"--driver-java-options '{driver_flags(make='PYTEST_XDIST_WORKER' not in os.environ)}'"
-        " pyspark-shell")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
+        driver_flags(make="PYTEST_XDIST_WORKER" not in os.environ))
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
 # keeps its tables in a warehouse of its own (dfsql.spark.catalog.warehouse), not in the checkout's
@@ -159,9 +162,8 @@ def spark() -> Iterator[SparkSession]:
     and 2 partitions still spread keys (and the replay's drivers) over several tasks."""
     children = os.environ["PYSPARK_SUBMIT_ARGS"]
     if _SET_HERE:  # this process's JVM: long-lived; the JVMs the tests start: C1 only
-        os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            f"--driver-java-options '{driver_flags(make=False, long_lived=True)}'"
-            " pyspark-shell")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
+            driver_flags(make=False, long_lived=True))
     try:
         s = session("local[2]")
     finally:
@@ -210,11 +212,17 @@ def paper_stream_dir(path: Path) -> Path:
     frame = pd.concat([frame, sentinel], ignore_index=True)
     path.mkdir(parents=True, exist_ok=True)
     for i, (_, part) in enumerate(frame.groupby(frame["arrival_time"].dt.floor("min"))):
-        part.to_parquet(path / f"part-{i:03d}.parquet", index=False, coerce_timestamps="us")
-        # a file source reads in modification-time order, and files written within one
-        # tick of the clock tie (read in any order: a later minute's rows first)
-        os.utime(path / f"part-{i:03d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
+        part_file = path / f"part-{i:03d}.parquet"
+        part.to_parquet(part_file, index=False, coerce_timestamps="us")
+        modified_in_order(part_file, i)
     return path
+
+
+def modified_in_order(part: Path, i: int) -> None:
+    """Gives a stream's ``i``-th file the ``i``-th of modification times one second apart:
+    a file source reads in modification-time order, and files written within one tick of
+    the clock tie (read in any order: a later file's rows first)."""
+    os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ path: the replay's driver over the rows, not the bucket processor's state)."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
+from tests.conftest import modified_in_order
 from tests.spark.test_backfill import FIGURES
 from tests.spark.test_streaming import QUERY, _workload
 
@@ -169,7 +169,7 @@ def _write(frame: pd.DataFrame, path: Path, i: int) -> None:
     part = path / f"part-{i:04d}.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), part,
                    coerce_timestamps="us")
-    os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
+    modified_in_order(part, i)
 
 
 def _bounded_now(spark, q: str, frame: pd.DataFrame, upto: int):

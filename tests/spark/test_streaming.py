@@ -13,7 +13,6 @@ rows up to that instant.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
+from tests.conftest import modified_in_order
 
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
@@ -52,8 +52,7 @@ def _write_parts(frame: pd.DataFrame, cuts: list[int], path: Path) -> None:
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         part = path / f"part-{i:04d}.parquet"
         pq.write_table(table.slice(a, b - a), part, coerce_timestamps="us")
-        # a file source reads files in modification-time order: one second apart
-        os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))
+        modified_in_order(part, i)
 
 
 def _with_sentinel(frame: pd.DataFrame, after: pd.Timedelta = HOUR) -> pd.DataFrame:

@@ -16,7 +16,6 @@ timestamps is read by ``dfsql.read_parquet`` and the shell's ``\\load``.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from hypothesis import strategies as st
 import dfsql
 from dfsql.errors import AnalysisError, DataError
 from dfsql.shell.repl import Shell
+from tests.conftest import modified_in_order
 
 TYPES = ["TIMESTAMP", "TIMESTAMP_NTZ", "DATE"]
 DAY_US = 86_400_000_000
@@ -374,7 +374,7 @@ def _write_parts(frame: pd.DataFrame, path: Path, cuts: list[int]) -> None:
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         part = path / f"part-{i:04d}.parquet"
         pq.write_table(table.slice(a, b - a), part)  # nanoseconds, as pandas writes them
-        os.utime(part, (1_700_000_000 + i, 1_700_000_000 + i))  # read in this order
+        modified_in_order(part, i)
 
 
 def test_a_stream_of_naive_nanosecond_times_equals_the_replay_and_pandas(spark, tmp_path):
