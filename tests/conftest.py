@@ -173,6 +173,30 @@ def spark() -> Iterator[SparkSession]:
     stop_session()
 
 
+@pytest.fixture(autouse=True)
+def _state_partitions(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``@pytest.mark.state_partitions(n)`` (on a test or a module): the run's session
+    plans on ``n`` shuffle partitions during the test, so the streams it starts keep
+    their state in ``n`` partitions (one stateful Python task each per micro-batch).
+
+    A stream's micro-batch costs about 150-300 ms per stateful task even without rows
+    (benchmarks/RESULTS.md), and most stream tests check what the panes are, which does
+    not depend on how keys spread: those run on one partition. The property tests that
+    hold a stream to the replay over random keys, the restarts and the soak keep the
+    session's two, so keys spread over buckets and tasks there."""
+    marker = request.node.get_closest_marker("state_partitions")
+    if marker is None:
+        yield
+        return
+    spark = request.getfixturevalue("spark")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(marker.args[0]))
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 def wait_until(predicate, seconds: float = 30.0) -> bool:
     """Whether ``predicate()`` held within ``seconds`` (asked every 50 ms, once more at
     the end): a bound on a wait, generous enough for a loaded machine."""
