@@ -157,9 +157,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[SparkSession]:
     """The one SparkSession of the test run (``local[2]``), stopped at the end.
 
-    Its queries shuffle into 2 partitions rather than dfsql's default 4: a stream's
-    micro-batch costs about a second per wave of stateful tasks on this 2-core machine,
-    and 2 partitions still spread keys (and the replay's drivers) over several tasks."""
+    Its queries shuffle into one partition rather than dfsql's default 4: a stream's
+    micro-batch costs 150-300 ms per stateful Python task even without rows
+    (benchmarks/RESULTS.md), and most tests check what the panes are, which does not
+    depend on how keys spread (one partition: stream modules 11% and replay modules 5%
+    faster, measured side by side). The tests that hold one path to another over keys
+    spread across partitions (the stream and the replay over random keys, the replay and
+    the model, the kernels and Spark's aggregates, the changelog order across
+    partitions, the restarts, the soak) say ``@pytest.mark.shuffle_partitions(2)``."""
     children = os.environ["PYSPARK_SUBMIT_ARGS"]
     if _SET_HERE:  # this process's JVM: long-lived; the JVMs the tests start: C1 only
         os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
@@ -168,23 +173,16 @@ def spark() -> Iterator[SparkSession]:
         s = session("local[2]")
     finally:
         os.environ["PYSPARK_SUBMIT_ARGS"] = children
-    s.conf.set("spark.sql.shuffle.partitions", "2")
+    s.conf.set("spark.sql.shuffle.partitions", "1")
     yield s
     stop_session()
 
 
 @pytest.fixture(autouse=True)
-def _state_partitions(request: pytest.FixtureRequest) -> Iterator[None]:
-    """``@pytest.mark.state_partitions(n)`` (on a test or a module): the run's session
-    plans on ``n`` shuffle partitions during the test, so the streams it starts keep
-    their state in ``n`` partitions (one stateful Python task each per micro-batch).
-
-    A stream's micro-batch costs about 150-300 ms per stateful task even without rows
-    (benchmarks/RESULTS.md), and most stream tests check what the panes are, which does
-    not depend on how keys spread: those run on one partition. The property tests that
-    hold a stream to the replay over random keys, the restarts and the soak keep the
-    session's two, so keys spread over buckets and tasks there."""
-    marker = request.node.get_closest_marker("state_partitions")
+def _shuffle_partitions(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``@pytest.mark.shuffle_partitions(n)`` (on a test or a module): the run's session
+    plans on ``n`` shuffle partitions during the test (see :func:`spark`)."""
+    marker = request.node.get_closest_marker("shuffle_partitions")
     if marker is None:
         yield
         return

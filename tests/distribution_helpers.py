@@ -417,7 +417,9 @@ STREAM_FIGURE = "fig14_sessions_retracting"
 def run_stream(spark: Any, tmp: Path) -> dict[str, Any]:
     """``STREAM_FIGURE`` over the paper's scores as parquet files (one per arrival minute,
     and a sentinel an hour later that moves the frontier past the paper's last instant),
-    started with ``dfsql.start`` into a memory sink until the files are consumed."""
+    two files a micro-batch (three micro-batches: the windows' state crosses them; each
+    costs a second or more on a cluster of two one-core workers), started with
+    ``dfsql.start`` into a memory sink until the files are consumed."""
     from conftest import paper_stream_dir  # tests/ is this script's own folder
 
     import dfsql
@@ -426,7 +428,7 @@ def run_stream(spark: Any, tmp: Path) -> dict[str, Any]:
     try:
         src = paper_stream_dir(tmp / "scores_stream")
         schema = spark.read.parquet(str(src)).schema
-        (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+        (spark.readStream.schema(schema).option("maxFilesPerTrigger", 2).parquet(str(src))
          .createOrReplaceTempView("live_scores"))
         text = _statement(PAPER / f"{STREAM_FIGURE}.sql").replace("FROM scores",
                                                                    "FROM live_scores")

@@ -20,9 +20,6 @@ from dfsql.errors import DfsqlError
 from tests.spark.test_live_firings import FIG14, _start, _t
 from tests.spark.test_streaming import QUERY, _with_sentinel, _workload, _write_parts
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 GAP5 = FIG14.replace("GAP 1 MINUTE", "GAP 5 MINUTES")
 
 

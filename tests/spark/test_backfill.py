@@ -24,9 +24,6 @@ from dfsql.errors import DfsqlError
 from tests.spark.test_continuous import FIG14_TABLE
 from tests.spark.test_streaming import QUERY, _workload, _write_parts
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIGURES = {f["name"]: f for f in json.loads((PAPER / "figures.json").read_text())["figures"]}
 COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",

@@ -14,9 +14,6 @@ import dfsql
 from dfsql.errors import DfsqlError
 from tests.conftest import paper_stream_dir
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 ROOT = Path(__file__).resolve().parents[2]
 FIG14 = next(f for f in json.loads((ROOT / "examples" / "paper" / "figures.json")
                                    .read_text())["figures"]

@@ -23,9 +23,6 @@ from tests.conftest import modified_in_order
 from tests.spark.test_backfill import FIGURES
 from tests.spark.test_streaming import QUERY, _workload
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 FIG14 = FIGURES["fig14_sessions_retracting"]["query"]
 EVERY = "EVERY 1 MINUTE in EVERY 1 MINUTE UNTIL WATERMARK, before UNTIL, THEN branch 1"
 CLOCK = "; the query's clock stands at"

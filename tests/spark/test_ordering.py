@@ -11,6 +11,9 @@ import pytest
 import dfsql
 from dfsql.spark.replay.ordering import in_emit_order, murmur3_long, partition_stand_ins
 
+#: rows spread over partitions: the changelog order across them (tests/conftest.py)
+pytestmark = pytest.mark.shuffle_partitions(2)
+
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 ORDER = ("emit_time", "is_retraction DESC", "`key`", "window_start")
 

@@ -27,6 +27,9 @@ from dfsql.language.model_run import run
 from dfsql.model.fastpath import plan_for
 from dfsql.model.sessions_fast import early_period
 
+#: the replay's drivers over keys spread across partitions, held to the model (tests/conftest.py)
+pytestmark = pytest.mark.shuffle_partitions(2)
+
 T0 = datetime(2024, 1, 1)
 
 WINDOWS = [

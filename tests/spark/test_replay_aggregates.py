@@ -19,6 +19,9 @@ from hypothesis import strategies as st
 import dfsql
 from dfsql.spark.replay.kernels import KERNELS_CONF
 
+#: the kernels and Spark's aggregates over keys spread across partitions (tests/conftest.py)
+pytestmark = pytest.mark.shuffle_partitions(2)
+
 T0 = datetime(2024, 1, 1, 12, 0, 0)
 SCHEMA = ("key STRING, v BIGINT, i INT, d DOUBLE, f FLOAT, b BOOLEAN, "
           "event_time TIMESTAMP, arrival_time TIMESTAMP")

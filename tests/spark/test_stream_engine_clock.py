@@ -22,9 +22,6 @@ from test_streaming import _write_parts
 import dfsql
 from dfsql.errors import DfsqlError
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 #: the replay's processing time of micro-batch N: P0 + N seconds
 P0 = datetime(2030, 1, 1)

@@ -27,9 +27,6 @@ from tests.spark.test_streaming import (
     _write_parts,
 )
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
 WITH_MARKS = [f for f in FIGURES if "WATERMARK FROM paper_watermarks" in f["query"]]

@@ -16,6 +16,9 @@ from test_streaming import _workload, _write_parts
 
 import dfsql
 
+#: restarts of state kept in several partitions (tests/conftest.py)
+pytestmark = pytest.mark.shuffle_partitions(2)
+
 JOB = Path(__file__).with_name("stream_job.py")
 ROOT = Path(__file__).resolve().parents[2]
 

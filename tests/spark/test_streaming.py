@@ -24,9 +24,6 @@ import dfsql
 from dfsql.errors import DfsqlError
 from tests.conftest import modified_in_order
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
 #: the replayed figures streamed here, their marks (if any) a bounded table; Figures 12-14
@@ -125,7 +122,7 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MIN(value) AS lo, MAX(
          "TRIGGER {trigger} EMIT {emit}")
 
 
-@pytest.mark.state_partitions(2)  # random keys spread over two buckets and tasks
+@pytest.mark.shuffle_partitions(2)  # random keys spread over two buckets and tasks
 @pytest.mark.parametrize("seed,window,trigger,emit", [
     (1, "SESSIONS(GAP 30 SECONDS)", "EVERY 10 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
      "ACCUMULATING AND RETRACTING"),

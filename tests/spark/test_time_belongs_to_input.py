@@ -24,9 +24,6 @@ from test_streaming import _stream_and_replay, _workload
 import dfsql
 from dfsql.language.model_run import run
 
-#: what these streams show does not depend on how keys spread (tests/conftest.py)
-pytestmark = pytest.mark.state_partitions(1)
-
 T = datetime(2024, 1, 1, 12)
 
 
