@@ -13,6 +13,9 @@ import dfsql
 from dfsql.language.model_run import run
 from dfsql.spark.plan.planner import planned_of
 
+#: windows spread over the replay's tasks (tests/conftest.py)
+pytestmark = pytest.mark.shuffle_partitions(2)
+
 T0 = datetime(2024, 1, 1)
 
 
