@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from dfsql.session import session, stop_session
+from dfsql.session import session, setting_while, stop_session
 
 try:
     from jvm_archive import driver_flags  # tests/ is on the path (pytest, scripts in it)
@@ -160,11 +160,12 @@ def spark() -> Iterator[SparkSession]:
     Its queries shuffle into one partition rather than dfsql's default 4: a stream's
     micro-batch costs 150-300 ms per stateful Python task even without rows
     (benchmarks/RESULTS.md), and most tests check what the panes are, which does not
-    depend on how keys spread (one partition: stream modules 11% and replay modules 5%
+    depend on how keys spread (one partition: stream modules 15% and replay modules 5%
     faster, measured side by side). The tests that hold one path to another over keys
     spread across partitions (the stream and the replay over random keys, the replay and
     the model, the kernels and Spark's aggregates, the changelog order across
-    partitions, the restarts, the soak) say ``@pytest.mark.shuffle_partitions(2)``."""
+    partitions, a keyless replay's windows over tasks, the restarts, the soak) say
+    ``@pytest.mark.shuffle_partitions(2)``."""
     children = os.environ["PYSPARK_SUBMIT_ARGS"]
     if _SET_HERE:  # this process's JVM: long-lived; the JVMs the tests start: C1 only
         os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
@@ -186,13 +187,9 @@ def _shuffle_partitions(request: pytest.FixtureRequest) -> Iterator[None]:
     if marker is None:
         yield
         return
-    spark = request.getfixturevalue("spark")
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(marker.args[0]))
-    try:
+    with setting_while(request.getfixturevalue("spark"), "spark.sql.shuffle.partitions",
+                       str(marker.args[0])):
         yield
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 def wait_until(predicate, seconds: float = 30.0) -> bool:
