@@ -11,6 +11,12 @@ Which Spark, in order of precedence:
 5. ``local[2]`` — two cores is enough for the small inputs dfsql's tests and demo use and
    leaves the rest of the machine to the Python side.
 
+Every setting below is a default: one the user's own Spark configuration gives
+(``spark-defaults.conf``, ``--conf`` to spark-submit or in ``PYSPARK_SUBMIT_ARGS``) wins,
+as it would in Spark (:func:`_users_settings`); ``spark.driver.memory`` has its own
+variable. Over Spark Connect the SQL settings are set as before: the server owns its
+configuration, and a client cannot tell which of its values were given.
+
 Why each setting (for sessions dfsql creates):
 
 * ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` = ``sys.executable`` — otherwise Spark's
@@ -206,8 +212,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
             builder = builder.config(key, value)
         return builder.getOrCreate()
     builder = builder.master(url)
-    conf = {**SQL_CONF, **DRIVER_CONF,
-            "spark.driver.memory": os.environ.get("DFSQL_SPARK_DRIVER_MEMORY", "4g")}
+    conf = {**SQL_CONF, **DRIVER_CONF}
     if url.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf["spark.driver.host"] = "127.0.0.1"
@@ -218,12 +223,32 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
 
     where = warehouse_dir(warehouse)
     conf["spark.sql.warehouse.dir"] = str(where)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
     with jvm_output_to(spark_log()):
+        users = _users_settings(
+            {"spark.driver.memory": os.environ.get("DFSQL_SPARK_DRIVER_MEMORY", "4g")})
+        for key, value in conf.items():
+            if key not in users:
+                builder = builder.config(key, value)
         spark = builder.getOrCreate()
     attach(spark, where)
     return spark
+
+
+def _users_settings(launch: dict[str, str]) -> frozenset[str]:
+    """The settings the user's own Spark configuration gives — ``spark-defaults.conf``,
+    ``--conf`` in ``PYSPARK_SUBMIT_ARGS``, or ``spark-submit``'s when a program runs under
+    it — which win over dfsql's defaults. Asked of the JVM itself, whose ``SparkConf``
+    holds them as spark-submit read them: the JVM is started here (if it is not running)
+    with only the ``launch`` settings, which cannot be given later, and the defaults
+    follow when the session is built on it. Reading those files and arguments again in
+    Python would be a second, different reading of them."""
+    from pyspark import SparkConf, SparkContext
+
+    started_with = SparkConf(loadDefaults=False)
+    for key, value in launch.items():
+        started_with.set(key, value)
+    SparkContext._ensure_initialized(conf=started_with)
+    return frozenset(key for key, _ in SparkConf().getAll()) - launch.keys()
 
 
 def spark_context(spark):

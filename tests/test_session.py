@@ -8,8 +8,11 @@ that session, which ``session()`` created; the precedence of URLs is checked on
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -56,6 +59,41 @@ def test_small_shuffle_and_arrow(spark: SparkSession) -> None:
     # session sets 2: tests/conftest.py)
     assert spark.newSession().conf.get("spark.sql.shuffle.partitions") == "4"
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+
+
+#: what a new process's dfsql.session() and a new session of its context hold
+_SETTINGS_PROGRAM = """
+import json, dfsql
+spark = dfsql.session()
+keys = ["spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
+        "spark.sql.execution.arrow.maxBytesPerBatch", "spark.scheduler.mode"]
+print(json.dumps({"session": [spark.conf.get(k) for k in keys],
+                  "new_session": [spark.newSession().conf.get(k) for k in keys]}))
+"""
+
+
+def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> None:
+    """A setting given the way Spark takes it — ``--conf`` to spark-submit (through
+    ``PYSPARK_SUBMIT_ARGS``) or ``spark-defaults.conf`` — wins over dfsql's default, in
+    the session and in every new session of its context (the endpoint's); the settings
+    the user does not give keep dfsql's defaults (4 partitions, UTC, the Arrow batch
+    limit, FAIR). dfsql's default used to win whatever the user configured."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.sql.session.timeZone  America/New_York\n")
+    # the run's own options (its JVM flags, and the partitions tests/conftest.py gives
+    # the JVMs the tests start), then this test's: spark-submit takes the last --conf
+    options = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell").removesuffix(
+        "pyspark-shell")
+    env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_SUBMIT_ARGS":
+           f"{options}--conf spark.sql.shuffle.partitions=3 pyspark-shell"}
+    run = subprocess.run([sys.executable, "-c", _SETTINGS_PROGRAM], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    expected = ["3", "America/New_York", "2147483647", "FAIR"]
+    assert json.loads(run.stdout.splitlines()[-1]) == {"session": expected,
+                                                       "new_session": expected}
 
 
 def test_local_master(spark: SparkSession) -> None:
