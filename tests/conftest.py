@@ -25,26 +25,31 @@ try:
 except ImportError:  # imported as tests.conftest by a program run from the checkout
     from tests.jvm_archive import driver_flags
 
-# Every JVM that pyspark starts in this run (the run's session, and the shells, jobs and
-# clients the tests start, which inherit the environment) compiles with C1 only: the
-# tests' JVMs are short and small, and C2's compiler threads cost this 2-core machine
-# more CPU than they win back (a shell's `-e` query: 10.9-13.5 s instead of 15.9-16.2 s),
-# with one compiler thread and the serial collector (their heaps are small; the
-# collector's parallel and concurrent threads compete for the same two cores:
-# tests/spark/test_stream_engine_clock.py alone 69 s instead of 73 s); and maps a
-# class-data-sharing archive of Spark's classes (tests/jvm_archive.py: a driver's start
-# and first query 10 s → 5 s), made by the run's first process before its workers start.
-# The run's own sessions (one per pytest process) are the exception: they live for the
-# whole run and carry half of its CPU, and both compilers win that back (5% less time
-# for a module set run alone).
-def _submit_args(java_options: str) -> str:
-    return f"--driver-java-options '{java_options}' pyspark-shell"
-
-
-_SET_HERE = "PYSPARK_SUBMIT_ARGS" not in os.environ
+# Every JVM that pyspark starts in this run (the run's sessions, and the shells, jobs and
+# clients the tests start, which inherit the environment) compiles with C1 only: C2's
+# compiler threads cost this 2-core machine more CPU than they win back (a shell's `-e`
+# query: 10.9-13.5 s instead of 15.9-16.2 s; the run's own sessions, which live for the
+# whole run, too: five stream and replay modules on two xdist workers took 176 s and
+# 153 s with both compilers, 140 s and 136 s with C1), with one compiler thread and the
+# serial collector (their heaps are small; the collector's parallel and concurrent
+# threads compete for the same two cores: tests/spark/test_stream_engine_clock.py alone
+# 69 s instead of 73 s); and maps a class-data-sharing archive of Spark's classes
+# (tests/jvm_archive.py: a driver's start and first query 10 s → 5 s), made by the run's
+# first process before its workers start.
+#
+# The JVMs the tests start (`dfsql serve`, the shells, the CLI, programs, notebook
+# kernels) shuffle into one partition, as the run's own sessions do (the `spark`
+# fixture), given the way a user gives it: `--conf` to spark-submit, which
+# dfsql.session() honours over its default of 4. Measured side by side, the restart,
+# terminal and CLI modules: 128 s and 122 s at 4, 110 s and 114 s at 1.
+_JAVA = driver_flags(make="PYTEST_XDIST_WORKER" not in os.environ)
+#: the run's own JVM: dfsql's defaults, as a user's session has them
+_OWN_ARGS = f"--driver-java-options '{_JAVA}' pyspark-shell"
+_CHILDREN_ARGS = f"--conf spark.sql.shuffle.partitions=1 {_OWN_ARGS}"
+# set here unless the user gave their own (an xdist worker inherits its controller's)
+_SET_HERE = os.environ.get("PYSPARK_SUBMIT_ARGS") in (None, _CHILDREN_ARGS)
 if _SET_HERE:
-    os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
-        driver_flags(make="PYTEST_XDIST_WORKER" not in os.environ))
+    os.environ["PYSPARK_SUBMIT_ARGS"] = _CHILDREN_ARGS
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
 # keeps its tables in a warehouse of its own (dfsql.spark.catalog.warehouse), not in the checkout's
@@ -167,9 +172,8 @@ def spark() -> Iterator[SparkSession]:
     partitions, a keyless replay's windows over tasks, the restarts, the soak) say
     ``@pytest.mark.shuffle_partitions(2)``."""
     children = os.environ["PYSPARK_SUBMIT_ARGS"]
-    if _SET_HERE:  # this process's JVM: long-lived; the JVMs the tests start: C1 only
-        os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(
-            driver_flags(make=False, long_lived=True))
+    if _SET_HERE:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = _OWN_ARGS
     try:
         s = session("local[2]")
     finally:

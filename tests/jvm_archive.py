@@ -29,9 +29,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: JVM flags of every test JVM (see tests/conftest.py for why)
 BASE_FLAGS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
-#: JVM flags of the run's own sessions (one per pytest process, alive for the whole run):
-#: both compilers, as Java's default; see tests/conftest.py
-LONG_LIVED_FLAGS = "-XX:+UseSerialGC"
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
@@ -49,19 +46,17 @@ def archive_path() -> Path:
     return ROOT / ".pytest_cache" / "dfsql-jvm" / f"spark-{_key()}.jsa"
 
 
-def driver_flags(make: bool, long_lived: bool = False) -> str:
-    """The driver JVM options for this run: the base flags (``long_lived``: those of the
-    run's own sessions) and the archive, which a JVM maps if it is there when it starts
-    (``make``: the run's first process starts making it, beside the run, when it is
-    missing)."""
-    flags = LONG_LIVED_FLAGS if long_lived else BASE_FLAGS
+def driver_flags(make: bool) -> str:
+    """The driver JVM options for this run: the base flags and the archive, which a JVM
+    maps if it is there when it starts (``make``: the run's first process starts making
+    it, beside the run, when it is missing)."""
     try:
         path = archive_path()
     except OSError:
-        return flags  # no java on PATH here: pyspark will say so
+        return BASE_FLAGS  # no java on PATH here: pyspark will say so
     if make and not path.exists():
         _start_making(path)
-    return f"{flags} -XX:SharedArchiveFile={path} {_QUIET}"
+    return f"{BASE_FLAGS} -XX:SharedArchiveFile={path} {_QUIET}"
 
 
 def _start_making(path: Path) -> None:
