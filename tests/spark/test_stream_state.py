@@ -66,10 +66,9 @@ def _run(events: pd.DataFrame, cuts: list[int], buckets: int = 3):
             rows += [o for o in procs[i].handleInputRows((i,), iter([group]))]
         retained.append(sum(len(p._load()[0]) if p._load()[0] is not None else 0
                             for p in procs))
-    out = pd.concat(rows, ignore_index=True).drop(columns=["__sort_rank"])
-    out = out[out[S.ROW_KIND] != S.STATS].drop(  # each call's metrics row
-        columns=[S.ROW_KIND, *S.STATS_FIELDS])
-    return out, retained
+    panes = [r[r[S.ROW_KIND] != S.STATS]  # each call's metrics row
+             .drop(columns=["__sort_rank", S.ROW_KIND, *S.STATS_FIELDS]) for r in rows]
+    return pd.concat([p for p in panes if not p.empty], ignore_index=True), retained
 
 
 def _rows(df: pd.DataFrame) -> list:
