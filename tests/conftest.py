@@ -37,19 +37,16 @@ except ImportError:  # imported as tests.conftest by a program run from the chec
 # (tests/jvm_archive.py: a driver's start and first query 10 s → 5 s), made by the run's
 # first process before its workers start.
 #
-# The JVMs the tests start (`dfsql serve`, the shells, the CLI, programs, notebook
-# kernels) shuffle into one partition, as the run's own sessions do (the `spark`
-# fixture), given the way a user gives it: `--conf` to spark-submit, which
-# dfsql.session() honours over its default of 4. Measured side by side, the restart,
-# terminal and CLI modules: 128 s and 122 s at 4, 110 s and 114 s at 1.
-_JAVA = driver_flags(make="PYTEST_XDIST_WORKER" not in os.environ)
-#: the run's own JVM: dfsql's defaults, as a user's session has them
-_OWN_ARGS = f"--driver-java-options '{_JAVA}' pyspark-shell"
-_CHILDREN_ARGS = f"--conf spark.sql.shuffle.partitions=1 {_OWN_ARGS}"
-# set here unless the user gave their own (an xdist worker inherits its controller's)
-_SET_HERE = os.environ.get("PYSPARK_SUBMIT_ARGS") in (None, _CHILDREN_ARGS)
-if _SET_HERE:
-    os.environ["PYSPARK_SUBMIT_ARGS"] = _CHILDREN_ARGS
+# Every JVM of the run shuffles into one partition rather than dfsql's default of 4, given
+# as a user gives it: `--conf` to spark-submit, which dfsql.session() honours. So the
+# run's own sessions (the `spark` fixture), the endpoint's sessions in this process
+# (new sessions of the same context) and the JVMs the tests start (`dfsql serve`, the
+# shells, the CLI, programs, notebook kernels) all plan on one. Measured side by side,
+# the restart, terminal and CLI modules: 128 s and 122 s at 4, 110 s and 114 s at 1.
+if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # an xdist worker inherits its controller's
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        "--conf spark.sql.shuffle.partitions=1 --driver-java-options "
+        f"'{driver_flags(make='PYTEST_XDIST_WORKER' not in os.environ)}' pyspark-shell")
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
 # keeps its tables in a warehouse of its own (dfsql.spark.catalog.warehouse), not in the checkout's
@@ -171,14 +168,8 @@ def spark() -> Iterator[SparkSession]:
     the model, the kernels and Spark's aggregates, the changelog order across
     partitions, a keyless replay's windows over tasks, the restarts, the soak) say
     ``@pytest.mark.shuffle_partitions(2)``."""
-    children = os.environ["PYSPARK_SUBMIT_ARGS"]
-    if _SET_HERE:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = _OWN_ARGS
-    try:
-        s = session("local[2]")
-    finally:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = children
-    s.conf.set("spark.sql.shuffle.partitions", "1")
+    s = session("local[2]")
+    s.conf.set("spark.sql.shuffle.partitions", "1")  # also under a user's own arguments
     yield s
     stop_session()
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jvm_archive import driver_flags
 from pyspark.sql import SparkSession
 
 import dfsql
@@ -54,10 +55,7 @@ def test_timezone_utc(spark: SparkSession) -> None:
     assert row is not None and row.s == 1441108800
 
 
-def test_small_shuffle_and_arrow(spark: SparkSession) -> None:
-    # dfsql's default, as a new session of the run's context has it (the test run's own
-    # session sets 2: tests/conftest.py)
-    assert spark.newSession().conf.get("spark.sql.shuffle.partitions") == "4"
+def test_arrow(spark: SparkSession) -> None:
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
 
 
@@ -76,22 +74,20 @@ def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> No
     """A setting given the way Spark takes it — ``--conf`` to spark-submit (through
     ``PYSPARK_SUBMIT_ARGS``) or ``spark-defaults.conf`` — wins over dfsql's default, in
     the session and in every new session of its context (the endpoint's); the settings
-    the user does not give keep dfsql's defaults (4 partitions, UTC, the Arrow batch
-    limit, FAIR). dfsql's default used to win whatever the user configured."""
+    the user does not give keep dfsql's defaults (4 shuffle partitions, the Arrow batch
+    limit). dfsql's defaults used to win whatever the user configured."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
         "spark.sql.session.timeZone  America/New_York\n")
-    # the run's own options (its JVM flags, and the partitions tests/conftest.py gives
-    # the JVMs the tests start), then this test's: spark-submit takes the last --conf
-    options = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell").removesuffix(
-        "pyspark-shell")
+    # the run's JVM flags (tests/jvm_archive.py), without the run's own partitions
     env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_SUBMIT_ARGS":
-           f"{options}--conf spark.sql.shuffle.partitions=3 pyspark-shell"}
+           f"--conf spark.scheduler.mode=FIFO --driver-java-options "
+           f"'{driver_flags(make=False)}' pyspark-shell"}
     run = subprocess.run([sys.executable, "-c", _SETTINGS_PROGRAM], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    expected = ["3", "America/New_York", "2147483647", "FAIR"]
+    expected = ["4", "America/New_York", "2147483647", "FIFO"]
     assert json.loads(run.stdout.splitlines()[-1]) == {"session": expected,
                                                        "new_session": expected}
 
