@@ -1,8 +1,9 @@
 """``dfsql.session()``: reuses the active session and creates sessions with dfsql's defaults.
 
 The run shares one JVM (the ``spark`` fixture), so creation-time settings are checked on
-that session, which ``session()`` created; the precedence of URLs is checked on
-``_target`` without starting another Spark.
+that session, which ``session()`` created; which of dfsql's defaults a user's own Spark
+settings replace is checked in a process of its own (a JVM's settings are fixed when it
+starts); the precedence of URLs is checked on ``_target`` without starting another Spark.
 """
 
 from __future__ import annotations
