@@ -224,8 +224,9 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     where = warehouse_dir(warehouse)
     conf["spark.sql.warehouse.dir"] = str(where)
     with jvm_output_to(spark_log()):
-        users = _users_settings(
-            {"spark.driver.memory": os.environ.get("DFSQL_SPARK_DRIVER_MEMORY", "4g")})
+        users = _users_settings(  # the master too: spark-submit prepares the JVM for it
+            {"spark.master": url,
+             "spark.driver.memory": os.environ.get("DFSQL_SPARK_DRIVER_MEMORY", "4g")})
         for key, value in conf.items():
             if key not in users:
                 builder = builder.config(key, value)
@@ -239,8 +240,9 @@ def _users_settings(launch: dict[str, str]) -> frozenset[str]:
     ``--conf`` in ``PYSPARK_SUBMIT_ARGS``, or ``spark-submit``'s when a program runs under
     it — which win over dfsql's defaults. Asked of the JVM itself, whose ``SparkConf``
     holds them as spark-submit read them: the JVM is started here (if it is not running)
-    with only the ``launch`` settings, which cannot be given later, and the defaults
-    follow when the session is built on it. Reading those files and arguments again in
+    with only the ``launch`` settings (the master and the driver's memory, which
+    spark-submit acts on as it starts the JVM), and the defaults follow when the session
+    is built on it. Reading those files and arguments again in
     Python would be a second, different reading of them."""
     from pyspark import SparkConf, SparkContext
 
