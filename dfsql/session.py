@@ -14,7 +14,7 @@ Which Spark, in order of precedence:
 Every setting below is a default: one the user's own Spark configuration gives
 (``spark-defaults.conf``, ``--conf`` to spark-submit or in ``PYSPARK_SUBMIT_ARGS``) wins,
 as it would in Spark (:func:`_users_settings`); ``spark.driver.memory`` has its own
-variable. Over Spark Connect the SQL settings are set as before: the server owns its
+variable, and the warehouse is always dfsql's, where it keeps its catalog. Over Spark Connect the SQL settings are set as before: the server owns its
 configuration, and a client cannot tell which of its values were given.
 
 Why each setting (for sessions dfsql creates):
@@ -222,7 +222,8 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     from dfsql.spark.catalog.warehouse import attach, warehouse_dir
 
     where = warehouse_dir(warehouse)
-    conf["spark.sql.warehouse.dir"] = str(where)
+    # not a default: the catalog attached below is kept in this directory
+    builder = builder.config("spark.sql.warehouse.dir", str(where))
     with jvm_output_to(spark_log()):
         users = _users_settings(  # the master too: spark-submit prepares the JVM for it
             {"spark.master": url,
@@ -242,8 +243,8 @@ def _users_settings(launch: dict[str, str]) -> frozenset[str]:
     holds them as spark-submit read them: the JVM is started here (if it is not running)
     with only the ``launch`` settings (the master and the driver's memory, which
     spark-submit acts on as it starts the JVM), and the defaults follow when the session
-    is built on it. Reading those files and arguments again in
-    Python would be a second, different reading of them."""
+    is built on it. Reading those files and arguments again in Python would be a second,
+    different reading of them."""
     from pyspark import SparkConf, SparkContext
 
     started_with = SparkConf(loadDefaults=False)

@@ -67,7 +67,8 @@ spark = dfsql.session()
 keys = ["spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
         "spark.sql.execution.arrow.maxBytesPerBatch", "spark.scheduler.mode"]
 print(json.dumps({"session": [spark.conf.get(k) for k in keys],
-                  "new_session": [spark.newSession().conf.get(k) for k in keys]}))
+                  "new_session": [spark.newSession().conf.get(k) for k in keys],
+                  "warehouse": spark.conf.get("spark.sql.warehouse.dir")}))
 """
 
 
@@ -76,11 +77,13 @@ def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> No
     ``PYSPARK_SUBMIT_ARGS``) or ``spark-defaults.conf`` — wins over dfsql's default, in
     the session and in every new session of its context (the endpoint's); the settings
     the user does not give keep dfsql's defaults (4 shuffle partitions, the Arrow batch
-    limit). dfsql's defaults used to win whatever the user configured."""
+    limit); the warehouse, where dfsql keeps its catalog, is not a default. dfsql's
+    defaults used to win whatever the user configured."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
-        "spark.sql.session.timeZone  America/New_York\n")
+        "spark.sql.session.timeZone  America/New_York\n"
+        f"spark.sql.warehouse.dir  {tmp_path / 'not-dfsqls'}\n")
     # the run's JVM flags (tests/jvm_archive.py), without the run's own partitions
     env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_SUBMIT_ARGS":
            f"--conf spark.scheduler.mode=FIFO --driver-java-options "
@@ -89,8 +92,11 @@ def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> No
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     expected = ["4", "America/New_York", "2147483647", "FIFO"]
-    assert json.loads(run.stdout.splitlines()[-1]) == {"session": expected,
-                                                       "new_session": expected}
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert (got["session"], got["new_session"]) == (expected, expected)
+    # not a default: the warehouse is dfsql's (DFSQL_WAREHOUSE), where its catalog is kept
+    assert got["warehouse"].removeprefix("file:").rstrip("/") == \
+        str(Path(os.environ["DFSQL_WAREHOUSE"]).resolve())
 
 
 def test_local_master(spark: SparkSession) -> None:
