@@ -15,6 +15,7 @@ from stream_job import QUERY
 from test_streaming import _workload, _write_parts
 
 import dfsql
+from dfsql.session import setting_while
 
 #: restarts of state kept in several partitions (tests/conftest.py)
 pytestmark = pytest.mark.shuffle_partitions(2)
@@ -124,18 +125,17 @@ def test_a_restart_with_other_shuffle_partitions_keeps_its_buckets(spark, tmp_pa
          "PROCESSING TIME arrival_time")
     rows: list = []
     ck = tmp_path / "ck"
-    before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         for partitions, batch in ((2, files[:3]), (4, files[3:])):
             for f in batch:
                 shutil.copy2(f, src / f.name)  # its modification time: the order it is read in
-            spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-            dfsql.start(q, sink=lambda b, _i: rows.extend(b.collect()), checkpoint=str(ck),
-                        trigger={"availableNow": True}, spark=spark).awaitTermination()
-            # the session keeps its own setting; the query ran on the checkpoint's
-            assert spark.conf.get("spark.sql.shuffle.partitions") == str(partitions)
+            with setting_while(spark, "spark.sql.shuffle.partitions", str(partitions)):
+                dfsql.start(q, sink=lambda b, _i: rows.extend(b.collect()),
+                            checkpoint=str(ck), trigger={"availableNow": True},
+                            spark=spark).awaitTermination()
+                # the session keeps its own setting; the query ran on the checkpoint's
+                assert spark.conf.get("spark.sql.shuffle.partitions") == str(partitions)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", before)
         spark.catalog.dropTempView("restart_src")
     assert [(r.key, r.total, r.window_start, r.window_end, r.pane_timing, r.emit_time)
             for r in rows] == [("a", 5, datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 12, 1, 10),
