@@ -28,7 +28,7 @@ from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Scanned, Source, scan_text
 from dfsql.model.clauses import Watermark
 from dfsql.model.triggers import batch_trigger_note
-from dfsql.session import session
+from dfsql.session import active_session, session
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
@@ -64,13 +64,6 @@ def _session_id(spark: SparkSession) -> str:
     if isinstance(sid, str) and sid:
         return sid
     return str(spark._jsparkSession.sessionUUID())
-
-
-def _active_session() -> SparkSession | None:
-    """The session this thread uses, if one exists (none is created for it)."""
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
@@ -306,7 +299,7 @@ def explain(text: str | Statement, spark: SparkSession | None = None) -> str:
     stages (``text`` may be the statement already parsed). No session is started for
     it."""
     return explain_statement(parse_statement(text) if isinstance(text, str) else text,
-                             spark if spark is not None else _active_session())
+                             spark if spark is not None else active_session())
 
 
 def _planned_of(df: DataFrame) -> Planned | None:
@@ -417,7 +410,7 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
 def registration(name: str, spark: SparkSession | None = None) -> Registration | None:
     """The defaults ``name`` was registered with in ``spark`` (by default the active
     session) by :func:`register`, or None."""
-    return _registry(spark if spark is not None else _active_session()).get(name.lower())
+    return _registry(spark if spark is not None else active_session()).get(name.lower())
 
 
 def _registered_watermark(text: str) -> Watermark:

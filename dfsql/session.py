@@ -2,7 +2,7 @@
 
 Which Spark, in order of precedence:
 
-1. an already active session (``SparkSession.getActiveSession()``) — a notebook, a test
+1. the session active in this thread (:func:`active_session`) — a notebook, a test
    fixture or an application that built its own session keeps it, with its own settings;
    dfsql never reconfigures a session it did not create;
 2. the ``master`` argument (a ``sc://host:port`` URL means Spark Connect);
@@ -14,8 +14,9 @@ Which Spark, in order of precedence:
 Every setting below is a default: one the user's own Spark configuration gives
 (``spark-defaults.conf``, ``--conf`` to spark-submit or in ``PYSPARK_SUBMIT_ARGS``) wins,
 as it would in Spark (:func:`_users_settings`); ``spark.driver.memory`` has its own
-variable, and the warehouse is always dfsql's, where it keeps its catalog. Over Spark Connect the SQL settings are set as before: the server owns its
-configuration, and a client cannot tell which of its values were given.
+variable, and the warehouse is always dfsql's, where it keeps its catalog. Over Spark
+Connect the SQL settings are set as before: the server owns its configuration, and a
+client cannot tell which of its values were given.
 
 Why each setting (for sessions dfsql creates):
 
@@ -198,7 +199,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     ``DFSQL_WAREHOUSE``, else ``./spark-warehouse``."""
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = active_session()
     if active is not None:
         return active  # never changed: not even its catalog
     _python_for_workers()
@@ -234,6 +235,28 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
         spark = builder.getOrCreate()
     attach(spark, where)
     return spark
+
+
+def active_session() -> SparkSession | None:
+    """The session active in this thread, if there is one (none is started).
+
+    Classic PySpark's ``SparkSession.getActiveSession()`` answers for the whole process:
+    the session any thread last made a DataFrame from (``createDataFrame`` marks it), so
+    in a process that serves, an endpoint connection's session. Spark keeps the active
+    session per thread, in the JVM; this is the Python session of this thread's. (Spark
+    Connect keeps it per thread in Python already.)"""
+    from pyspark.sql import SparkSession
+
+    marked = SparkSession.getActiveSession()
+    if marked is None or not hasattr(marked, "_jsparkSession"):  # none, or Spark Connect
+        return marked
+    # the JVM's own answer for the thread this call runs on (py4j pins a JVM thread to
+    # each Python thread); getActiveSession() above said it has one
+    here = SparkSession._get_j_spark_session_class(marked._jvm).getActiveSession().get()
+    for known in (marked, SparkSession._instantiatedSession):
+        if known is not None and known._jsparkSession.equals(here):
+            return known
+    return SparkSession(marked.sparkContext, here)  # another wrapper of this thread's
 
 
 def _users_settings(launch: dict[str, str]) -> frozenset[str]:

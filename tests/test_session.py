@@ -24,9 +24,38 @@ from dfsql.session import _target, session
 
 
 def test_returns_the_active_session(spark: SparkSession) -> None:
-    assert SparkSession.getActiveSession() is spark
     assert session() is spark
     assert session("local[1]") is spark  # an active session wins over any URL
+
+
+def test_the_active_session_is_this_threads(spark: SparkSession) -> None:
+    """Another thread's session making a DataFrame (as an endpoint's connection does for
+    each result) marks it active for the whole Python process, in PySpark; dfsql's
+    active session stays each thread's own: this thread's, and the other's in its own."""
+    import threading
+
+    from dfsql.api import _session_id
+    from dfsql.session import active_session
+
+    other = spark.newSession()
+    seen: dict[str, str] = {}
+
+    def elsewhere() -> None:
+        other.createDataFrame([(1,)], "a INT").collect()
+        seen["there"] = _session_id(active_session())
+
+    spark.range(3).createOrReplaceTempView("only_in_the_tests_session")
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    try:
+        assert SparkSession.getActiveSession() is other  # PySpark's, for the process
+        assert seen["there"] == _session_id(other)
+        assert active_session() is spark and session() is spark
+        # a statement without a session runs on this thread's (the view is only there)
+        assert dfsql.sql("SELECT COUNT(*) AS n FROM only_in_the_tests_session").first().n == 3
+    finally:
+        spark.catalog.dropTempView("only_in_the_tests_session")
 
 
 def test_package_level_session_stays_callable(spark: SparkSession) -> None:
