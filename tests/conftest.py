@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from dfsql.session import session, setting_while, stop_session
+from dfsql.session import active_session, session, setting_while, stop_session
 
 try:
     from jvm_archive import driver_flags  # tests/ is on the path (pytest, scripts in it)
@@ -172,6 +172,20 @@ def spark() -> Iterator[SparkSession]:
     s.conf.set("spark.sql.shuffle.partitions", "1")  # also under a user's own arguments
     yield s
     stop_session()
+
+
+@pytest.fixture(autouse=True)
+def _the_runs_session_active(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that used the run's session leaves it the active one, as it found it: a
+    DataFrame made from another session (``spark.newSession()``, as an endpoint
+    connection's) makes that one active (PySpark: for the process, and in the JVM for
+    its thread), and a later test's ``dfsql.session()`` would run on it, without the
+    run's views."""
+    yield
+    if "spark" in request.fixturenames:
+        spark = request.getfixturevalue("spark")
+        if any(s is not spark for s in (active_session(), SparkSession.getActiveSession())):
+            spark.createDataFrame([], "a INT")  # how PySpark marks a session active
 
 
 @pytest.fixture(autouse=True)
