@@ -44,6 +44,14 @@ Why each setting (for sessions dfsql creates):
   client's statement of many tasks holds every other client's ``SELECT 1`` until it
   ends. A job outside any pool (the shell, a program) runs in the default pool, first
   come first served as before. The mode is fixed when the context starts.
+* ``spark.python.unix.domain.socket.enabled=true`` (where the platform has Unix sockets)
+  — the JVM and its Python workers (a replay's Arrow batches, a stream's stateful
+  processor and its round trips to the state server) talk over Unix sockets instead of
+  TCP on the loopback: a stream's one-row micro-batch on one shuffle partition took
+  305-342 ms against 361-414 ms (benchmarks/RESULTS.md). The socket files are in the
+  JVM's temp directory, mode 0755 (only their owner can connect); the driver's
+  accumulator socket, which PySpark removes only when the context stops, is removed at
+  exit (:func:`_remove_accumulator_socket_at_exit`).
 * ``spark.log.level=WARN`` — Spark's INFO chatter on stderr hides dfsql's own messages;
   as a config (rather than ``setLogLevel`` afterwards) it applies from JVM start.
 * The JVM's standard error goes to :data:`SPARK_LOG` (``$TMPDIR/dfsql-spark-<uid>.log``;
@@ -75,8 +83,10 @@ session in under a millisecond.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -142,6 +152,9 @@ DRIVER_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "WARN",
     "spark.scheduler.mode": "FAIR",
+    # Python workers over Unix sockets where the platform has them (see the module doc)
+    **({"spark.python.unix.domain.socket.enabled": "true"} if hasattr(socket, "AF_UNIX")
+       else {}),
 }
 
 
@@ -233,8 +246,24 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
             if key not in users:
                 builder = builder.config(key, value)
         spark = builder.getOrCreate()
+    _remove_accumulator_socket_at_exit(spark)
     attach(spark, where)
     return spark
+
+
+def _remove_accumulator_socket_at_exit(spark: SparkSession) -> None:
+    """With Python workers on Unix sockets, PySpark's accumulator server listens on a
+    socket file in the temp directory, which it removes only when the context stops: a
+    program that ends without stopping would leave one behind each run."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    path = getattr(server, "server_address", None)
+    if isinstance(path, str):
+        atexit.register(_remove_quietly, path)
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def active_session() -> SparkSession | None:

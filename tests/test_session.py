@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +98,9 @@ keys = ["spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
         "spark.sql.execution.arrow.maxBytesPerBatch", "spark.scheduler.mode"]
 print(json.dumps({"session": [spark.conf.get(k) for k in keys],
                   "new_session": [spark.newSession().conf.get(k) for k in keys],
-                  "warehouse": spark.conf.get("spark.sql.warehouse.dir")}))
+                  "warehouse": spark.conf.get("spark.sql.warehouse.dir"),
+                  "accumulator_socket": spark.sparkContext._accumulatorServer.server_address,
+                  "worker_rows": spark.range(3).mapInArrow(lambda b: b, "id LONG").count()}))
 """
 
 
@@ -126,6 +129,22 @@ def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> No
     # not a default: the warehouse is dfsql's (DFSQL_WAREHOUSE), where its catalog is kept
     assert got["warehouse"].removeprefix("file:").rstrip("/") == \
         str(Path(os.environ["DFSQL_WAREHOUSE"]).resolve())
+    # Python workers on Unix sockets (a default too): the driver's accumulator socket
+    # file, which PySpark removes only when the context stops, is gone with the program
+    assert got["worker_rows"] == 3
+    assert isinstance(got["accumulator_socket"], str), got["accumulator_socket"]
+    assert not Path(got["accumulator_socket"]).exists()
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix sockets here")
+def test_python_workers_on_unix_sockets(spark: SparkSession) -> None:
+    """dfsql's sessions talk to their Python workers over Unix sockets, not TCP on the
+    loopback (a stream's micro-batch round-trips to its stateful processor)."""
+    assert spark.sparkContext.getConf().get("spark.python.unix.domain.socket.enabled") == \
+        "true"
+    path = Path(spark.sparkContext._accumulatorServer.server_address)
+    assert path.is_socket()
+    assert spark.range(5).mapInArrow(lambda b: b, "id LONG").count() == 5
 
 
 def test_local_master(spark: SparkSession) -> None:
