@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -258,7 +259,13 @@ def _remove_accumulator_socket_at_exit(spark: SparkSession) -> None:
     server = getattr(spark.sparkContext, "_accumulatorServer", None)
     path = getattr(server, "server_address", None)
     if isinstance(path, str):
-        atexit.register(_remove_quietly, path)
+        _remove_at_exit(path)
+
+
+@functools.cache
+def _remove_at_exit(path: str) -> None:
+    """Once per path: a thread without an active session calls session() again."""
+    atexit.register(_remove_quietly, path)
 
 
 def _remove_quietly(path: str) -> None:
