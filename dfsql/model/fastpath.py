@@ -11,6 +11,11 @@ of the shape "early, on time, late":
   and ``AfterEach(EndOfWindow, Repeat(AtPeriod q))``;
 * ``Repeat(AtPeriod p)`` (EVERY p).
 
+``ElemCount(1)`` (EVERY 1 ROW, and the early or late firings of ``AT WATERMARK EARLY
+EVERY 1 ROW LATE EVERY 1 ROW``) stands wherever ``AtPeriod`` does: a pane fires at every
+instant it has a new element, which are the instants of a 1 µs period (the first multiple
+at or after an arrival is the arrival itself), so it takes the same closed forms.
+
 Because windows do not merge and periods are epoch aligned, the instant at which each
 element is first emitted is a closed form of its arrival, its window's on-time instant
 (first watermark change reaching the end) and expiry instant: no per-element loop.
@@ -65,14 +70,28 @@ def _repeat_of(t: c.Trigger) -> c.Trigger | None:
     return t
 
 
+#: the period whose instants are those of ``ElemCount(1)``: every arrival (see above)
+EACH_ARRIVAL = 1
+
+
+def _period(t: c.Trigger | None) -> int | None:
+    """The period of a repeated leaf that fires at period boundaries (``AtPeriod``, or
+    ``ElemCount(1)`` as :data:`EACH_ARRIVAL`), else None."""
+    if isinstance(t, c.AtPeriod):
+        return t.period.micros
+    if isinstance(t, c.ElemCount) and t.count == 1:
+        return EACH_ARRIVAL
+    return None
+
+
 def _early(t: c.Trigger) -> tuple[bool, int | None]:
     """(ok, period) for the first phase: EndOfWindow or Repeat(AtPeriod).orFinally(EOW)."""
     if _is(t, c.EndOfWindow):
         return True, None
     if _is(t, c.OrFinally) and _is(t.final, c.EndOfWindow) and _is(t.main, c.Repeat):  # type: ignore[attr-defined]
-        m = _repeat_of(t.main)  # type: ignore[attr-defined]
-        if isinstance(m, c.AtPeriod):
-            return True, m.period.micros
+        period = _period(_repeat_of(t.main))  # type: ignore[attr-defined]
+        if period is not None:
+            return True, period
     return False, None
 
 
@@ -82,8 +101,9 @@ def _late(t: c.Trigger) -> tuple[str, int | None] | None:
     s = _repeat_of(t)
     if isinstance(s, c.EndOfWindow):
         return "each", None
-    if isinstance(s, c.AtPeriod):
-        return "period", s.period.micros
+    period = _period(s)
+    if period is not None:
+        return "period", period
     return None
 
 
@@ -99,8 +119,9 @@ def plan_for(clauses: c.Clauses) -> Plan | None:
         s = _repeat_of(t)
         if isinstance(s, c.EndOfWindow):
             return Plan(None, True, "each")
-        if isinstance(s, c.AtPeriod):
-            return Plan(s.period.micros, False, "period", s.period.micros)
+        period = _period(s)
+        if period is not None:
+            return Plan(period, False, "period", period)
         return None
     ok, early = _early(t)
     if ok:

@@ -32,12 +32,17 @@ WINDOWS = st.sampled_from([
 ])
 EOW = c.EndOfWindow()
 P30, P45 = c.AtPeriod(period=_sec(30)), c.AtPeriod(period=_sec(45))
+ROW = c.ElemCount(count=1)
 FAST_TRIGGERS = [
     c.Repeat(sub=EOW), EOW, c.AfterEach(subs=(EOW, c.Repeat(sub=EOW))),
     c.OrFinally(main=c.Repeat(sub=P30), final=EOW),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=EOW))),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=P45))),
     c.AfterEach(subs=(EOW, c.Repeat(sub=P45))), c.Repeat(sub=P30),
+    # a new element fires at its own instant (EVERY 1 ROW): the instants of a 1 µs period
+    c.Repeat(sub=ROW), c.OrFinally(main=c.Repeat(sub=ROW), final=EOW),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROW), final=EOW), c.Repeat(sub=ROW))),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=ROW))),
 ]
 OTHER_TRIGGERS = [
     c.Repeat(sub=c.ElemCount(count=2)), c.Never(),
