@@ -74,7 +74,7 @@ def _repeat_of(t: c.Trigger) -> c.Trigger | None:
 EACH_ARRIVAL = 1
 
 
-def _period(t: c.Trigger | None) -> int | None:
+def repeated_period(t: c.Trigger | None) -> int | None:
     """The period of a repeated leaf that fires at period boundaries (``AtPeriod``, or
     ``ElemCount(1)`` as :data:`EACH_ARRIVAL`), else None."""
     if isinstance(t, c.AtPeriod):
@@ -89,7 +89,7 @@ def _early(t: c.Trigger) -> tuple[bool, int | None]:
     if _is(t, c.EndOfWindow):
         return True, None
     if _is(t, c.OrFinally) and _is(t.final, c.EndOfWindow) and _is(t.main, c.Repeat):  # type: ignore[attr-defined]
-        period = _period(_repeat_of(t.main))  # type: ignore[attr-defined]
+        period = repeated_period(_repeat_of(t.main))  # type: ignore[attr-defined]
         if period is not None:
             return True, period
     return False, None
@@ -101,7 +101,7 @@ def _late(t: c.Trigger) -> tuple[str, int | None] | None:
     s = _repeat_of(t)
     if isinstance(s, c.EndOfWindow):
         return "each", None
-    period = _period(s)
+    period = repeated_period(s)
     if period is not None:
         return "period", period
     return None
@@ -119,7 +119,7 @@ def plan_for(clauses: c.Clauses) -> Plan | None:
         s = _repeat_of(t)
         if isinstance(s, c.EndOfWindow):
             return Plan(None, True, "each")
-        period = _period(s)
+        period = repeated_period(s)
         if period is not None:
             return Plan(period, False, "period", period)
         return None

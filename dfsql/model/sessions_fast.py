@@ -13,7 +13,9 @@ once*, so the Python loop is as long as the longest session, not the input.
 Applies to the triggers whose late phase repeats at the watermark and never finishes:
 ``Repeat(EndOfWindow)`` (the default) and
 ``AfterEach(OrFinally(Repeat(AtPeriod p), EndOfWindow), Repeat(EndOfWindow))``
-(EVERY p UNTIL WATERMARK THEN REPEAT WATERMARK), in every accumulation mode.
+(EVERY p UNTIL WATERMARK THEN REPEAT WATERMARK), in every accumulation mode, and with
+``ElemCount(1)`` for ``AtPeriod p`` (EVERY 1 ROW UNTIL WATERMARK THEN REPEAT WATERMARK:
+its fire instants are a 1 µs period's, :func:`dfsql.model.fastpath.repeated_period`).
 Keys where two live windows of one session would merge are handed to the general state
 machine; both parts share one end instant, so results equal :func:`general`'s.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from dfsql.model import clauses as c
+from dfsql.model.fastpath import repeated_period
 from dfsql.model.panes import DROP_EXPIRED
 from dfsql.model.result import GabwResult, Instances, Panes, canonical, end_floor_of, instances_of
 from dfsql.model.session_assembly import (
@@ -72,8 +75,9 @@ def early_period(clauses: c.Clauses) -> tuple[bool, int | None]:
             m = first.main
             while isinstance(m, c.Repeat):
                 m = m.sub
-            if isinstance(m, c.AtPeriod):
-                return True, m.period.micros
+            period = repeated_period(m)
+            if period is not None:
+                return True, period
     return False, None
 
 

@@ -122,6 +122,7 @@ SESSION_FAST_TRIGGERS = [
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=EOW))),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=c.AtPeriod(period=_sec(70))), final=EOW),
                       c.Repeat(sub=EOW))),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROW), final=EOW), c.Repeat(sub=EOW))),
 ]
 
 
