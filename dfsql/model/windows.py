@@ -261,7 +261,8 @@ def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])``, vectorised
     (cover pairs and pane members are expanded this way)."""
     lengths = np.asarray(lengths, I64)
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return (np.repeat(np.asarray(starts, I64), lengths)
-            + np.arange(total, dtype=I64) - np.repeat(ends - lengths, lengths))
+    # the i-th output of range r is its start plus (i - where r begins): one repeat
+    offset = np.asarray(starts, I64) - (np.cumsum(lengths) - lengths)
+    out = np.arange(int(lengths.sum()), dtype=I64)
+    out += np.repeat(offset, lengths)
+    return out

@@ -305,6 +305,19 @@ def test_segmented_cummax_is_running_max_per_key(pairs, extra) -> None:
     np.testing.assert_array_equal(segmented_cummax(e, k), np.array(want, np.int64))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**40), 2**40), st.integers(0, 6)), max_size=20))
+def test_concat_ranges_is_the_ranges_one_after_another(ranges) -> None:
+    """The expansion of cover pairs and pane members: range r is start_r, start_r + 1, ...
+    (length_r of them), the ranges in order."""
+    from dfsql.model.windows import concat_ranges
+
+    want = [s + i for s, n in ranges for i in range(n)]
+    starts = np.array([s for s, _ in ranges], np.int64)
+    lengths = np.array([n for _, n in ranges], np.int64)
+    np.testing.assert_array_equal(concat_ranges(starts, lengths), np.array(want, np.int64))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data(), WINDOWS, st.sampled_from(FAST_TRIGGERS + OTHER_TRIGGERS),
        st.sampled_from([0, 60]), st.sampled_from([None, False]))
