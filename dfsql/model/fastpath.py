@@ -15,6 +15,8 @@ of the shape "early, on time, late":
 EVERY 1 ROW LATE EVERY 1 ROW``) stands wherever ``AtPeriod`` does: a pane fires at every
 instant it has a new element, which are the instants of a 1 µs period (the first multiple
 at or after an arrival is the arrival itself), so it takes the same closed forms.
+``ElemCount(n)`` for n > 1 (EVERY n ROWS, alone or as the early firings before the
+watermark) fires where :mod:`dfsql.model.count_fires` finds its count reaching n.
 
 Because windows do not merge and periods are epoch aligned, the instant at which each
 element is first emitted is a closed form of its arrival, its window's on-time instant
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfsql.model import clauses as c
+from dfsql.model.count_fires import count_fire_ordinals
 from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.result import (
     NULL_TIME,
@@ -58,6 +61,9 @@ class Plan:
     late: str  # "done" | "each" | "period"
     late_period: int | None = None
     batch_only: bool = False
+    #: the first phase fires every ``count`` elements (``Repeat(ElemCount(count))``, count
+    #: > 1) instead of at ``early``'s period boundaries
+    count: int | None = None
 
 
 def _is(t: c.Trigger, cls: type) -> bool:
@@ -84,15 +90,22 @@ def repeated_period(t: c.Trigger | None) -> int | None:
     return None
 
 
-def _early(t: c.Trigger) -> tuple[bool, int | None]:
-    """(ok, period) for the first phase: EndOfWindow or Repeat(AtPeriod).orFinally(EOW)."""
+def _repeated_count(t: c.Trigger | None) -> int | None:
+    """n for a repeated ``ElemCount(n)`` with n > 1 (n = 1 is a period), else None."""
+    return t.count if isinstance(t, c.ElemCount) and t.count > 1 else None
+
+
+def _early(t: c.Trigger) -> tuple[bool, int | None, int | None]:
+    """(ok, period, count) for the first phase: EndOfWindow, or Repeat(AtPeriod) or
+    Repeat(ElemCount) .orFinally(EOW)."""
     if _is(t, c.EndOfWindow):
-        return True, None
+        return True, None, None
     if _is(t, c.OrFinally) and _is(t.final, c.EndOfWindow) and _is(t.main, c.Repeat):  # type: ignore[attr-defined]
-        period = repeated_period(_repeat_of(t.main))  # type: ignore[attr-defined]
-        if period is not None:
-            return True, period
-    return False, None
+        leaf = _repeat_of(t.main)  # type: ignore[attr-defined]
+        period, count = repeated_period(leaf), _repeated_count(leaf)
+        if period is not None or count is not None:
+            return True, period, count
+    return False, None, None
 
 
 def _late(t: c.Trigger) -> tuple[str, int | None] | None:
@@ -122,15 +135,18 @@ def plan_for(clauses: c.Clauses) -> Plan | None:
         period = repeated_period(s)
         if period is not None:
             return Plan(period, False, "period", period)
+        count = _repeated_count(s)
+        if count is not None:
+            return Plan(None, False, "period", count=count)
         return None
-    ok, early = _early(t)
+    ok, early, count = _early(t)
     if ok:
-        return Plan(early, True, "done")
+        return Plan(early, True, "done", count=count)
     if isinstance(t, c.AfterEach) and len(t.subs) == 2:
-        ok, early = _early(t.subs[0])
+        ok, early, count = _early(t.subs[0])
         late = _late(t.subs[1])
         if ok and late is not None:
-            return Plan(early, True, late[0], late[1])
+            return Plan(early, True, late[0], late[1], count=count)
     return None
 
 
@@ -249,8 +265,9 @@ def _admit(plan: Plan, w: _Windows, tl: Timeline) -> _Admitted:
     if plan.late == "done":
         close_ord = np.where(created_late, 2 * a0, w.on_time)
         closed = ok & (2 * a_o > close_ord[wid])
+    counted = None if plan.count is None else count_fire_ordinals(wid, a_o, ok, plan.count)
     fire = _first_emission(plan, a_o, w.on_time[wid], w.expires[wid], created_late[wid],
-                           a0[wid])
+                           a0[wid], counted)
     return _Admitted(expired, closed, np.nonzero(ok & ~closed)[0], wm_prev, fire, has,
                      created_late, a0)
 
@@ -305,15 +322,19 @@ def _panes(plan: Plan, w: _Windows, adm: _Admitted, fin: int) -> _Panes:
 
 
 def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.ndarray,
-                    late_w: np.ndarray, a0_i: np.ndarray) -> np.ndarray:
+                    late_w: np.ndarray, a0_i: np.ndarray,
+                    counted: np.ndarray | None) -> np.ndarray:
     """Ordinal at which each instance is first emitted (FINAL: the final round), from its
-    arrival and its window's on-time and expiry ordinals, creation late and first arrival."""
+    arrival and its window's on-time and expiry ordinals, creation late and first arrival
+    (``counted``: the count's firings, :func:`~dfsql.model.count_fires.count_fire_ordinals`)."""
     a2 = 2 * a_o
-    if not plan.eow:  # pure Repeat(AtPeriod p)
-        return np.minimum(2 * ceil_to(a_o, plan.early), exp_i)  # type: ignore[arg-type]
-    early_phase = ~late_w & (a2 <= on_i)
-    if plan.early is not None:
+    f = counted  # the first phase's own firing (None: EndOfWindow alone)
+    if f is None and plan.early is not None:
         f = 2 * ceil_to(a_o, plan.early)
+    if not plan.eow:  # pure Repeat(AtPeriod p) or Repeat(ElemCount n)
+        return np.minimum(f, exp_i)
+    early_phase = ~late_w & (a2 <= on_i)
+    if f is not None:
         ef = np.where(f < on_i, f, on_i)
     else:
         ef = on_i

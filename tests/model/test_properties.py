@@ -32,7 +32,7 @@ WINDOWS = st.sampled_from([
 ])
 EOW = c.EndOfWindow()
 P30, P45 = c.AtPeriod(period=_sec(30)), c.AtPeriod(period=_sec(45))
-ROW = c.ElemCount(count=1)
+ROW, ROWS3 = c.ElemCount(count=1), c.ElemCount(count=3)
 FAST_TRIGGERS = [
     c.Repeat(sub=EOW), EOW, c.AfterEach(subs=(EOW, c.Repeat(sub=EOW))),
     c.OrFinally(main=c.Repeat(sub=P30), final=EOW),
@@ -43,6 +43,11 @@ FAST_TRIGGERS = [
     c.Repeat(sub=ROW), c.OrFinally(main=c.Repeat(sub=ROW), final=EOW),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROW), final=EOW), c.Repeat(sub=ROW))),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=P30), final=EOW), c.Repeat(sub=ROW))),
+    # EVERY n ROWS: where the count reaches n, counted again from zero (model.count_fires)
+    c.Repeat(sub=c.ElemCount(count=2)), c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW), c.Repeat(sub=EOW))),
+    # AT WATERMARK EARLY EVERY 3 ROWS LATE EVERY 1 ROW
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW), c.Repeat(sub=ROW))),
 ]
 OTHER_TRIGGERS = [
     c.Repeat(sub=c.ElemCount(count=2)), c.Never(),
