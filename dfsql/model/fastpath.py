@@ -15,8 +15,9 @@ of the shape "early, on time, late":
 EVERY 1 ROW LATE EVERY 1 ROW``) stands wherever ``AtPeriod`` does: a pane fires at every
 instant it has a new element, which are the instants of a 1 µs period (the first multiple
 at or after an arrival is the arrival itself), so it takes the same closed forms.
-``ElemCount(n)`` for n > 1 (EVERY n ROWS, alone or as the early firings before the
-watermark) fires where :mod:`dfsql.model.count_fires` finds its count reaching n.
+``ElemCount(n)`` for n > 1 (EVERY n ROWS, alone, or as the early or late firings) fires
+where :mod:`dfsql.model.count_fires` finds its count reaching n (a late phase counts from
+zero after the on-time pane).
 
 Because windows do not merge and periods are epoch aligned, the instant at which each
 element is first emitted is a closed form of its arrival, its window's on-time instant
@@ -58,8 +59,8 @@ class Plan:
 
     early: int | None  # AtPeriod period before the watermark (None: no early panes)
     eow: bool  # has an EndOfWindow phase (False: pure Repeat(AtPeriod))
-    late: str  # "done" | "each" | "period"
-    late_period: int | None = None
+    late: str  # "done" | "each" | "period" | "count"
+    late_period: int | None = None  # the late phase's period, or its count
     batch_only: bool = False
     #: the first phase fires every ``count`` elements (``Repeat(ElemCount(count))``, count
     #: > 1) instead of at ``early``'s period boundaries
@@ -117,6 +118,9 @@ def _late(t: c.Trigger) -> tuple[str, int | None] | None:
     period = repeated_period(s)
     if period is not None:
         return "period", period
+    count = _repeated_count(s)
+    if count is not None:
+        return "count", count
     return None
 
 
@@ -265,9 +269,14 @@ def _admit(plan: Plan, w: _Windows, tl: Timeline) -> _Admitted:
     if plan.late == "done":
         close_ord = np.where(created_late, 2 * a0, w.on_time)
         closed = ok & (2 * a_o > close_ord[wid])
+    on_i, late_i, a0_i = w.on_time[wid], created_late[wid], a0[wid]
     counted = None if plan.count is None else count_fire_ordinals(wid, a_o, ok, plan.count)
-    fire = _first_emission(plan, a_o, w.on_time[wid], w.expires[wid], created_late[wid],
-                           a0[wid], counted)
+    late_counted = None
+    if plan.late == "count":  # counted from zero after the on-time (or creation) pane
+        late_phase = ok & (late_i | (2 * a_o > on_i)) & ~(late_i & (a_o == a0_i))
+        late_counted = count_fire_ordinals(wid, a_o, late_phase, plan.late_period)
+    fire = _first_emission(plan, a_o, on_i, w.expires[wid], late_i, a0_i, counted,
+                           late_counted)
     return _Admitted(expired, closed, np.nonzero(ok & ~closed)[0], wm_prev, fire, has,
                      created_late, a0)
 
@@ -322,11 +331,12 @@ def _panes(plan: Plan, w: _Windows, adm: _Admitted, fin: int) -> _Panes:
 
 
 def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.ndarray,
-                    late_w: np.ndarray, a0_i: np.ndarray,
-                    counted: np.ndarray | None) -> np.ndarray:
+                    late_w: np.ndarray, a0_i: np.ndarray, counted: np.ndarray | None,
+                    late_counted: np.ndarray | None) -> np.ndarray:
     """Ordinal at which each instance is first emitted (FINAL: the final round), from its
     arrival and its window's on-time and expiry ordinals, creation late and first arrival
-    (``counted``: the count's firings, :func:`~dfsql.model.count_fires.count_fire_ordinals`)."""
+    (``counted``, ``late_counted``: the first and the late phase's count firings,
+    :func:`~dfsql.model.count_fires.count_fire_ordinals`)."""
     a2 = 2 * a_o
     f = counted  # the first phase's own firing (None: EndOfWindow alone)
     if f is None and plan.early is not None:
@@ -340,6 +350,8 @@ def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.nda
         ef = on_i
     if plan.late == "period":
         lf = np.minimum(2 * ceil_to(a_o, plan.late_period), exp_i)  # type: ignore[arg-type]
+    elif late_counted is not None:
+        lf = np.minimum(late_counted, exp_i)
     else:
         lf = a2
     fire = np.where(early_phase, ef, lf)

@@ -46,8 +46,11 @@ FAST_TRIGGERS = [
     # EVERY n ROWS: where the count reaches n, counted again from zero (model.count_fires)
     c.Repeat(sub=c.ElemCount(count=2)), c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW),
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW), c.Repeat(sub=EOW))),
-    # AT WATERMARK EARLY EVERY 3 ROWS LATE EVERY 1 ROW
+    # AT WATERMARK EARLY EVERY 3 ROWS LATE EVERY 1 ROW; a late count starts after on time
     c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW), c.Repeat(sub=ROW))),
+    c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=ROWS3), final=EOW),
+                      c.Repeat(sub=c.ElemCount(count=2)))),
+    c.AfterEach(subs=(EOW, c.Repeat(sub=ROWS3))),
 ]
 OTHER_TRIGGERS = [
     c.Repeat(sub=c.ElemCount(count=2)), c.Never(),
@@ -99,7 +102,7 @@ def _same(a, b) -> None:
     assert a.end_time == b.end_time
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data(), WINDOWS.filter(lambda w: not w.merging), st.sampled_from(FAST_TRIGGERS), ACC,
        st.sampled_from([0, 60, 100_000]), st.booleans())
 def test_fast_path_equals_state_machine(data, window, trigger, acc, lateness, batch) -> None:
