@@ -25,6 +25,9 @@ from dfsql.session import _target, session
 
 
 def test_returns_the_active_session(spark: SparkSession) -> None:
+    from dfsql.session import active_session
+
+    assert active_session() is spark
     assert session() is spark
     assert session("local[1]") is spark  # an active session wins over any URL
 

@@ -70,8 +70,8 @@ def _paths(link: np.ndarray, roots: np.ndarray, lengths: np.ndarray) -> np.ndarr
     sink = len(link) - 1
     k = concat_ranges(np.zeros(len(lengths), I64), lengths)  # the k-th node of a path
     node = np.repeat(roots.astype(I64), lengths)
-    step, bit = link.astype(I64), 1
-    while len(k) and bit <= int(k.max()):
+    step, bit, top = link.astype(I64), 1, int(lengths.max(initial=0)) - 1
+    while bit <= top:
         move = (k & bit) != 0
         node[move] = step[node[move]]
         step = step[step]

@@ -269,14 +269,18 @@ def _admit(plan: Plan, w: _Windows, tl: Timeline) -> _Admitted:
     if plan.late == "done":
         close_ord = np.where(created_late, 2 * a0, w.on_time)
         closed = ok & (2 * a_o > close_ord[wid])
-    on_i, late_i, a0_i = w.on_time[wid], created_late[wid], a0[wid]
+    on_i, late_i = w.on_time[wid], created_late[wid]
+    # the phase each instance arrives in: before the on-time pane (in it at its instant),
+    # or at the instant a window created late fires first, or the late phase after either
+    early_phase = ~late_i & (2 * a_o <= on_i)
+    at_creation = late_i & (a_o == a0[wid])
     counted = None if plan.count is None else count_fire_ordinals(wid, a_o, ok, plan.count)
     late_counted = None
     if plan.late == "count":  # counted from zero after the on-time (or creation) pane
-        late_phase = ok & (late_i | (2 * a_o > on_i)) & ~(late_i & (a_o == a0_i))
-        late_counted = count_fire_ordinals(wid, a_o, late_phase, plan.late_period)
-    fire = _first_emission(plan, a_o, on_i, w.expires[wid], late_i, a0_i, counted,
-                           late_counted)
+        late_counted = count_fire_ordinals(wid, a_o, ok & ~early_phase & ~at_creation,
+                                           plan.late_period)
+    fire = _first_emission(plan, a_o, on_i, w.expires[wid], early_phase, at_creation,
+                           counted, late_counted)
     return _Admitted(expired, closed, np.nonzero(ok & ~closed)[0], wm_prev, fire, has,
                      created_late, a0)
 
@@ -331,10 +335,11 @@ def _panes(plan: Plan, w: _Windows, adm: _Admitted, fin: int) -> _Panes:
 
 
 def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.ndarray,
-                    late_w: np.ndarray, a0_i: np.ndarray, counted: np.ndarray | None,
+                    early_phase: np.ndarray, at_creation: np.ndarray,
+                    counted: np.ndarray | None,
                     late_counted: np.ndarray | None) -> np.ndarray:
     """Ordinal at which each instance is first emitted (FINAL: the final round), from its
-    arrival and its window's on-time and expiry ordinals, creation late and first arrival
+    arrival, its window's on-time and expiry ordinals and the phase it arrives in
     (``counted``, ``late_counted``: the first and the late phase's count firings,
     :func:`~dfsql.model.count_fires.count_fire_ordinals`)."""
     a2 = 2 * a_o
@@ -343,7 +348,6 @@ def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.nda
         f = 2 * ceil_to(a_o, plan.early)
     if not plan.eow:  # pure Repeat(AtPeriod p) or Repeat(ElemCount n)
         return np.minimum(f, exp_i)
-    early_phase = ~late_w & (a2 <= on_i)
     if f is not None:
         ef = np.where(f < on_i, f, on_i)
     else:
@@ -355,7 +359,7 @@ def _first_emission(plan: Plan, a_o: np.ndarray, on_i: np.ndarray, exp_i: np.nda
     else:
         lf = a2
     fire = np.where(early_phase, ef, lf)
-    return np.where(late_w & (a_o == a0_i), a2, fire)
+    return np.where(at_creation, a2, fire)
 
 
 def _retractions(accumulation: c.Accumulation, p_first: np.ndarray,
