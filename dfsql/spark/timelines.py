@@ -6,8 +6,10 @@ which the watermark changes and only those reach the Python driver process — n
 collects the input itself:
 
 * ``DELAY d``: each partition keeps the rows that raise its running max of event time
-  (in processing-time order); one more task takes the running max across those records
-  and keeps only the global changes.
+  (in processing-time order); the driver takes the running max across those records
+  (the model's own reduction, :meth:`~dfsql.model.watermarks.Timeline.of`). One job, no
+  shuffle: a second task to combine them cost a small replay 135 ms of its 330 (twice
+  what the one step costs) and a 1M-row replay 0.2 s (benchmarks/RESULTS.md).
 * ``PERFECT``: each partition reduces its rows to the smallest event time per arrival
   instant; one task reduces those again and takes the smallest among the instants after
   each, keeping only the instants where that changes (the model's own two steps).
@@ -16,8 +18,9 @@ collects the input itself:
   percentile changes (a rising timeline).
 * ``FROM t``: the user's watermark table, which is already the change points.
 
-First and last arrival (where a replay's emit times lie) come with the same pass; a NULL
-event time belongs to no window and moves no watermark. The resulting
+First and last arrival (where a replay's emit times lie) come with DELAY's pass, and
+otherwise from one row per partition (also one job without a shuffle); a NULL event time
+belongs to no window and moves no watermark. The resulting
 :class:`~dfsql.model.watermarks.Timeline` is as large as the watermark's changes; the
 replay ships it to the tasks with :func:`ship` (a broadcast where Spark has one).
 """
@@ -121,28 +124,46 @@ def check_processing_time(cl: c.Clauses, nulls: int) -> None:
 
 
 def _arrival_range(plan: ReplayPlan, inp: DataFrame) -> tuple[int | None, int | None]:
-    """First and last arrival in one aggregate row (and no NULL processing time)."""
-    from pyspark.sql import functions as F  # noqa: N812
-
+    """First and last arrival, from one row per partition (and no NULL processing time)."""
+    import pyarrow.compute as pc
 
     with spark_errors(None):
-        t = inp.agg(F.min(PROCESSING_TIME).alias("lo"), F.max(PROCESSING_TIME).alias("hi"),
-                    F.count(F.lit(1)).alias("n"), F.count(PROCESSING_TIME).alias("known")
-                    ).toArrow()  # Arrow, so TIMESTAMP_NTZ reads as the driver reads it
-    check_processing_time(plan.clauses, t.column("n")[0].as_py() - t.column("known")[0].as_py())
-    if t.column("lo").null_count:
-        return None, None
-    return int(us(t.column("lo"))[0]), int(us(t.column("hi"))[0])
+        t = inp.select(PROCESSING_TIME).mapInArrow(arrival_ranges, _RANGES).toArrow()
+    rows, known = (pc.sum(t.column(k)).as_py() or 0 for k in ("n", "known"))
+    check_processing_time(plan.clauses, rows - known)
+    first, last = pc.min(t.column("lo")).as_py(), pc.max(t.column("hi")).as_py()
+    return (None, None) if first is None else (int(first), int(last))
+
+
+_RANGES = "lo BIGINT, hi BIGINT, n BIGINT, known BIGINT"
+
+
+def arrival_ranges(batches):
+    """mapInArrow over one partition's arrivals: its first and last (int64 µs; NULL when
+    none is known), its rows, and its rows with a known arrival."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [b.column(0) for b in batches if b.num_rows]
+    if not chunks:
+        return
+    arrivals = pa.chunked_array(chunks)
+    bounds = pc.min_max(arrivals)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([bounds[k].value], pa.int64()) for k in ("min", "max")]
+        + [pa.array([n], pa.int64()) for n in (len(arrivals),
+                                                len(arrivals) - arrivals.null_count)],
+        names=["lo", "hi", "n", "known"])
 
 
 # --------------------------------------------------------------------------- DELAY
 
 
 def _delay_records(inp: DataFrame) -> DataFrame:
-    """Global running-max changes of event time over processing time (plus, per
-    partition, its last arrival and a NULL processing time if it has one)."""
-    per_partition = inp.select(PROCESSING_TIME, EVENT_TIME).mapInArrow(_running_max_records, _TS)
-    return per_partition.repartition(1).mapInArrow(_running_max_records, _TS)
+    """Each partition's running-max changes of event time over processing time, its last
+    arrival and a NULL processing time if it has one: the driver's Timeline.of combines
+    them into the global changes."""
+    return inp.select(PROCESSING_TIME, EVENT_TIME).mapInArrow(_running_max_records, _TS)
 
 
 def _running_max_records(batches):
