@@ -44,7 +44,8 @@ def _changelog_key(r):
     return (r.emit_time is not None, r.emit_time, r.key)
 
 
-def test_in_emit_order_orders_outliers_and_nulls(spark):
+@pytest.mark.parametrize("partitions", [4, 1])
+def test_in_emit_order_orders_outliers_and_nulls(spark, partitions):
     rng = np.random.default_rng(3)
     rows = []
     for i in range(400):
@@ -54,11 +55,16 @@ def test_in_emit_order_orders_outliers_and_nulls(spark):
         rows.append((f"k{int(rng.integers(0, 9))}", T0 + timedelta(seconds=int(rng.integers(0, 60))),
                      emit, bool(rng.integers(0, 2))))
     df = spark.createDataFrame(rows, "key STRING, window_start TIMESTAMP, emit_time TIMESTAMP, "
-                                     "is_retraction BOOLEAN")
+                                     "is_retraction BOOLEAN").repartition(3)
     lo = int(T0.timestamp() * 1e6)
-    got = in_emit_order(df, ORDER, lo, lo + 1000 * 1_000_000, 4).collect()
+    ordered = in_emit_order(df, ORDER, lo, lo + 1000 * 1_000_000, partitions)
+    got = ordered.collect()
     assert len(got) == 400 and sorted(got, key=_key) == got
     assert sum(r.emit_time is None for r in got) == 8 and got[0].emit_time is None
+    # on one partition the rows are gathered without a shuffle: only the test's own
+    # round-robin repartition(3) exchanges them, not a hash exchange on the slices
+    plan = ordered._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+    assert ("Exchange hashpartitioning" in plan) == (partitions > 1), plan
 
 
 def _events() -> list[tuple]:
