@@ -227,7 +227,23 @@ class StateDir:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         judge.guard(session)  # its query is judged again, as a client's would be
         altered, history = _altered(record.get("altered"), session)
+        drop_unfinished_writes(self.root / record["checkpoint"])
         continuous.restart(stmt, text, session, start, record.get("owner"), altered, history)
+
+
+def drop_unfinished_writes(checkpoint: Path) -> list[Path]:
+    """Remove the temporary files a kill left in ``checkpoint``'s logs.
+
+    Spark writes each entry of a checkpoint's logs to a hidden temporary file
+    (``.0.<uuid>.tmp``, with its ``.crc``) and renames it; a kill between the two leaves
+    the file, which Spark never reads, but which makes a query killed before its first
+    entry refuse to start ("the checkpoint location …/offsets should be empty on batch
+    0"). The server holds DIR's lock, so no one else writes there."""
+    gone = [f for log in ("offsets", "commits", "sources/*")
+            for f in checkpoint.glob(f"{log}/.*.tmp*")]
+    for f in gone:
+        f.unlink(missing_ok=True)
+    return gone
 
 
 def _altered(kept: dict | None, spark: SparkSession

@@ -178,3 +178,37 @@ def test_a_local_checkpoint_is_written_without_a_process_per_path(spark, tmp_pat
         assert _file_manager(plain) == "FileContextBasedCheckpointFileManager"
     finally:
         plain.stop()
+
+
+def test_a_write_cut_before_its_rename_does_not_stop_a_kept_query(spark, tmp_path):
+    """A kill between Spark's write of a log entry and its rename leaves a hidden
+    temporary file; for a stateful query killed before its first entry, Spark then
+    refuses the checkpoint. The server removes such files before it starts a kept
+    query again (``dfsql.server.state.drop_unfinished_writes``), and the query runs."""
+    from pyspark.errors import StreamingQueryException
+
+    from dfsql.server.state import drop_unfinished_writes
+
+    src, ck = tmp_path / "in", tmp_path / "ck"
+    spark.createDataFrame([("a",), ("a",), ("b",)], "k STRING").write.parquet(str(src))
+    cut = [ck / "offsets" / ".0.5d1c2b7e-0f4e-4a8c-9a57-1d2f0c3b4a5e.tmp",
+           ck / "offsets" / "..0.5d1c2b7e-0f4e-4a8c-9a57-1d2f0c3b4a5e.tmp.crc"]
+    cut[0].parent.mkdir(parents=True)
+    for f in cut:
+        f.touch()
+
+    def run() -> list:
+        got: list = []
+        q = (spark.readStream.schema("k STRING").parquet(str(src)).groupBy("k").count()
+             .writeStream.outputMode("complete").option("checkpointLocation", str(ck))
+             .foreachBatch(lambda b, _: got.extend(tuple(r) for r in b.collect()))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        return sorted(got)
+
+    with pytest.raises(StreamingQueryException, match="should be empty on batch 0"):
+        run()
+    assert sorted(drop_unfinished_writes(ck)) == sorted(cut)
+    assert run() == [("a", 2), ("b", 1)]
+    # the entries Spark renamed into place are the log itself: kept
+    assert drop_unfinished_writes(ck) == [] and (ck / "offsets" / "0").exists()
