@@ -151,21 +151,22 @@ def shell(spark):
     from dfsql.shell.repl import Shell
 
     register_paper_tables(spark)
-    before = {t.name for t in spark.catalog.listTables()}
+    before = {r.tableName for r in spark.sql("SHOW TABLES").collect()}
     sh = Shell(paper_tables=False, history="/dev/null")
     sh._spark = spark
     sh._started.set()
     sh.timing, sh.pager = False, False
     yield sh
-    for t in spark.catalog.listTables():
-        if t.name in before:
+    views = {r.viewName for r in spark.sql("SHOW VIEWS").collect() if not r.isTemporary}
+    for t in spark.sql("SHOW TABLES").collect():
+        if t.tableName in before:
             continue
-        spark.sql(f"UNCACHE TABLE IF EXISTS `{t.name}`")
+        spark.sql(f"UNCACHE TABLE IF EXISTS `{t.tableName}`")
         if t.isTemporary:
-            spark.catalog.dropTempView(t.name)
+            spark.catalog.dropTempView(t.tableName)
         else:
-            kind = "VIEW" if t.tableType == "VIEW" else "TABLE"
-            spark.sql(f"DROP {kind} IF EXISTS `{t.name}`")
+            kind = "VIEW" if t.tableName in views else "TABLE"
+            spark.sql(f"DROP {kind} IF EXISTS `{t.tableName}`")
 
 
 def _run(sh, example: Example) -> str:

@@ -106,8 +106,9 @@ class Catalog:
             return self._names[key]
 
     def tables(self) -> list[str]:
+        # SHOW TABLES: names, without resolving each table as catalog.listTables does
         return self._read(("tables",), lambda spark: sorted(
-            {t.name for t in spark.catalog.listTables()}))
+            {r.tableName for r in spark.sql("SHOW TABLES").collect()}))
 
     def columns(self, table: str) -> list[str]:
         from pyspark.errors import PySparkException

@@ -27,7 +27,8 @@ def life_events(spark):
 
 
 def _ours(spark) -> list[str]:
-    return [t.name for t in spark.catalog.listTables() if t.name.startswith("__dfsql")]
+    return [r.tableName for r in spark.sql("SHOW TABLES").collect()
+            if r.tableName.startswith("__dfsql")]
 
 
 def _cached(spark) -> bool:

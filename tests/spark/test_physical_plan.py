@@ -149,7 +149,7 @@ def test_a_block_reading_another_says_both(spark, inputs) -> None:
     assert lines[0].endswith("by the model's kernels")
     assert lines[1].startswith("-- runs as: not known: line 1, col ")
     assert "cannot subtract the retractions" in lines[1]
-    assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dfsql")]
+    assert not [v for v in spark.sql("SHOW TABLES").collect() if v.tableName.startswith("__dfsql")]
 
 
 def test_a_block_reading_a_changelog_says_both_and_runs_on_them(spark, inputs) -> None:
@@ -169,7 +169,7 @@ def test_a_block_reading_a_changelog_says_both_and_runs_on_them(spark, inputs) -
     df = dfsql.sql(outer, spark)
     assert [b.physical.line() for b in planned_of(df).blocks] == want
     df.collect()  # and it runs
-    assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dfsql")]
+    assert not [v for v in spark.sql("SHOW TABLES").collect() if v.tableName.startswith("__dfsql")]
 
 
 def test_explain_without_a_session_says_so() -> None:

@@ -10,7 +10,7 @@ from dfsql.errors import AnalysisError, DataError, SourceError
 
 
 def _view_exists(spark, name: str) -> bool:
-    return any(t.name == name for t in spark.catalog.listTables())
+    return spark.catalog.tableExists(name)
 
 
 CASES = [

@@ -199,11 +199,14 @@ class Catalog:
         folder = self.warehouse / VIEWS
         here: set[str] = set()
         for db in {"default", *self.databases}:
-            for t in self.spark.catalog.listTables(db):
-                if t.tableType == "VIEW" and not t.isTemporary:
-                    fname = _view_file(db, t.name)
+            # SHOW VIEWS, not catalog.listTables: the names only, without resolving every
+            # table of the database (listTables fails on any table it cannot resolve)
+            for view in self.spark.sql(f"SHOW VIEWS IN {_q(db)}").collect():
+                if not view.isTemporary:
+                    fname = _view_file(db, view.viewName)
                     here.add(fname)
-                    text = self.spark.sql(f"SHOW CREATE TABLE {_q(db)}.{_q(t.name)}").collect()[0][0]
+                    text = self.spark.sql(
+                        f"SHOW CREATE TABLE {_q(db)}.{_q(view.viewName)}").collect()[0][0]
                     self.views_seen[fname] = _write_if_changed(folder, fname, text)
         for fname in [f for f in self.views_seen if f not in here]:
             del self.views_seen[fname]
