@@ -163,8 +163,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: session: the endpoint's sessions in this process (new sessions of its context) and
 #: every JVM the tests start (servers, shells, the CLI, programs, the cluster) generate
 #: code, as a user's do, so every path also runs that way somewhere in the suite. (In this
-#: mode Spark's ``catalog.listTables`` cannot decode its own rows; dfsql and the tests list
-#: names with SHOW TABLES and SHOW VIEWS, which resolve no table.)
+#: mode Spark's ``catalog.listTables`` cannot decode its own rows: the warehouse's view
+#: sync, the shell's completion and the tests list names with SHOW VIEWS and SHOW TABLES,
+#: which resolve no table; ``\d`` and the endpoint's metadata calls, which show each
+#: table's type, are tested through sessions that generate code.)
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
                "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
