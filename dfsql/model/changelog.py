@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfsql.model.lexsort import lexsort
 from dfsql.model.windows import concat_ranges
 
 #: In an order term: the GROUP BY keys, every one in their order.
@@ -94,7 +95,7 @@ def changelog_order(key: np.ndarray, emit_time: np.ndarray, window_start: np.nda
     permutation that sorts them (stable: ties keep the rows' order)."""
     cols = changelog_sort_columns(key, emit_time, window_start, pane_index, retracted,
                                   retraction_emit_time, replacing)
-    return np.lexsort(cols[::-1])
+    return lexsort(cols[::-1])
 
 
 def element_panes(r, n_panes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,7 +126,7 @@ def changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
     if len(rp) and repl.min() < 0:
         return changelog_ranks_by_sort(r, wstart)
     key, emit = r.pane_key, r.pane_emit_time
-    po = None if nondecreasing(key, emit, wstart, pi) else np.lexsort((pi, wstart, emit, key))
+    po = None if nondecreasing(key, emit, wstart, pi) else lexsort((pi, wstart, emit, key))
     before = np.bincount(repl, minlength=n)  # retractions placed right before each pane
     before_s = before if po is None else before[po]
     pos_s = np.arange(n, dtype=np.int64) + np.cumsum(before_s)
@@ -133,7 +134,7 @@ def changelog_ranks(r, wstart: np.ndarray) -> np.ndarray:
     if po is not None:
         pane_pos = np.empty(n, np.int64)
         pane_pos[po] = pos_s
-    ro = np.lexsort((wstart[rp], repl))  # retractions before one pane: window_start order
+    ro = lexsort((wstart[rp], repl))  # retractions before one pane: window_start order
     anchor = repl[ro]
     idx = np.arange(len(ro), dtype=np.int64)
     first = np.ones(len(ro), bool)
@@ -152,7 +153,7 @@ def changelog_ranks_by_sort(r, wstart: np.ndarray) -> np.ndarray:
                                   r.retraction_replacing)
     # places in a run are per key: the key before emit_time orders each key's rows alike
     g = len(CHANGELOG_GROUP)
-    order = np.lexsort((*cols[g:][::-1], *cols[:g]))
+    order = lexsort((*cols[g:][::-1], *cols[:g]))
     ranks = np.empty(len(order), np.int64)
     ranks[order] = np.arange(len(order), dtype=np.int64)
     return packed_ranks(ranks[:n], rp, ranks[n:])

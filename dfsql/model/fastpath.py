@@ -34,6 +34,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model.count_fires import count_fire_ordinals
+from dfsql.model.lexsort import lexsort
 from dfsql.model.panes import DROP_CLOSED, DROP_EXPIRED, EARLY, LATE, ON_TIME
 from dfsql.model.result import (
     NULL_TIME,
@@ -226,7 +227,7 @@ def _by_window(start: np.ndarray, end: np.ndarray, arr: np.ndarray, ikey: np.nda
                row: np.ndarray, tl: Timeline, lateness: int, e_time: int) -> _Windows:
     """Group instances by (key, start): windows do not merge, so the end follows."""
     n = len(row)
-    o = np.lexsort((row, arr, start, ikey))
+    o = lexsort((row, arr, start, ikey))
     k_o, s_o = ikey[o], start[o]
     neww = np.ones(n, bool)
     neww[1:] = (k_o[1:] != k_o[:-1]) | (s_o[1:] != s_o[:-1])
@@ -310,7 +311,7 @@ def _panes(plan: Plan, w: _Windows, adm: _Admitted, fin: int) -> _Panes:
     acc_idx = adm.accepted
     cw = np.r_[w.wid[acc_idx], ontime_w].astype(I64)
     cf = np.r_[fire[acc_idx], ord_on[ontime_w]].astype(I64)
-    co = np.lexsort((cf, cw))
+    co = lexsort((cf, cw))
     cw_s, cf_s = cw[co], cf[co]
     newp = np.ones(len(co), bool)
     if len(co):
@@ -390,7 +391,7 @@ def _batch(clauses: c.Clauses, row: np.ndarray, start: np.ndarray, end: np.ndarr
     """Batch: one last, ON_TIME pane per (merged) window; emit_time NULL."""
     n = len(row)
     ms, me = merge_sessions(ikey, start, end)[1:] if clauses.window.merging else (start, end)
-    o = np.lexsort((ms, ikey))
+    o = lexsort((ms, ikey))
     k_o, s_o = ikey[o], ms[o]
     newp = np.ones(n, bool)
     if n:

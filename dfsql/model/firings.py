@@ -24,6 +24,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
+from dfsql.model.lexsort import lexsort
 from dfsql.model.panes import DROP_NONE
 from dfsql.model.result import GabwResult, late_instances
 from dfsql.model.trigger_notation import duration_text, leaf_text
@@ -322,7 +323,7 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
         seq=np.empty(0, I64),
     )
     sub = cat(np.arange(n), p.pane_index, p.pane_index[rp], np.arange(m))
-    o = np.lexsort((sub, _RANK[ev.code], ev.window_start, ev.key, ev.at))
+    o = lexsort((sub, _RANK[ev.code], ev.window_start, ev.key, ev.at))
     for f in ("key", "window_start", "window_end", "at", "code", "watermark", "pane_index",
               "timing", "detail", "event_time", "reason", "pane"):
         setattr(ev, f, getattr(ev, f)[o])

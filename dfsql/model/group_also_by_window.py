@@ -36,6 +36,7 @@ import numpy as np
 from dfsql.model import fastpath, sessions_fast
 from dfsql.model.aggregates import Route, pane_aggregate
 from dfsql.model.clauses import Accumulation, Clauses
+from dfsql.model.lexsort import lexsort
 from dfsql.model.panes import DROP_NULL_TIME
 from dfsql.model.panes import DROP_TEXT as _DROP_TEXT
 from dfsql.model.result import (
@@ -141,7 +142,7 @@ def _without_null_times(null: np.ndarray, key: np.ndarray, event_time: np.ndarra
                      np.concatenate([i.drop_reason, np.full(k, DROP_NULL_TIME, np.int8)]),
                      np.concatenate([i.watermark_at_arrival, wm]))
     if kw.get("ordered", True):  # canonical instance order: by row, then window start
-        o = np.lexsort((inst.window_start, inst.row))
+        o = lexsort((inst.window_start, inst.row))
         inst = Instances(*(a[o] for a in (inst.row, inst.window_start, inst.window_end,
                                           inst.first_pane, inst.drop_reason,
                                           inst.watermark_at_arrival)))

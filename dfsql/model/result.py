@@ -15,6 +15,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model import triggers as tr
+from dfsql.model.lexsort import lexsort
 from dfsql.model.watermarks import Timeline
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, assign
 
@@ -116,7 +117,7 @@ def canonical(res: GabwResult) -> GabwResult:
     """Number panes by (emit_time, key, window_start, window_end, pane_index) and sort
     everything else, so that equal results are equal array by array."""
     p = res.panes
-    order = np.lexsort((p.pane_index, p.window_end, p.window_start, p.key, p.emit_time))
+    order = lexsort((p.pane_index, p.window_end, p.window_start, p.key, p.emit_time))
     new_id = np.empty(len(order), I64)
     new_id[order] = np.arange(len(order), dtype=I64)
     panes = Panes(np.arange(len(order), dtype=I64), p.key[order], p.window_start[order],
@@ -124,14 +125,14 @@ def canonical(res: GabwResult) -> GabwResult:
                   p.is_last[order], p.emit_time[order])
     r = res.retractions
     rid = new_id[r.retracted_pane_id]
-    ro = np.lexsort((rid, r.emit_time))
+    ro = lexsort((rid, r.emit_time))
     c = res.cover
     cp, cd = new_id[c.pane_id], new_id[c.delta_id]
-    co = np.lexsort((cd, cp))
+    co = lexsort((cd, cp))
     i = res.instances
     lookup = np.r_[new_id, -1]  # index -1 (dropped) maps to -1
     fp = lookup[i.first_pane]
-    io = np.lexsort((i.window_start, i.row))
+    io = lexsort((i.window_start, i.row))
     return GabwResult(
         panes,
         Retractions(rid[ro], r.emit_time[ro], new_id[r.replacing_pane_id][ro]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dfsql.model import clauses as c
+from dfsql.model.lexsort import lexsort
 from dfsql.model.result import Cover, GabwResult, Instances, Panes, Retractions
 from dfsql.model.session_chains import Pieces
 from dfsql.model.windows import I64, concat_ranges
@@ -30,7 +31,7 @@ def fast_panes(pieces: tuple[Pieces, ...], fast_chain: np.ndarray,
                 np.empty(0, bool), _EMPTY]
     keep = fast_chain[cols[0]] if len(cols[0]) else np.empty(0, bool)
     cols = [x[keep] for x in cols]
-    po = np.lexsort((cols[4], cols[1], cols[0]))
+    po = lexsort((cols[4], cols[1], cols[0]))
     return tuple(x[po] for x in cols)
 
 
@@ -47,7 +48,7 @@ def pane_index_and_next(pieces: tuple[Pieces, ...], n_windows: int, pidx: np.nda
     grew_of = np.zeros(n_windows, bool)
     if len(wseq):
         grew_of[wseq] = np.concatenate([a for p in pieces for a in p.win_grew])
-    wo = np.lexsort((wseq, win_chain_a))  # windows along each chain, in creation order
+    wo = lexsort((wseq, win_chain_a))  # windows along each chain, in creation order
     window_of = np.zeros(n_windows, I64)
     window_of[wseq[wo]] = np.cumsum(grew_of[wseq[wo]])
     p_window = window_of[pwin]

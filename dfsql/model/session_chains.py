@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfsql.model.fastpath import _ord_of
+from dfsql.model.lexsort import lexsort
 from dfsql.model.panes import EARLY
 from dfsql.model.triggers import ceil_to
 from dfsql.model.watermarks import Timeline
@@ -73,7 +74,7 @@ def final_sessions(live: np.ndarray, ikey: np.ndarray, start: np.ndarray, end: n
               arr: np.ndarray, wm_prev: np.ndarray) -> Sessions:
     """Phase 2: the final sessions of the live elements, in arrival order."""
     comp, _, _ = merge_sessions(ikey[live], start[live], end[live])
-    o = np.lexsort((live, comp))
+    o = lexsort((live, comp))
     el = live[o]
     cmp_ = comp[o]
     m = len(el)

@@ -22,6 +22,7 @@ from dfsql.model.clauses import (
     WatermarkPercentile,
     WatermarkPerfect,
 )
+from dfsql.model.lexsort import lexsort
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
 
 
@@ -52,7 +53,7 @@ class Timeline:
         v = np.asarray(values, I64)
         if len(t) == 0:
             return Timeline(np.empty(0, I64), np.empty(0, I64), None, end)
-        o = np.lexsort((v, t))
+        o = lexsort((v, t))
         t, v = t[o], np.maximum.accumulate(v[o])
         last_of_time = np.r_[t[1:] != t[:-1], True]
         t, v = t[last_of_time], v[last_of_time]
@@ -215,7 +216,7 @@ def earliest_per_arrival(arrival_time: np.ndarray, event_time: np.ndarray
     e = np.asarray(event_time, I64)
     if len(a) == 0:
         return a, e
-    o = np.lexsort((e, a))
+    o = lexsort((e, a))
     a, e = a[o], e[o]
     first_of_time = np.r_[True, a[1:] != a[:-1]]
     return a[first_of_time], e[first_of_time]

@@ -35,6 +35,7 @@ from dfsql.errors import DataError, SourceError
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model import clauses as c
 from dfsql.model import watermarks as wmod
+from dfsql.model.lexsort import lexsort
 from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags, round_delay
 from dfsql.session import spark_context
 from dfsql.spark.errors import spark_errors
@@ -279,7 +280,7 @@ def count_pairs(a: np.ndarray, d: np.ndarray, n: np.ndarray | None = None):
         n = np.ones(len(a), np.int64)
     if not len(a):
         return a, d, n
-    o = np.lexsort((d, a))
+    o = lexsort((d, a))
     a, d, n = a[o], d[o], n[o]
     new = np.r_[True, (a[1:] != a[:-1]) | (d[1:] != d[:-1])]
     starts = np.flatnonzero(new)

@@ -18,6 +18,7 @@ import numpy as np
 
 from dfsql.model import clauses as c
 from dfsql.model.group_also_by_window import drive
+from dfsql.model.lexsort import lexsort
 from dfsql.model.watermarks import (
     DelayHistogram,
     Timeline,
@@ -429,7 +430,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         else:
             key_ids = np.zeros(len(elems), np.int64)
         at = elems[AT].to_numpy(np.int64)
-        o = np.lexsort((at, key_ids))
+        o = lexsort((at, key_ids))
         elems = elems.iloc[o].reset_index(drop=True)
         kid = key_ids[o]
         dense = np.r_[0, np.cumsum(kid[1:] != kid[:-1])].astype(np.int64)
