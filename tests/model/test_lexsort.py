@@ -1,14 +1,13 @@
-"""The model's one-sort ``lexsort`` against ``np.lexsort``: the same permutation, exactly,
-ties included, whether the keys pack into one int64 or fall back."""
+"""The model's ``lexsort`` against ``np.lexsort``: the same permutation, exactly, ties
+included, whether the keys pack into one int64, into several, or fall back."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dfsql.model.lexsort import _packed, lexsort
+from dfsql.model.lexsort import lexsort, packed_keys
 from dfsql.model.windows import NEG_INF, POS_INF
 
 # small ranges (many ties), timestamps in microseconds, and the model's infinities
@@ -32,23 +31,30 @@ def test_same_permutation_as_numpy(data, n: int, n_keys: int) -> None:
 
 
 def test_keys_that_fit_are_packed_in_order() -> None:
-    """Keys of the replay's kind (key ids, microsecond times, flags) take the one-sort
-    path, and the packed values order rows as the keys do."""
+    """Keys of the replay's kind (key ids, microsecond times, flags) pack into one int64,
+    and the packed values order rows as the keys do."""
     rng = np.random.default_rng(7)
     key = rng.integers(0, 10_000, 5_000)
     start = rng.integers(1_700_000_000_000_000, 1_700_003_600_000_000, 5_000)
     flag = rng.integers(0, 2, 5_000).astype(bool)
-    packed = _packed([flag, start, key])
-    assert packed is not None
-    o = np.argsort(packed, kind="stable")
+    packed = packed_keys([flag, start, key])
+    assert packed is not None and len(packed) == 1
+    o = np.argsort(packed[0], kind="stable")
     assert np.all(np.diff(key[o]) >= 0)
     np.testing.assert_array_equal(o, np.lexsort((flag, start, key)))
 
 
-@pytest.mark.parametrize("keys", [
-    [np.array([NEG_INF, POS_INF, 0]), np.array([POS_INF, NEG_INF, 1])],  # too wide
-    [np.array([0.5, -1.0, 0.5]), np.array([1, 0, 1])],  # a float key
-])
-def test_keys_that_do_not_pack_fall_back(keys) -> None:
-    assert _packed(list(keys)) is None
+def test_wide_keys_take_one_sort_each() -> None:
+    """Two times in microseconds over an hour do not fit one int64 beside each other, and
+    a key holding the model's infinities does not fit beside anything."""
+    hour = np.array([0, 3_600_000_000, 7, 7]) + 1_700_000_000_000_000
+    keys = [np.array([2, 1, 0, 1]), hour, hour[::-1].copy(), np.array([NEG_INF, POS_INF, 0, 0])]
+    packed = packed_keys(keys)
+    assert packed is not None and len(packed) == 3
+    np.testing.assert_array_equal(lexsort(keys), np.lexsort(keys))
+
+
+def test_a_float_key_falls_back() -> None:
+    keys = [np.array([0.5, -1.0, 0.5]), np.array([1, 0, 1])]
+    assert packed_keys(keys) is None
     np.testing.assert_array_equal(lexsort(keys), np.lexsort(keys))
