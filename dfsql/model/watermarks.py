@@ -53,7 +53,9 @@ class Timeline:
         v = np.asarray(values, I64)
         if len(t) == 0:
             return Timeline(np.empty(0, I64), np.empty(0, I64), None, end)
-        o = lexsort((v, t))
+        # in time order; within one instant any order: the running max at its last
+        # point covers them all, and only that point is kept
+        o = np.argsort(t, kind="stable")
         t, v = t[o], np.maximum.accumulate(v[o])
         last_of_time = np.r_[t[1:] != t[:-1], True]
         t, v = t[last_of_time], v[last_of_time]

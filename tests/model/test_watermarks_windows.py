@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dfsql.model import clauses as c
 from dfsql.model.watermarks import (
@@ -136,3 +138,15 @@ def test_percentile_lags_are_the_nearest_rank_of_every_delay_so_far() -> None:
         assert dict(zip(after.values.tolist(), after.counts.tolist(), strict=True)) == {
             v: int(hist.counts[hv == v].sum() + cnt[d == v].sum())
             for v in set(hv.tolist()) | set(d.tolist())}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(-5, 20)), max_size=30))
+def test_timeline_of_raw_points_is_the_running_max_by_instant(points) -> None:
+    """Points in any order, several at one instant: the watermark after instant p is the
+    largest value among points at or before p, and the timeline keeps only its changes."""
+    t = Timeline.of([p for p, _ in points], [v for _, v in points])
+    for p in range(-1, 8):
+        seen = [v for q, v in points if q <= p]
+        assert int(t.at(p)) == (max(seen) if seen else NEG_INF)
+    assert np.all(np.diff(t.values) > 0) and np.all(np.diff(t.times) > 0)
