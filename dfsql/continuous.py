@@ -17,15 +17,16 @@ user is an admin. Python and the shell run as the process itself, which may stop
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner
 from dfsql.continuous_actors import actor as _actor
-from dfsql.continuous_show import Totals, show_queries
+from dfsql.continuous_show import Totals, current_totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.continuous import (
     Backfill,
@@ -36,6 +37,7 @@ from dfsql.language.continuous import (
 from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
 from dfsql.session import spark_context
+from dfsql.spark.stream import progress_log
 from dfsql.spark.stream.checkpoint import committed_batches, last_committed
 from dfsql.spark.stream.restate import LoggedDirectory, log_latest
 from dfsql.spark.stream.sinks import TableSink
@@ -128,7 +130,6 @@ class Running:
     text: str
     started: float
     owner: str | None = None
-    totals: Totals = field(default_factory=Totals)
     #: where its panes go (the TableSink object, or the directory)
     sink_object: object = None
     #: its history (BACKFILL FROM, or what ALTER gave it), for the next version's
@@ -259,18 +260,21 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
         checkpoint = tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-v{version}-")
     if created.checkpoint is not None:
         checkpoint = f"{created.checkpoint.rstrip('/')}/alter-v{version}"
-    r.totals.fold(r.query.recentProgress)  # type: ignore[attr-defined]
-    r.query.stop()  # type: ignore[attr-defined]
+    # the frontier of its last completed micro-batch, and its figures, which the new
+    # version's log starts from
+    totals = _stopped(r, spark)
     body = stmt.query[stmt.query_offset:]
     head = "" if created.checkpoint is None else f" CHECKPOINT {string_literal(checkpoint)}"
     into = "" if directory is None else f" INTO DIRECTORY {string_literal(directory)}"
     new_text = f"CREATE STREAMING QUERY {r.name}{head}{into} AS {body}"
-    versions = (*r.versions, (version, r.totals.frontier))
+    versions = (*r.versions, (version, totals.frontier))
     switched = False
     try:
         history = change.history()
-        if directory is None:
-            sink: object = TableSink(r.name, path=table_path, global_view=True)
+        if directory is None:  # readers keep the old table until the restated one
+            previous = r.sink_object.path if isinstance(r.sink_object, TableSink) else None
+            sink: object = TableSink(r.name, path=table_path, global_view=True,
+                                     replaces=True, previous=previous)
             base = None
         else:
             sink = _restating(r, change, directory, table_path, spark, src, stmt)
@@ -280,26 +284,41 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
             # record replaced whole, or not at all (a kill after it starts the new one)
             keeper.keep(parse_continuous(new_text), new_text, spark, r.owner, altered)
             switched = True
+        progress_log.write_base(spark, checkpoint, totals.as_base())
+        progress_log.watch(spark, r.name, checkpoint)
         new = start(query, sink=sink, checkpoint=checkpoint, name=r.name, spark=spark,
                     backfill=history)
     except BaseException:  # the old query goes on, as it was, and is kept as it was
         if switched:
             keeper.keep(created, r.text, spark, r.owner, r.altered)  # type: ignore[union-attr]
+        progress_log.watch(spark, r.name, r.checkpoint)
         old = start(created.query_statement, sink=r.sink_object, checkpoint=r.checkpoint,
                     name=r.name, spark=spark)
         with _LOCK:
             _RUNNING[r.name] = replace(r, query=old)
         raise
-    if keeper is not None and created.checkpoint is None:  # the old version's places
-        keeper.places(r.name, fresh=True, version=r.versions[-1][0])
+    if keeper is not None and created.checkpoint is None:
+        _drop_old_places(keeper, r.name, r.versions[-1][0])
     with _LOCK:
         _RUNNING[r.name] = replace(
-            r, query=new, checkpoint=checkpoint, sink_object=sink, totals=Totals(),
+            r, query=new, checkpoint=checkpoint, sink_object=sink,
             text=new_text, history=history, altered=altered)
     frontier = versions[-1][1]
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
                                  "from_frontier STRING, checkpoint STRING")
+
+
+def _drop_old_places(keeper: Keeper, name: str, old: int) -> None:
+    """After ALTER made version ``old + 1``: the old version's checkpoint goes (the new
+    one starts from its history, not from that state), its table stays until the next
+    change (it is what readers see until the new version's first batch, and after a
+    restart before that batch), and the table before it goes."""
+    checkpoint, _ = keeper.places(name, fresh=False, version=old)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    if old > 1:
+        _, older = keeper.places(name, fresh=False, version=old - 1)
+        shutil.rmtree(older, ignore_errors=True)
 
 
 def _restating(r: Running, change: Change, directory: str, table_path: str | None,
@@ -402,10 +421,15 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         sink: object = directory_sink(stmt.path, altered, table_path)
         where = f"directory {stmt.path}"
     else:
-        sink = TableSink(stmt.name, path=table_path, global_view=True)
+        previous = None  # a changed query's: its version before, until its first batch
+        if keeper is not None and altered is not None and altered.version > 1:
+            previous = keeper.places(stmt.name, fresh=False, version=altered.version - 1)[1]
+        sink = TableSink(stmt.name, path=table_path, global_view=True,
+                         replaces=altered is not None, previous=previous)
         where = f"table global_temp.{stmt.name}"
     try:
         history = history or stmt.backfill
+        progress_log.watch(spark, stmt.name, checkpoint)
         query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
                       spark=spark, backfill=history)
     except SourceError as e:
@@ -445,7 +469,8 @@ def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFram
         raise Source(text).error(AnalysisError, f"no continuous query named {stmt.name}",
                                  stmt.name_offset, "SHOW STREAMING QUERIES lists them")
     if r is not None:
-        r.query.stop()  # type: ignore[attr-defined]
+        _stopped(r, spark)
+        progress_log.unwatch(stmt.name)
     if keeper is None:
         return spark.createDataFrame([(stmt.name, "STOPPED")], "name STRING, status STRING")
     note = keeper.forget(stmt.name)
@@ -468,6 +493,14 @@ def stop_all() -> None:
         _RUNNING.clear()
     for r in running:
         try:
-            r.query.stop()  # type: ignore[attr-defined]
-        except Exception:
+            _stopped(r, None)
+        except Exception:  # noqa: BLE001 (the others stop all the same)
             pass
+
+
+def _stopped(r: Running, spark: SparkSession | None) -> Totals:
+    """Stop a running query and write the batches Spark reported before it stopped into
+    its progress log (the listener may not have had them yet): what a restart or the
+    next version starts from."""
+    r.query.stop()  # type: ignore[attr-defined]
+    return current_totals(spark, r.query, r.checkpoint)

@@ -1,41 +1,35 @@
-"""SHOW STREAMING QUERIES (:mod:`dfsql.continuous`): each query's figures folded from
-Spark's progress reports (:class:`Totals`), its inputs, its versions and its owner."""
+"""SHOW STREAMING QUERIES (:mod:`dfsql.continuous`): each query's figures over the
+micro-batches it ran (:class:`Totals`, from its progress log), its inputs, its versions
+and its owner."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: the name of dfsql's figures in a batch's progress (dfsql.spark.stream.plan.METRICS, not
-#: imported: that module loads Spark's and numpy's, which ``import dfsql`` does not)
-METRICS = "dfsql"
-
-
-@dataclass
+@dataclass(frozen=True)
 class Totals:
-    """A query's figures over all its micro-batches so far, folded from Spark's progress
-    reports (one per batch): a report says what its batch did, and the last one is
-    often a batch without data (input 0, no dfsql figures), which SHOW must not take for
-    the query's state.
+    """A query's figures over all the micro-batches it ran, from its progress log
+    (:mod:`dfsql.spark.stream.progress_log`: one record per batch, idle reports left
+    out) and the figures of its earlier versions (``base``, an ALTERed query's).
 
-    * input_rows: every batch's ``numInputRows``, summed;
+    * batches, input_rows: every batch's, summed (the earlier versions' included);
     * watermark: the latest batch's that has one — dfsql's own (the executor's
-      ``observedMetrics``), else Spark's ``eventTime.watermark`` (Spark's own operator);
+      ``observedMetrics``), else Spark's (Spark's own operator);
     * state: the elements dfsql's executor retains (its batches' ``state_change``,
       summed: every bucket, also those the last batch did not run), or the rows Spark's
-      own operator keeps (``stateOperators[].numRowsTotal`` of the latest batch);
+      own operator keeps (the latest batch's);
     * frontier, rows_latest, marks_latest: dfsql's executor's, of the latest batch that
       has them: the query's clock, and each input's latest processing time (the rows,
       and a ``WATERMARK FROM`` stream of marks).
 
-    Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates`` reports (100):
-    SHOW folds those it has not seen, so totals stay exact while SHOW runs at least that
-    often."""
+    A version that has run no batch yet (after ALTER, or a restart before new data)
+    shows the figures the versions before it left."""
 
-    last_batch: int = -1
+    batches: int = 0
     input_rows: int = 0
     watermark: str | None = None
     state: int | None = None
@@ -43,29 +37,35 @@ class Totals:
     rows_latest: str | None = None
     marks_latest: str | None = None
 
-    def fold(self, progress: list) -> None:
-        for p in progress:
-            batch = int(p["batchId"])
-            if batch <= self.last_batch:
-                continue
-            self.last_batch = batch
-            self.input_rows += int(p.get("numInputRows") or 0)
-            ours = (p.get("observedMetrics") or {}).get(METRICS)
-            ours = ours.asDict() if hasattr(ours, "asDict") else (ours or {})
-            spark_wm = (p.get("eventTime") or {}).get("watermark")
+    @classmethod
+    def of(cls, base: dict | None, records: list[dict]) -> Totals:
+        t = cls(**base) if base else cls()
+        batches, rows = t.batches, t.input_rows
+        watermark, state = t.watermark, t.state
+        clock = (t.frontier, t.rows_latest, t.marks_latest)
+        own_state: int | None = None
+        for r in records:
+            rows += r["input_rows"]
+            ours = r.get("dfsql") or {}
             if ours.get("watermark") is not None:
-                self.watermark = str(ours["watermark"])
-            elif spark_wm and not spark_wm.startswith("1970-01-01T00:00:00"):  # none yet
-                self.watermark = spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000")
+                watermark = ours["watermark"]
+            elif r.get("spark_watermark"):
+                watermark = r["spark_watermark"]
             if ours.get("frontier") is not None or ours.get("rows_latest") is not None:
-                self.frontier, self.rows_latest, self.marks_latest = (
-                    None if ours.get(k) is None else str(ours[k])
-                    for k in ("frontier", "rows_latest", "marks_latest"))
+                clock = tuple(ours.get(k) for k in ("frontier", "rows_latest",
+                                                     "marks_latest"))
             if "state_change" in ours:  # dfsql's executor (None: no bucket ran)
-                self.state = (self.state or 0) + int(ours["state_change"] or 0)
-            elif p.get("stateOperators"):
-                self.state = sum(int(op.get("numRowsTotal") or 0)
-                                 for op in p["stateOperators"])
+                own_state = (own_state or 0) + int(ours["state_change"] or 0)
+            elif r.get("spark_state") is not None:
+                own_state = r["spark_state"]
+        if records:
+            batches += records[-1]["batch_id"] + 1
+            state = own_state if own_state is not None else state
+        return cls(batches, rows, watermark, state, *clock)
+
+    def as_base(self) -> dict:
+        """These figures as the base of a changed query's next version."""
+        return asdict(self)
 
 
 SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGINT, "
@@ -88,11 +88,10 @@ def show_queries(spark: SparkSession, running: list, failed_now: list) -> DataFr
         error = q.exception() if not q.isActive else None  # type: ignore[attr-defined]
         if error is not None:
             status = "FAILED: " + (str(error).strip().splitlines() or ["?"])[0]
-        t = r.totals
-        t.fold(q.recentProgress)  # type: ignore[attr-defined]
+        t = current_totals(spark, q, r.checkpoint)
         p = q.lastProgress or {}  # type: ignore[attr-defined]
         rows.append((r.name, str(q.id), status, r.sink,  # type: ignore[attr-defined]
-                     t.last_batch + 1, t.input_rows,
+                     t.batches, t.input_rows,
                      float(p.get("inputRowsPerSecond", 0.0) or 0.0),
                      float(p.get("processedRowsPerSecond", 0.0) or 0.0),
                      t.watermark, t.state, t.frontier, *inputs_shown(t),
@@ -105,6 +104,22 @@ def show_queries(spark: SparkSession, running: list, failed_now: list) -> DataFr
                      datetime.fromtimestamp(f.since, timezone.utc).replace(tzinfo=None),
                      f.owner))
     return spark.createDataFrame(rows, SHOW_SCHEMA)
+
+
+def current_totals(spark: SparkSession | None, query: object, checkpoint: str) -> Totals:
+    """The figures of a running (or just stopped) query: its progress log, with the
+    batches Spark has reported and the log does not have yet written into it (the
+    listener writes them as Spark reports them; SHOW may read first)."""
+    from dfsql.spark.stream import progress_log as log
+
+    base, records = log.read_log(spark, checkpoint)
+    by_batch = {r["batch_id"]: r for r in records}
+    for p in query.recentProgress:  # type: ignore[attr-defined]
+        record = log.batch_record(p)
+        if record is not None and by_batch.get(record["batch_id"]) != record:
+            by_batch[record["batch_id"]] = record
+            log.write_record(spark, checkpoint, record)
+    return Totals.of(base, [by_batch[b] for b in sorted(by_batch)])
 
 
 def versions_shown(versions: tuple[tuple[int, str | None], ...]) -> str:

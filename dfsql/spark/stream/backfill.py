@@ -26,6 +26,7 @@ from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error
 from dfsql.spark.stream.checkpoint import committed_batches
 from dfsql.spark.stream.plan import BUCKETS_CONF, bucket_count
+from dfsql.spark.stream.progress_log import REREAD
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,7 +95,12 @@ def stream_input(plan: ReplayPlan, backfill: Backfill | None) -> DataFrame:
 
     stream = stream_relations(plan)[0]
     view = plan.name("__dfsql_unread")
-    unread = plan.spark.table(stream).where(~F.input_file_name().isin(list(backfill.skip)))
+    read_before = F.input_file_name().isin(list(backfill.skip))
+    # Spark counts those rows among the batch's input too: the query's progress log
+    # takes them out again (dfsql.spark.stream.progress_log), so a changed query counts
+    # each row it read once
+    unread = plan.spark.table(stream).observe(
+        REREAD, F.count(F.when(read_before, 1)).alias("rows")).where(~read_before)
     plan.temp_view(unread, view)
     return plan.timed_input_df({stream: view})
 

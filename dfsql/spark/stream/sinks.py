@@ -10,6 +10,7 @@ exactly once). :class:`TableSink` keeps the current value of every live window.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,19 +34,42 @@ def in_changelog_order(batch: DataFrame, order_by: tuple[str, ...] | None) -> Da
     return batch.drop(*SORT_COLUMNS)
 
 
+#: A micro-batch cancelled while Spark computes it (its query stopped: ALTER STREAMING
+#: QUERY, STOP) fails in ``toPandas`` as it must, and pyspark then warns with Spark's whole
+#: Java stack, printed into the user's program. The batch runs again from the checkpoint,
+#: or never, as the stop decides: the warning says nothing a user can act on, and the
+#: error itself still raises. (A filter for the process: ``catch_warnings`` around each
+#: call is not thread-safe, and batches of several queries convert at once.)
+QUIET = "toPandas attempted Arrow optimization"
+warnings.filterwarnings("ignore", message=QUIET, category=UserWarning)
+
+
+def batch_rows(batch: DataFrame):
+    """A micro-batch's rows in pandas (see the filter above)."""
+    return batch.toPandas()
+
+
 class TableSink:
     """A table that always holds the current row of every live window: each micro-batch's
     retractions delete the rows they retract and its panes replace their window's row,
     in changelog order (so ``+EARLY -EARLY +ON_TIME`` leaves the ON_TIME row, and a
     session merged away leaves nothing). The table is a temp view ``name``; with ``path``
     it is also written there after every batch, with the batch id, so a restarted query
-    resumes from it and a batch replayed after a crash is applied once."""
+    resumes from it and a batch replayed after a crash is applied once.
 
-    def __init__(self, name: str, path: str | None = None, global_view: bool = False) -> None:
+    A sink that ``replaces`` another's table (ALTER STREAMING QUERY's next version) leaves
+    the view the other published until its own first batch publishes the restated table
+    (readers never see no rows between the two); ``previous``, the other's kept table,
+    is what it publishes before that batch when the view is gone (a restart)."""
+
+    def __init__(self, name: str, path: str | None = None, global_view: bool = False,
+                 replaces: bool = False, previous: str | None = None) -> None:
         self.name = name
         self.path = path
         #: publish as ``global_temp.<name>`` (every session of the application sees it)
         self.global_view = global_view
+        self.replaces = replaces
+        self.previous = previous
         self.current = None  # pandas DataFrame
         self.last_batch = -1
         #: the first batch and :meth:`publish_initial` (another thread) race to register
@@ -82,7 +106,7 @@ class TableSink:
         if batch_id <= self.last_batch:  # applied before a crash: once only
             self._publish(spark, batch)
             return
-        rows = batch.toPandas()
+        rows = batch_rows(batch)
         ident = [*keys, "window_start", "window_end"]  # one live window
         if self.current is None:
             self.current = rows.iloc[0:0].drop(columns=["is_retraction"])
@@ -138,9 +162,32 @@ class TableSink:
         from pyspark.sql.types import StructType
 
         self._load()
+        if self.replaces and self.current is None:  # the old table until the restated one
+            self._publish_previous(spark)
+            return
         fields = StructType([f for f in schema.fields if f.name != "is_retraction"])
         rows = self.current if self.current is not None and len(self.current) else []
         self._register(spark.createDataFrame(rows, fields), initial=True)
+
+    def _publish_previous(self, spark) -> None:
+        """The replaced table, kept at ``previous``, when no view shows it (a restarted
+        process); the view as it is, when one does."""
+        import os
+
+        import pandas as pd
+
+        table = os.path.join(self.previous or "", "table.parquet")
+        shown = spark.catalog.tableExists(f"global_temp.{self.name}" if self.global_view
+                                          else self.name)
+        if shown or not self.previous or not os.path.exists(table):
+            return
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        rows = pd.read_parquet(table)
+        schema = from_arrow_schema(pq.read_schema(table))
+        self._register(spark.createDataFrame(rows if len(rows) else [], schema),
+                       initial=True)
 
 
 class AppendView:
@@ -159,7 +206,7 @@ class AppendView:
     def append(self, batch: DataFrame, batch_id: int) -> None:
         if batch_id <= self.last_batch:  # a batch replayed after a failure: once only
             return
-        rows = batch.toPandas()
+        rows = batch_rows(batch)
         if len(rows):
             self.frames.append(rows)
             self._publish()

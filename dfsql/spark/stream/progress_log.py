@@ -1,0 +1,267 @@
+"""A continuous query's progress log: one record per micro-batch it ran, kept in its
+checkpoint beside Spark's own logs, so that SHOW STREAMING QUERIES (and ALTER's
+frontier) reads what the query's batches did, across idle periods and restarts.
+
+Spark's progress reports alone cannot say it: Spark keeps the last 100 in memory only,
+and while a stream is idle it posts a report every ``noDataProgressEventInterval``
+(10 s) that ran no batch but carries the *next* batch's id with no rows and no dfsql
+figures (:func:`batch_record` tells the two apart: only a batch that ran has an
+``addBatch`` duration). Each record is written when Spark reports its batch, after the
+batch committed (a listener on the query's session, and SHOW itself for the reports
+it sees first), under the batch's id: a batch run again after a crash replaces its
+record. A changed query (ALTER STREAMING QUERY) starts its new checkpoint with the
+figures of the versions before it (:func:`write_base`).
+
+Records are JSON files, written whole (a temporary file, renamed) through Python on a
+local disk, through Hadoop's FileSystem elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: the folder of the records in a query's checkpoint
+LOG = "dfsql-progress"
+#: the figures of a changed query's earlier versions, in its latest version's log
+BASE = "base.json"
+#: the name of dfsql's figures in a batch's progress (dfsql.spark.stream.plan.METRICS,
+#: not imported: that module loads Spark's and numpy's)
+METRICS = "dfsql"
+#: the rows of files an earlier version of a changed query read, which the new version's
+#: stream reads again and leaves out (dfsql.spark.stream.backfill.stream_input)
+REREAD = "dfsql_reread"
+#: dfsql's executor's figures a record keeps (dfsql.spark.stream.plan._observed)
+FIGURES = ("elements_in", "state_elements", "state_change", "late_dropped", "watermark",
+           "frontier", "rows_latest", "marks_latest", "panes", "retractions")
+
+
+def batch_record(progress: Any) -> dict | None:
+    """What a progress report says its batch did, or None for a report that ran no
+    batch (Spark's idle report)."""
+    durations = progress.get("durationMs") or {}
+    if "addBatch" not in durations:
+        return None
+    ours = (progress.get("observedMetrics") or {}).get(METRICS)
+    ours = ours.asDict() if hasattr(ours, "asDict") else dict(ours or {})
+    spark_wm = (progress.get("eventTime") or {}).get("watermark")
+    if spark_wm and spark_wm.startswith("1970-01-01T00:00:00"):  # Spark's: none yet
+        spark_wm = None
+    operators = progress.get("stateOperators") or []
+    reread = (progress.get("observedMetrics") or {}).get(REREAD)
+    reread = (reread.asDict() if hasattr(reread, "asDict") else dict(reread or {}))
+    return {
+        "batch_id": int(progress["batchId"]),
+        "at": progress.get("timestamp"),
+        "input_rows": int(progress.get("numInputRows") or 0) - int(reread.get("rows") or 0),
+        "duration_ms": int(durations.get("triggerExecution") or 0),
+        "dfsql": {k: None if ours.get(k) is None else
+                  (ours[k] if isinstance(ours[k], int) else str(ours[k]))
+                  for k in FIGURES if k in ours} if ours else None,
+        "spark_watermark": None if not spark_wm else
+        spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000"),
+        "spark_state": sum(int(op.get("numRowsTotal") or 0) for op in operators)
+        if operators else None,
+    }
+
+
+def write_record(spark: SparkSession | None, checkpoint: str, record: dict) -> None:
+    """The record of one batch, replacing an earlier one of that batch's id."""
+    _write(spark, f"{checkpoint.rstrip('/')}/{LOG}/{record['batch_id']:010d}.json",
+           json.dumps(record))
+
+
+def write_base(spark: SparkSession | None, checkpoint: str, base: dict) -> None:
+    """The figures of a changed query's earlier versions, before its new version runs."""
+    _write(spark, f"{checkpoint.rstrip('/')}/{LOG}/{BASE}", json.dumps(base))
+
+
+def read_log(spark: SparkSession | None, checkpoint: str) -> tuple[dict | None, list[dict]]:
+    """(the earlier versions' figures or None, every batch's record in batch order)."""
+    texts = _read_all(spark, f"{checkpoint.rstrip('/')}/{LOG}")
+    base = texts.pop(BASE, None)
+    records = [json.loads(t) for _, t in sorted(texts.items())]
+    return (json.loads(base) if base else None), records
+
+
+# ---------------------------------------------------------------- the listener
+
+
+_WATCHED: dict[str, str] = {}  # query name -> checkpoint
+_LISTENING: set[int] = set()  # the JVM streams managers a recorder listens on
+_LOCK = threading.Lock()
+
+
+def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
+    """Record every batch the query ``name`` runs in ``spark`` into ``checkpoint``'s log
+    from now on (before it starts: its first batch may finish before start returns). A
+    report of another run of that name (an older version still reporting) is told by its
+    id, which Spark keeps in the checkpoint's ``metadata``."""
+    from dfsql.session import spark_context
+
+    with _LOCK:
+        _WATCHED[name] = checkpoint
+    sc = spark_context(spark)
+    if sc is None:  # Spark Connect: SHOW records the reports it reads
+        return
+    jvm_manager = spark._jsparkSession.streams()  # type: ignore[attr-defined]
+    key = sc._jvm.System.identityHashCode(jvm_manager)  # type: ignore[union-attr]
+    with _LOCK:
+        if key in _LISTENING:
+            return
+        _LISTENING.add(key)
+    spark.streams.addListener(_recorder(spark))
+
+
+def unwatch(name: str) -> None:
+    """No longer record the query ``name`` (STOP)."""
+    with _LOCK:
+        _WATCHED.pop(name, None)
+
+
+def record_report(spark: SparkSession | None, name: str | None, query_id: str,
+                  progress: Any) -> None:
+    """Record one progress report of the query ``name`` (run ``query_id``), if it ran a
+    batch and the query is watched."""
+    with _LOCK:
+        checkpoint = _WATCHED.get(name or "")
+    if checkpoint is None:
+        return
+    record = batch_record(progress)
+    if record is None or _run_id(spark, checkpoint, query_id) != query_id:
+        return
+    write_record(spark, checkpoint, record)
+
+
+_RUN_IDS: dict[str, str] = {}
+
+
+def _run_id(spark: SparkSession | None, checkpoint: str, query_id: str) -> str | None:
+    """The id of the query whose checkpoint this is (Spark's ``metadata`` file)."""
+    if checkpoint not in _RUN_IDS or _RUN_IDS[checkpoint] != query_id:  # a new run there
+        text = _read_one(spark, f"{checkpoint.rstrip('/')}/metadata")
+        if text is None:
+            return None
+        _RUN_IDS[checkpoint] = json.loads(text.splitlines()[0])["id"]
+    return _RUN_IDS[checkpoint]
+
+
+def _recorder(spark: SparkSession):
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Recorder(StreamingQueryListener):
+        """Writes each batch's record as Spark reports it (on Spark's listener bus)."""
+
+        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
+            pass
+
+        def onQueryProgress(self, event) -> None:  # noqa: N802
+            p = event.progress
+            try:
+                record_report(spark, p.get("name"), str(p.get("id")), p)
+            except Exception:  # noqa: BLE001 (a record SHOW will write when it reads)
+                pass
+
+        def onQueryIdle(self, event) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event) -> None:  # noqa: N802
+            pass
+
+    return Recorder()
+
+
+# ---------------------------------------------------------------- files
+
+
+def _local(path: str) -> str | None:
+    """The local path of ``path``, or None when it is on another file system."""
+    if path.startswith("file:"):
+        return path[len("file:"):].replace("///", "/", 1) if path.startswith("file:///") \
+            else path[len("file:"):]
+    return None if ":" in path.split("/", 1)[0] else path
+
+
+def _hadoop(spark: SparkSession, path: str):
+    from dfsql.session import spark_context
+
+    sc = spark_context(spark)
+    if sc is None:
+        return None, None, None
+    jvm = sc._jvm
+    jpath = jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    return jvm, jpath, jpath.getFileSystem(sc._jsc.hadoopConfiguration())  # type: ignore
+
+
+def _write(spark: SparkSession | None, path: str, text: str) -> None:
+    local = _local(path)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = f"{local}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, local)
+        return
+    if spark is None:
+        return
+    _, jpath, fs = _hadoop(spark, path)
+    if fs is None:
+        return
+    tmp = jpath.suffix(".tmp")
+    out = fs.create(tmp, True)
+    out.write(bytearray(text.encode()))
+    out.close()
+    fs.delete(jpath, False)
+    fs.rename(tmp, jpath)
+
+
+def _read_one(spark: SparkSession | None, path: str) -> str | None:
+    local = _local(path)
+    if local is not None:
+        try:
+            with open(local) as f:
+                return f.read()
+        except OSError:
+            return None
+    texts = _read_all(spark, path.rsplit("/", 1)[0])
+    return texts.get(path.rsplit("/", 1)[1])
+
+
+def _read_all(spark: SparkSession | None, folder: str) -> dict[str, str]:
+    """{file name: text} of the records in ``folder`` ({}: none yet)."""
+    local = _local(folder)
+    if local is not None:
+        out = {}
+        try:
+            names = os.listdir(local)
+        except OSError:
+            return {}
+        for n in names:
+            if n.endswith(".json"):
+                try:
+                    with open(os.path.join(local, n)) as f:
+                        out[n] = f.read()
+                except OSError:
+                    pass
+        return out
+    if spark is None:
+        return {}
+    jvm, jfolder, fs = _hadoop(spark, folder)
+    if fs is None or not fs.exists(jfolder):
+        return {}
+    out = {}
+    for status in fs.listStatus(jfolder):
+        name = status.getPath().getName()
+        if name.endswith(".json"):
+            stream = fs.open(status.getPath())
+            try:
+                reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream,
+                                                                              "UTF-8"))
+                out[name] = "\n".join(iter(reader.readLine, None))
+            finally:
+                stream.close()
+    return out
