@@ -122,6 +122,8 @@ def serve(args: argparse.Namespace) -> int:
                          hint="add --transport-mode http")
     streams = parse_streams(args.stream)
     spark = dfsql.session()
+    for view in streams:  # columns Spark cannot read: one error now, not one per login
+        view.struct(spark)
 
     def setup(session) -> None:
         if args.paper_tables:
@@ -354,7 +356,9 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                        help="register the paper's example tables in every session")
     p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
                        help="register the files arriving in DIR as the streaming view NAME "
-                            "in every session (repeatable)")
+                            "in every session (repeatable); 'NAME=DIR json (key STRING, "
+                            "t TIMESTAMP)' gives the format and columns, and DIR may be "
+                            "empty; files must be renamed into DIR whole, in arrival order")
     p_srv.add_argument("--state-dir", metavar="DIR",
                        help="keep every CREATE STREAMING QUERY in DIR (its statement, "
                             "checkpoint and table) and start them again, from their "
