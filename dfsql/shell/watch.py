@@ -80,11 +80,12 @@ def _in_window_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _changed(frame: pd.DataFrame, before: pd.DataFrame | None) -> np.ndarray:
-    """Which rows of ``frame`` the last batch changed: those not in ``before``, whole."""
+    """Which rows of ``frame`` the last batch changed: those not in ``before``, whole
+    (compared as printed: a cell may be a list or a map, which pandas cannot join on)."""
     if before is None or not len(before):
         return np.ones(len(frame), dtype=bool)
-    seen = before.drop_duplicates().assign(__seen=True)
-    merged = frame.merge(seen, on=list(frame.columns), how="left")
+    seen = before.astype(str).drop_duplicates().assign(__seen=True)
+    merged = frame.astype(str).merge(seen, on=list(frame.columns), how="left")
     return merged["__seen"].isna().to_numpy()
 
 
@@ -111,7 +112,9 @@ def screen_view(console: Console, frame: pd.DataFrame, before: pd.DataFrame | No
     ascii_only = not console.is_terminal
     columns = list(frame.columns)
     changed = _changed(frame, before)
-    header = len(console.render_lines(result_table(columns, [], ascii_only), pad=False))
+    # the lines a table takes besides its rows (edges, names, rule): one row's, less one
+    one_row = result_table(columns, [(None,) * len(columns)], ascii_only)
+    header = len(console.render_lines(one_row, pad=False)) - 1
     room = max(0, console.height - header - 1)
     shown = _shown(changed, room) if len(frame) > room else np.arange(len(frame))
     part = frame.iloc[shown]
@@ -119,10 +122,15 @@ def screen_view(console: Console, frame: pd.DataFrame, before: pd.DataFrame | No
     table = result_table(columns, [tuple(r) for r in cells.to_numpy().tolist()], ascii_only)
     for i in np.flatnonzero(changed[shown]):
         table.rows[i].style = "bold"
-    status = f"batch {batch}: {len(frame)} live windows, {int(changed.sum())} changed"
+    status = f"batch {batch}: {_count(len(frame), 'live window')}, {int(changed.sum())} changed"
     hidden = len(frame) - len(shown)
     if hidden:
         hidden_changed = int(changed.sum()) - int(changed[shown].sum())
-        status += (f", {hidden} older windows not shown" if not hidden_changed else
-                   f", {hidden} windows not shown ({hidden_changed} of them changed)")
+        status += (f", {_count(hidden, 'older window')} not shown" if not hidden_changed
+                   else f", {_count(hidden, 'window')} not shown ({hidden_changed} of them "
+                   "changed)")
     return Group(table, Text(status + " (Ctrl-C stops)", style="dim"))
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")

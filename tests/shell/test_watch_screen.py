@@ -151,3 +151,16 @@ def test_watch_with_more_changed_windows_than_rows_shows_the_newest_of_them() ->
     assert [int(ln.split()[3].split(":")[1]) for ln in lines[2:7]] == [7, 8, 9, 10, 11]
     assert lines[7] == ("batch 0: 12 live windows, 12 changed, 7 windows not shown "
                         "(7 of them changed) (Ctrl-C stops)")
+
+
+def test_watch_compares_rows_whose_cells_are_lists() -> None:
+    # a COLLECT_LIST column: lists, which a set or a pandas join cannot hold; 6 rows on
+    # an ASCII console (top edge, names, rule, bottom edge: 4 lines), the status 1: 1 fits
+    frame = _windows({0: 1, 1: 2}).assign(seen=[[1, 2], [3]])
+    changed = _windows({0: 1, 1: 2}).assign(seen=[[1, 2], [3, 4]])
+    console = Console(file=io.StringIO(), force_terminal=False, width=WIDTH, height=6)
+    view = screen_view(console, changed, frame, 3)
+    lines = ["".join(s.text for s in ln).rstrip() for ln in console.render_lines(view)]
+    assert len(lines) == 6 and "[3, 4]" in lines[3]
+    assert lines[5] == ("batch 3: 2 live windows, 1 changed, 1 older window not shown "
+                        "(Ctrl-C stops)")
