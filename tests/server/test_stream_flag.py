@@ -114,3 +114,44 @@ def test_columns_spark_cannot_read_are_the_users_mistake(spark, tmp_path) -> Non
     assert str(e.value).startswith("--stream live_bad: the columns (key STRANG, value INT) "
                                    "are not a column list Spark reads")
     assert "Traceback" not in str(e.value) and e.value.hint
+
+
+@pytest.mark.slow
+def test_dfsql_serve_starts_on_an_empty_stream_directory(tmp_path) -> None:
+    """The command itself: ``dfsql serve --stream 'live=DIR json (...)'`` on an empty DIR
+    starts, and a client's session has the view with the columns given."""
+    import socket
+    import time
+
+    from pyhive import hive
+
+    live = tmp_path / "live"
+    live.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "serve.log"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dfsql.cli", "serve", "--port",
+                                 str(port), "--auth", "NOSASL",
+                                 "--stream", f"live={live} json ({COLUMNS})"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        deadline = time.time() + 300  # a JVM on a loaded machine: minutes, not seconds
+        while "dfsql serving" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.time() < deadline, log.read_text()
+            time.sleep(0.5)
+        conn = hive.connect(host="127.0.0.1", port=port, auth="NOSASL")
+        try:
+            cur = conn.cursor()
+            cur.execute("DESCRIBE live")
+            assert [(r[0], r[1]) for r in cur.fetchall()] == [
+                ("key", "string"), ("value", "int"), ("event_time", "timestamp")]
+        finally:
+            conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(60)
