@@ -4,8 +4,9 @@
 cluster, ``--remote sc://…`` for Spark Connect); ``dfsql -e "query"`` and ``dfsql -f
 file.sql`` run statements without a prompt and exit non-zero on the first error (so does
 a script piped in). Subcommands: ``demo`` (the README demo), ``run FILE``, ``explain
-FILE``, ``serve`` (the HiveServer2-compatible endpoint), ``passwd FILE USER`` (its
-password file) and ``help TOPIC`` (a section of the language reference).
+FILE``, ``serve`` (the HiveServer2-compatible endpoint), ``beeline ARGS`` (Hive's
+beeline, pyspark's, for that endpoint), ``passwd FILE USER`` (its password file) and
+``help TOPIC`` (a section of the language reference).
 
 Errors in a query print as ``line L, col C: message`` with a hint and exit 1 — no stack
 trace for a user's mistake.
@@ -121,6 +122,8 @@ def serve(args: argparse.Namespace) -> int:
                          hint="add --transport-mode http")
     streams = parse_streams(args.stream)
     spark = dfsql.session()
+    for view in streams:  # columns Spark cannot read: one error now, not one per login
+        view.struct(spark)
 
     def setup(session) -> None:
         if args.paper_tables:
@@ -158,7 +161,7 @@ def serve(args: argparse.Namespace) -> int:
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
-          f"{server.transport_mode}); beeline -u '{server.url()}'", flush=True)
+          f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
     server.serve_forever()
     return EXIT_SPARK_DIED if server.failure else 0
 
@@ -320,6 +323,10 @@ def _parser() -> argparse.ArgumentParser:
     p_help = sub.add_parser("help", help="print a section of the language reference "
                                          "(dfsql help TRIGGER); no topic: the topics")
     p_help.add_argument("topic", nargs="*")
+    # listed here for --help; main() hands everything after "beeline" to beeline itself
+    sub.add_parser("beeline", help="Hive's beeline (pyspark's), Spark's home set: dfsql "
+                                   "beeline -u jdbc:hive2://127.0.0.1:10000/default",
+                   add_help=False)
     p_pw = sub.add_parser("passwd", help="add or replace a user in a password file")
     p_pw.add_argument("file")
     p_pw.add_argument("user")
@@ -349,7 +356,9 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                        help="register the paper's example tables in every session")
     p_srv.add_argument("--stream", action="append", default=[], metavar="NAME=DIR",
                        help="register the files arriving in DIR as the streaming view NAME "
-                            "in every session (repeatable)")
+                            "in every session (repeatable); 'NAME=DIR json (key STRING, "
+                            "t TIMESTAMP)' gives the format and columns, and DIR may be "
+                            "empty; files must be renamed into DIR whole, in arrival order")
     p_srv.add_argument("--state-dir", metavar="DIR",
                        help="keep every CREATE STREAMING QUERY in DIR (its statement, "
                             "checkpoint and table) and start them again, from their "
@@ -377,6 +386,15 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["beeline"]:  # its options are beeline's (-u, -n, -e, -f, --help)
+        from dfsql.beeline import beeline
+
+        try:
+            return beeline(argv[1:])
+        except DfsqlError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     parser = _parser()
     args = parser.parse_args(argv)
     if args.master and args.remote:

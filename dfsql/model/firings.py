@@ -11,12 +11,14 @@ and retractions — so the FIRE rows are exactly the run's panes. Without a reco
 state machine does no extra work (one ``is None`` test per element and per firing).
 
 Times in the details are printed in a time zone the caller names (the Spark session's),
-as the time of day, with the date when it differs from the event's own instant's.
+as the time of day; when one of a detail's times is on another day than the event's own
+instant, every time in that detail carries its date (:func:`one_form`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
@@ -36,9 +38,13 @@ ELEMENT, LATE_ELEMENT, DROPPED, FIRE, RETRACT, MERGE, EXPIRE, WAITING = range(8)
 EVENT_NAMES = ("ELEMENT", "LATE_ELEMENT", "DROPPED", "FIRE", "RETRACT", "MERGE", "EXPIRE",
                "WAITING")
 #: where an event sorts among its key's events at one instant and window start (§7:
-#: arrivals first, then merges, then what the end of input finds, a retraction right
-#: before the pane that replaces it, and the state's release last)
-_RANK = np.array([0, 0, 0, 4, 3, 1, 5, 2], I64)
+#: arrivals first, then merges, a retraction right before the pane that replaces it,
+#: then what the window still waits for where the run stopped (after what fired then),
+#: and the state's release last)
+_RANK = np.array([0, 0, 0, 4, 3, 1, 6, 5], I64)
+#: a time of day in a detail, and an instant with its date
+_TIME_OF_DAY = re.compile(r"(?<!\d{4}-\d{2}-\d{2} )\b(\d{2}:\d{2}:\d{2}(?:\.\d+)?)\b")
+_DATED = re.compile(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -60,6 +66,17 @@ def time_text(us: int, tz: dt.tzinfo, ref: int | None = None) -> str:
     if ref is not None and NEG_INF < ref < POS_INF and _local(ref, tz).date() == t.date():
         return s
     return f"{t.date().isoformat()} {s}"
+
+
+def one_form(detail: str, ref: int, tz: dt.tzinfo) -> str:
+    """A detail whose times were printed against ``ref`` (:func:`time_text`), all in one
+    form: when one of them carries its date (another day than ``ref``'s), the times of
+    day (``ref``'s day) get theirs too, so no time stands without its date beside one
+    with it."""
+    if not _DATED.search(detail) or not (NEG_INF < ref < POS_INF):
+        return detail
+    day = _local(ref, tz).date().isoformat()
+    return _TIME_OF_DAY.sub(lambda m: f"{day} {m.group(1)}", detail)
 
 
 def zone(name: str | None) -> dt.tzinfo:
@@ -158,8 +175,8 @@ class Recorder:
                else "further")
         origin = (f"; trigger state: {how}, as {source[0]}" if source
                   else f"; trigger state: {how}, merged")
-        self.rows.append((key, window[0], window[1], p, MERGE, wm,
-                          " + ".join(names) + f" → {self._w(*window, p)}" + origin))
+        text = " + ".join(names) + f" → {self._w(*window, p)}" + origin
+        self.rows.append((key, window[0], window[1], p, MERGE, wm, one_form(text, p, self.tz)))
 
     def fire(self, pid: int, key: int, w, p: int, wm: int, node: tr.Node | None,
              ctx: tr.Ctx | None, new: bool, closed: bool) -> None:
@@ -195,7 +212,7 @@ class Recorder:
         else:
             d = (f"state released: watermark {time_text(wm, self.tz, p)} passed window end + "
                  f"lateness {time_text(w.expiry, self.tz, p)}")
-        self.rows.append((key, w.start, w.end, p, EXPIRE, wm, d))
+        self.rows.append((key, w.start, w.end, p, EXPIRE, wm, one_form(d, p, self.tz)))
 
     def waiting(self, key: int, w, end_time: int) -> None:
         """Where the run stops (the end of the input, before the watermark becomes +inf,
@@ -219,7 +236,22 @@ class Recorder:
                                                     lambda t: time_text(t, tz, end_time))
         if self.clock:
             d += f"; {self.clock}"
-        self.rows.append((key, w.start, w.end, end_time, WAITING, f, d))
+        self.rows.append((key, w.start, w.end, end_time, WAITING, f,
+                          one_form(d, end_time, tz)))
+
+
+def _final_waits(rows: list[tuple], key: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 fire_wm: np.ndarray) -> list[tuple]:
+    """The recorder's rows less the WAITING of each window whose final pane the end of
+    input fired (the watermark → +inf): WAITING is for a window whose final pane never
+    fired (docs/reference.md, "Explaining time"); the FIRE row says the end of input
+    fired it."""
+    at_end = fire_wm >= POS_INF
+    if not at_end.any():
+        return rows
+    fired = set(zip(key[at_end].tolist(), start[at_end].tolist(), end[at_end].tolist(),
+                    strict=True))
+    return [r for r in rows if r[4] != WAITING or (r[0], r[1], r[2]) not in fired]
 
 
 def _progress(t: tr.Node) -> tuple[bool, ...]:
@@ -290,12 +322,12 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
                            dtype=object)
     rp = r.retracted_pane_id
     ret_detail = np.array(
-        [f"retracted by pane {i} of {rec._w(ws, we, t)}" for i, ws, we, t in zip(
+        [one_form(f"retracted by pane {i} of {rec._w(ws, we, t)}", t, rec.tz) for i, ws, we, t in zip(
             p.pane_index[r.replacing_pane_id].tolist(), p.window_start[r.replacing_pane_id].tolist(),
             p.window_end[r.replacing_pane_id].tolist(), r.emit_time.tolist(), strict=True)],
         dtype=object)
 
-    rows = rec.rows
+    rows = _final_waits(rec.rows, p.key, p.window_start, p.window_end, fire_wm)
     m = len(rows)
     rk, rs, re_, rat, rcode, rwm, rdet = (list(x) for x in zip(*rows, strict=True)) if m \
         else ([],) * 7

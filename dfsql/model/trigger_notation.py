@@ -12,12 +12,16 @@ _UNITS = (("DAY", 86_400_000_000), ("HOUR", 3_600_000_000), ("MINUTE", 60_000_00
 
 
 def duration_text(d: c.Duration) -> str:
-    """A duration as the language writes it: ``1 MINUTE``, ``90 SECONDS``."""
-    for unit, size in _UNITS:
-        if d.micros and d.micros % size == 0:
+    """A duration as the language writes it, in the largest unit that divides it exactly:
+    ``1 MINUTE``, ``90 SECONDS``, ``0 SECONDS`` (the default watermark's delay); below a
+    millisecond, which no clause can write, in microseconds."""
+    if d.micros == 0:
+        return "0 SECONDS"
+    for unit, size in (*_UNITS, ("MICROSECOND", 1)):
+        if d.micros % size == 0:
             n = d.micros // size
             return f"{n} {unit}" + ("S" if n != 1 else "")
-    return f"{d.micros} MICROSECONDS"
+    raise AssertionError("a microsecond divides every duration")  # pragma: no cover
 
 
 def notation(t: c.Trigger) -> str:

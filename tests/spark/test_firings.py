@@ -106,8 +106,12 @@ def test_waiting_on_a_writer_that_stopped(spark) -> None:
     The watermark is the lower latest note: 12:01:00 from 12:01:00 on, then 12:01:10
     (w2's) from 12:04:00. Elements at 12:00:10 (arriving 12:00:20) and 12:03:10
     (arriving 12:03:20); the input ends at 12:04:00 (the notes' last row). [12:00,12:01)
-    fired on time at 12:01:00; [12:03,12:04) still waits: 12:01:10 < 12:04:00, held by
-    w2."""
+    fired on time at 12:01:00; [12:03,12:04) is held by w2 (12:01:10 < 12:04:00) and
+    fires only because the end of input takes the watermark to +inf: its final pane
+    fired, so no WAITING row (docs/reference.md: WAITING is for a window whose final pane
+    never fired). With TRIGGER EVERY 1 ROW each element fires its own EARLY pane and
+    nothing is left for +inf: [12:03,12:04) never has its final pane and WAITS at 12:04:00,
+    after its pane of 12:03:20, held by w2."""
     spark.sql("""CREATE OR REPLACE TEMP VIEW fr_rows AS SELECT 'a' AS k,
         CAST(et AS TIMESTAMP) AS et, CAST(pt AS TIMESTAMP) AS pt FROM VALUES
         ('2015-09-01 12:00:10', '2015-09-01 12:00:20'),
@@ -122,11 +126,18 @@ def test_waiting_on_a_writer_that_stopped(spark) -> None:
         PROCESSING TIME pt WHERE event IN ('FIRE', 'WAITING')""", spark).collect()
     assert [(r.at, r.event, r.window_start, r.watermark) for r in rows] == [
         (_t("12:01:00"), "FIRE", _t("12:00:00"), _t("12:01:00")),
-        (_t("12:04:00"), "WAITING", _t("12:03:00"), _t("12:01:10")),
         (_t("12:04:00"), "FIRE", _t("12:03:00"), None)]
-    assert rows[1].detail == ("watermark 12:01:10 < window end 12:04:00 (held by writer w2); "
-                              "the trigger waits for WATERMARK")
-    assert rows[2].detail.endswith("end of input: watermark → +inf; emits n=1")
+    assert rows[1].detail.endswith("end of input: watermark → +inf; emits n=1")
+    rows = dfsql.sql("""EXPLAIN FIRINGS SELECT k, COUNT(*) AS n FROM fr_rows GROUP BY k
+        WINDOW FIXED(1 MINUTE) ON et WATERMARK FROM fr_notes BY writer
+        PROCESSING TIME pt TRIGGER EVERY 1 ROW
+        WHERE event IN ('FIRE', 'WAITING')""", spark).collect()
+    assert [(r.at, r.event, r.window_start) for r in rows] == [
+        (_t("12:00:20"), "FIRE", _t("12:00:00")), (_t("12:03:20"), "FIRE", _t("12:03:00")),
+        (_t("12:04:00"), "WAITING", _t("12:03:00"))]
+    assert rows[2].watermark == _t("12:01:10")
+    assert rows[2].detail == ("watermark 12:01:10 < window end 12:04:00 (held by writer w2); "
+                              "the trigger waits for EVERY 1 ROW (0 of 1 so far)")
 
 
 @pytest.mark.parametrize("query, message", [

@@ -28,6 +28,7 @@ from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.language.registered import registered_defaults
 from dfsql.model import clauses as c
 from dfsql.model.result import end_floor_of
+from dfsql.model.trigger_notation import duration_text
 from dfsql.model.watermark_trials import Latencies, TrialStats, run_trials
 from dfsql.model.watermarks import Timeline, timeline_for
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME
@@ -99,8 +100,8 @@ def _own_label(plan: BlockPlan) -> str:
         table, text = registered.registered["watermark"]
         return f"{' '.join(text.split())} (registered with {table})"
     wm = cl.watermark
-    if not cl.watermark_given:
-        return "DELAY 0 SECONDS (the query's default)"
+    if not cl.watermark_given and isinstance(wm, c.WatermarkDelay):
+        return f"DELAY {duration_text(wm.delay)} (the query's default)"
     if isinstance(wm, c.WatermarkDelay) and wm.from_relation:
         return f"{wm} (the query's, from its relation's WATERMARK … DELAY OF)"
     # the clause as written: its tokens, from after the word WATERMARK to the next
