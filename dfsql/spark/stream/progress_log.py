@@ -69,10 +69,59 @@ def batch_record(progress: Any) -> dict | None:
     }
 
 
+#: batches kept one record each (system tables read them); the batches before fold into
+#: one record every FOLD_EVERY batches, so a query that runs for months keeps a bounded log
+KEEP = 10_000
+FOLD_EVERY = 1_000
+
+
 def write_record(spark: SparkSession | None, checkpoint: str, record: dict) -> None:
     """The record of one batch, replacing an earlier one of that batch's id."""
-    _write(spark, f"{checkpoint.rstrip('/')}/{LOG}/{record['batch_id']:010d}.json",
-           json.dumps(record))
+    _write(spark, _record_path(checkpoint, record["batch_id"]), json.dumps(record))
+    batch = record["batch_id"]
+    if batch % FOLD_EVERY == 0 and batch >= KEEP + FOLD_EVERY:
+        _fold_before(spark, checkpoint, batch - KEEP)
+
+
+def folded(records: list[dict]) -> dict:
+    """One record that stands for several batches' (in batch order), named after the
+    last: their rows and state changes summed, their latest watermark and clock."""
+    out: dict = {"batch_id": records[-1]["batch_id"], "at": records[-1].get("at"),
+                 "input_rows": sum(r["input_rows"] for r in records),
+                 "duration_ms": sum(r.get("duration_ms") or 0 for r in records),
+                 "folded": sum(r.get("folded", 1) for r in records),
+                 "spark_watermark": None, "spark_state": None, "dfsql": None}
+    ours: dict = {}
+    for r in records:
+        mine = r.get("dfsql") or {}
+        if "state_change" in mine:
+            ours["state_change"] = (ours.get("state_change") or 0) + int(
+                mine["state_change"] or 0)
+        for k in ("watermark", "state_elements", "late_dropped", "panes", "retractions"):
+            if mine.get(k) is not None:
+                ours[k] = mine[k]
+        if mine.get("frontier") is not None or mine.get("rows_latest") is not None:
+            ours.update({k: mine.get(k) for k in ("frontier", "rows_latest", "marks_latest")})
+        for k in ("spark_watermark", "spark_state"):
+            if r.get(k) is not None:
+                out[k] = r[k]
+    out["dfsql"] = ours or None
+    return out
+
+
+def _fold_before(spark: SparkSession | None, checkpoint: str, below: int) -> None:
+    """The records of the batches before ``below`` folded into one."""
+    _, records = read_log(spark, checkpoint)
+    old = [r for r in records if r["batch_id"] < below]
+    if len(old) < 2:
+        return
+    write_record(spark, checkpoint, folded(old))
+    for r in old[:-1]:
+        _delete(spark, _record_path(checkpoint, r["batch_id"]))
+
+
+def _record_path(checkpoint: str, batch: int) -> str:
+    return f"{checkpoint.rstrip('/')}/{LOG}/{batch:010d}.json"
 
 
 def write_base(spark: SparkSession | None, checkpoint: str, base: dict) -> None:
@@ -82,10 +131,9 @@ def write_base(spark: SparkSession | None, checkpoint: str, base: dict) -> None:
 
 def read_log(spark: SparkSession | None, checkpoint: str) -> tuple[dict | None, list[dict]]:
     """(the earlier versions' figures or None, every batch's record in batch order)."""
-    texts = _read_all(spark, f"{checkpoint.rstrip('/')}/{LOG}")
-    base = texts.pop(BASE, None)
-    records = [json.loads(t) for _, t in sorted(texts.items())]
-    return (json.loads(base) if base else None), records
+    parsed = _read_all(spark, f"{checkpoint.rstrip('/')}/{LOG}")
+    base = parsed.pop(BASE, None)
+    return base, [r for _, r in sorted(parsed.items())]
 
 
 # ---------------------------------------------------------------- the listener
@@ -219,6 +267,21 @@ def _write(spark: SparkSession | None, path: str, text: str) -> None:
     fs.rename(tmp, jpath)
 
 
+def _delete(spark: SparkSession | None, path: str) -> None:
+    local = _local(path)
+    if local is not None:
+        try:
+            os.remove(local)
+        except OSError:
+            pass
+        _PARSED.pop(local, None)
+        return
+    if spark is not None:
+        _, jpath, fs = _hadoop(spark, path)
+        if fs is not None:
+            fs.delete(jpath, False)
+
+
 def _read_one(spark: SparkSession | None, path: str) -> str | None:
     local = _local(path)
     if local is not None:
@@ -227,26 +290,50 @@ def _read_one(spark: SparkSession | None, path: str) -> str | None:
                 return f.read()
         except OSError:
             return None
-    texts = _read_all(spark, path.rsplit("/", 1)[0])
-    return texts.get(path.rsplit("/", 1)[1])
+    if spark is None:
+        return None
+    jvm, jpath, fs = _hadoop(spark, path)
+    if fs is None or not fs.exists(jpath):
+        return None
+    return _hadoop_text(jvm, fs, jpath)
 
 
-def _read_all(spark: SparkSession | None, folder: str) -> dict[str, str]:
-    """{file name: text} of the records in ``folder`` ({}: none yet)."""
+def _hadoop_text(jvm, fs, jpath) -> str:
+    stream = fs.open(jpath)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        return "\n".join(iter(reader.readLine, None))
+    finally:
+        stream.close()
+
+
+#: the local records read so far: path -> (modification time in ns, record); a record
+#: is read again only when rewritten (a batch run again after a crash)
+_PARSED: dict[str, tuple[int, dict]] = {}
+
+
+def _read_all(spark: SparkSession | None, folder: str) -> dict[str, dict]:
+    """{file name: record} of the records in ``folder`` ({}: none yet)."""
     local = _local(folder)
     if local is not None:
         out = {}
         try:
-            names = os.listdir(local)
+            entries = list(os.scandir(local))
         except OSError:
             return {}
-        for n in names:
-            if n.endswith(".json"):
-                try:
-                    with open(os.path.join(local, n)) as f:
-                        out[n] = f.read()
-                except OSError:
-                    pass
+        for e in entries:
+            if not e.name.endswith(".json"):
+                continue
+            try:
+                mtime = e.stat().st_mtime_ns
+                known = _PARSED.get(e.path)
+                if known is None or known[0] != mtime:
+                    with open(e.path) as f:
+                        known = (mtime, json.loads(f.read()))
+                    _PARSED[e.path] = known
+            except (OSError, ValueError):
+                continue
+            out[e.name] = known[1]
         return out
     if spark is None:
         return {}
@@ -257,11 +344,5 @@ def _read_all(spark: SparkSession | None, folder: str) -> dict[str, str]:
     for status in fs.listStatus(jfolder):
         name = status.getPath().getName()
         if name.endswith(".json"):
-            stream = fs.open(status.getPath())
-            try:
-                reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream,
-                                                                              "UTF-8"))
-                out[name] = "\n".join(iter(reader.readLine, None))
-            finally:
-                stream.close()
+            out[name] = json.loads(_hadoop_text(jvm, fs, status.getPath()))
     return out
