@@ -73,7 +73,8 @@ def _spark(spark: SparkSession | None) -> SparkSession:
 def sql(text: str | Statement | ContinuousStatement,
         spark: SparkSession | None = None) -> DataFrame:
     """Run one statement. Plain SQL returns exactly what ``spark.sql`` returns;
-    CREATE / SHOW / STOP STREAMING QUERY start, list and stop continuous queries.
+    CREATE / SHOW / STOP / START STREAMING QUERY start, list, stop and start again
+    continuous queries.
     ``text`` may be the statement already parsed (:func:`dfsql.language.parse_any`, as
     the shell and the endpoint do): it is not scanned or parsed again."""
     stmt = parse_any(text) if isinstance(text, str) else text

@@ -8,7 +8,9 @@ module sits below the API and does not import it (no cycle between the two).
 A :class:`Keeper` (``dfsql serve --state-dir``, :mod:`dfsql.server.state`) makes the
 queries outlive the process: with one set, every query checkpoints and keeps its table
 where the keeper says, is written down before CREATE returns, and is forgotten by STOP
-only. A kept query that could not be restarted is listed as failed until STOPped.
+only. A kept query that could not be restarted is listed as failed until STOPped, or
+STARTed again once the cause is fixed (its history is never the cause: a version that
+has completed a micro-batch restarts from its checkpoint without it).
 
 Each query belongs to the user who created it (:class:`Actor`, set by the endpoint for
 its clients' statements): another user's STOP is refused with SQLSTATE 42501 unless that
@@ -24,7 +26,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner
+from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
 from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_show import Totals, current_totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
@@ -45,7 +47,7 @@ from dfsql.spark.stream.sinks import TableSink
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.language.statement import Statement
+    from dfsql.continuous_calls import Alterer, Explainer, Starter
     from dfsql.spark.stream.alter import Change
 
 
@@ -69,6 +71,12 @@ class Keeper(Protocol):
         """Remove the query ``name`` (its record, checkpoint and table); what was done."""
         ...
 
+    def start_again(self, name: str) -> str | None:
+        """Start the kept query ``name`` again from its record, as a server's start does
+        (START STREAMING QUERY); None once it runs, else why not (one line: it is then
+        listed as failed with that reason)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Altered:
@@ -86,32 +94,6 @@ class Altered:
     @property
     def version(self) -> int:
         return self.versions[-1][0]
-
-
-class Explainer(Protocol):
-    """How a running query's windows are read from its state: the signature of
-    :func:`dfsql.api.explain_running` (None: Spark's own operator runs it)."""
-
-    def __call__(self, query: Statement | str, checkpoint: str,
-                 where: tuple[int, str] | None, source: Source,
-                 spark: SparkSession) -> DataFrame | None: ...
-
-
-class Alterer(Protocol):
-    """How ALTER STREAMING QUERY is checked and its history made: the signature of
-    :func:`dfsql.api.alter_running`."""
-
-    def __call__(self, query: Statement | str, old: Statement | str, checkpoint: str,
-                 history: Backfill | None, source: Source, at: int, spark: SparkSession,
-                 directory: str | None = None) -> Change: ...
-
-
-class Starter(Protocol):
-    """How a continuous query starts its stream: :func:`dfsql.api.start`'s signature."""
-
-    def __call__(self, text: str | Statement, sink: object = ..., checkpoint: str | None = ...,
-                 trigger: dict | None = ..., name: str | None = ...,
-                 spark: SparkSession | None = ..., backfill: object = ...) -> object: ...
 
 
 def owners() -> dict[str, str | None]:
@@ -164,6 +146,7 @@ class Failed:
 _RUNNING: dict[str, Running] = {}
 _FAILED: dict[str, Failed] = {}
 _LOCK = threading.Lock()
+_STARTING = threading.Lock()
 #: where this process keeps its queries (None: in memory only, gone with the process)
 _KEEPER: Keeper | None = None
 
@@ -194,19 +177,24 @@ def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
 
 
 def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
-    """Record that the kept query ``name`` (into ``sink``) could not start again."""
+    """Record that the kept query ``name`` (into ``sink``) could not start again (one of
+    that name whose stream had died is then listed with this reason only)."""
     with _LOCK:
         _FAILED[name] = Failed(name, sink, reason, time.time(), owner)
+        if name in _RUNNING and not _RUNNING[name].query.isActive:  # type: ignore[attr-defined]
+            del _RUNNING[name]
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
         explain: Explainer | None = None, alter: Alterer | None = None) -> DataFrame:
-    """CREATE (its query started with ``start``), SHOW or STOP STREAMING QUERY, EXPLAIN
+    """CREATE (its query started with ``start``), SHOW, STOP or START STREAMING QUERY, EXPLAIN
     FIRINGS FOR STREAMING QUERY (its query's state read with ``explain``) or ALTER
     STREAMING QUERY (what it read made the new query's history by ``alter``)."""
     if stmt.kind == "show":
         return _show(spark)
     if stmt.kind == "stop":
         return _stop(stmt, text, spark)
+    if stmt.kind == "start":
+        return _start(stmt, text, spark)
     if stmt.kind == "explain":
         assert explain is not None
         return _explain(stmt, text, spark, explain)
@@ -476,6 +464,34 @@ def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFram
     note = keeper.forget(stmt.name)
     return spark.createDataFrame([(stmt.name, "STOPPED", note)],
                                  "name STRING, status STRING, kept STRING")
+
+
+def _start(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+    """START STREAMING QUERY: a kept query SHOW lists as failed, started again from its
+    record and checkpoint as a server's start does (its owner's, or an admin's, to do)."""
+    assert stmt.name is not None
+    src = Source(text)
+    with _STARTING:  # one START at a time: a second one of the same query is refused
+        with _LOCK:
+            r, f, keeper = _RUNNING.get(stmt.name), _FAILED.get(stmt.name), _KEEPER
+        known = r or f
+        refused = start_refusal(stmt.name, None if known is None else known.owner,
+                                known is not None,
+                                r is not None and r.query.isActive,  # type: ignore
+                                keeper is not None, _actor())
+        if refused is not None:
+            raise src.error(refused[0], refused[1], stmt.name_offset, refused[2])
+        assert keeper is not None
+        why = keeper.start_again(stmt.name)
+    if why is not None:
+        raise src.error(DfsqlError, f"{stmt.name} did not start again: {why}",
+                        stmt.name_offset, "SHOW STREAMING QUERIES lists it as failed with "
+                        "the reason: START it again once the cause is fixed, or STOP it")
+    with _LOCK:
+        new = _RUNNING[stmt.name]
+    return spark.createDataFrame([(stmt.name, str(new.query.id), "RUNNING",  # type: ignore
+                                   new.checkpoint)],
+                                 "name STRING, id STRING, status STRING, checkpoint STRING")
 
 
 def _show(spark: SparkSession) -> DataFrame:

@@ -1,6 +1,6 @@
 """Who runs a continuous-query statement (:mod:`dfsql.continuous`): the endpoint's
 client, an admin, or the process itself; and the words of a refusal to change another
-user's query."""
+user's query (or to START one that cannot be started)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from dfsql.errors import DfsqlError
+from dfsql.errors import AnalysisError, DfsqlError
 
 
 class NotOwnerError(DfsqlError):
@@ -60,3 +60,24 @@ def not_owner(name: str, owner: str | None, what: str) -> str:
     """The refusal's words: whose the query is, and who may."""
     return (f"the continuous query {name} belongs to user {owner!r}: {what} is theirs or "
             "an admin's (dfsql serve --admin)")
+
+
+def start_refusal(name: str, owner: str | None, known: bool, running: bool, kept: bool,
+                  actor: Actor) -> tuple[type[DfsqlError], str, str] | None:
+    """Why ``actor`` may not START STREAMING QUERY ``name`` (error class, message, hint),
+    or None: a query SHOW lists (``known``), not ``running``, kept by a ``--state-dir``
+    (what it starts from), and the actor's own or any if an admin."""
+    if not known:
+        return (AnalysisError, f"no continuous query named {name}",
+                "SHOW STREAMING QUERIES lists them")
+    if not actor.may_change(owner):
+        return NotOwnerError, not_owner(name, owner, "START"), \
+            "SHOW STREAMING QUERIES names each query's owner"
+    if running:
+        return (DfsqlError, f"the continuous query {name} is running",
+                "START STREAMING QUERY starts a query SHOW STREAMING QUERIES lists as FAILED")
+    if not kept:
+        return (DfsqlError, f"the continuous query {name} is not kept (this process has no "
+                "--state-dir), so there is no record to start it from",
+                f"STOP STREAMING QUERY {name}, then CREATE it again")
+    return None

@@ -185,3 +185,32 @@ def test_sessions_of_one_process_sync_one_at_a_time(tmp_path, monkeypatch):
     for t in threads:
         t.join(10)
     assert errors == [] and cat.seen == {}
+
+
+def test_external_tables_outlive_the_process(spark, tmp_path):
+    """``CREATE TABLE … LOCATION`` (an external table: its files are the user's, outside
+    the warehouse), with columns or as CTAS, is there in the next process as it is in
+    this one (docs/guides/shell.md "Tables that outlive the process"); DROP TABLE forgets
+    it for every process but leaves its files."""
+    wh = Path(os.environ["DFSQL_WAREHOUSE"])
+    cols, ctas = tmp_path / "ext_cols", tmp_path / "ext_ctas"
+    _dfsql(wh, f"CREATE TABLE ext_cols (a INT, b STRING) USING csv LOCATION '{cols}'",
+           "INSERT INTO ext_cols VALUES (1, 'one'), (2, 'two')",
+           f"CREATE TABLE ext_ctas USING parquet PARTITIONED BY (k) LOCATION '{ctas}' "
+           "AS SELECT id AS v, id % 2 AS k FROM range(4)")
+    assert not (wh / "ext_cols").exists()  # not in the warehouse: the user's directory
+    # this process, its session started before they were made, at its next statement
+    assert [tuple(r) for r in dfsql.sql("SELECT * FROM ext_cols ORDER BY a", spark)
+            .collect()] == [(1, "one"), (2, "two")]
+    dfsql.sql("DROP TABLE ext_cols", spark)
+    assert sorted(p.suffix for p in cols.iterdir() if not p.name.startswith((".", "_"))) \
+        == [".csv", ".csv"]  # an external table's files are not the catalog's to delete
+    # a new process: the CTAS table with its partitions (0 + 1 + 2 + 3 in k = 0 and 1),
+    # the dropped one gone
+    out = _dfsql(wh, "SELECT SUM(v) AS s, COUNT(DISTINCT k) AS ks FROM ext_ctas",
+                 "DROP TABLE ext_ctas", "SELECT * FROM ext_cols", ok=False)
+    assert _cells(out) == [["s", "ks"], ["6", "2"]]
+    assert "TABLE_OR_VIEW_NOT_FOUND" in out
+    with pytest.raises(DfsqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        dfsql.sql("SELECT * FROM ext_ctas", spark)
+    assert (ctas / "k=0").is_dir()

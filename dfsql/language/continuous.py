@@ -9,6 +9,7 @@ run them as SQL::
         AS <windowed query over a streaming source>
     SHOW STREAMING QUERIES
     STOP STREAMING QUERY name
+    START STREAMING QUERY name
     ALTER STREAMING QUERY name AS <windowed query over the same stream>
     EXPLAIN FIRINGS FOR STREAMING QUERY name [WHERE <predicate on the events>]
 
@@ -19,7 +20,8 @@ current row of every live window, retractions applied, in the global temp view
 parquet file sink there (exactly once). The query keeps running until STOP.
 ``BACKFILL FROM`` names the stream's history (:class:`Backfill`): what arrived before
 the stream's first row, replayed first (:mod:`dfsql.spark.stream.backfill`).
-``EXPLAIN FIRINGS FOR STREAMING QUERY`` tells every live window of a running query now,
+``START STREAMING QUERY`` starts a kept query that failed to start again (its cause
+fixed) from its checkpoint. ``EXPLAIN FIRINGS FOR STREAMING QUERY`` tells every live window of a running query now,
 read from its state (:mod:`dfsql.spark.explain.live`).
 
 This module only parses (and :func:`parse_any` tells them from the other statements);
@@ -62,6 +64,9 @@ class Backfill:
     #: ALTER of a query into an appending sink: the history's panes were the old
     #: query's, so the new one restates its windows' current rows instead (§8c)
     restate: bool = False
+    #: a kept query's history named, not read (``sql`` and the ``skip`` files stand for
+    #: it: :func:`dfsql.spark.stream.alter.unread_history`)
+    unread: bool = False
 
     @classmethod
     def of_span(cls, text: str, start: int, end: int) -> Backfill:
@@ -87,7 +92,7 @@ class Backfill:
 
 @dataclass(frozen=True)
 class ContinuousStatement:
-    kind: str  # create | show | stop | explain | alter
+    kind: str  # create | show | stop | start | explain | alter
     name: str | None = None
     name_offset: int = 0
     sink: str = "table"  # table | directory
@@ -186,18 +191,18 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
         at = words[2].start if len(words) > 2 else words[1].end
         raise src.error(DfsqlSyntaxError, "expected SHOW STREAMING QUERIES", at,
                         "SHOW STREAMING QUERIES lists the running continuous queries")
-    if not head.is_word("CREATE", "STOP", "ALTER"):
+    if not head.is_word("CREATE", "STOP", "START", "ALTER"):
         return None
     kind = head.upper.lower()
     name_tok = _name(src, words, kind)
     name = name_tok.text.strip("`")
     if kind == "alter":
         return _alter(text, src, words, name_tok)
-    if kind == "stop":
+    if kind in ("stop", "start"):
         if len(words) > 4:
             raise src.error(DfsqlSyntaxError, f"unexpected {words[4].text!r} after the name",
-                            words[4].start, "STOP STREAMING QUERY name")
-        return ContinuousStatement("stop", name, name_tok.start)
+                            words[4].start, _SYNOPSES[kind])
+        return ContinuousStatement(kind, name, name_tok.start)
     sink, path, checkpoint, backfill = "table", None, None, None
     path_at = checkpoint_at = -1
     i = 4
@@ -248,11 +253,12 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
 
 
 ALTER_SYNOPSIS = "ALTER STREAMING QUERY name AS <windowed query>"
-_SYNOPSES = {"create": SYNOPSIS, "stop": "STOP STREAMING QUERY name", "alter": ALTER_SYNOPSIS}
+_SYNOPSES = {"create": SYNOPSIS, "stop": "STOP STREAMING QUERY name",
+             "start": "START STREAMING QUERY name", "alter": ALTER_SYNOPSIS}
 
 
 def _name(src: Source, words: list[Token], kind: str) -> Token:
-    """The query's name in ``<CREATE | STOP | ALTER> STREAMING QUERY name``."""
+    """The query's name in ``<CREATE | STOP | START | ALTER> STREAMING QUERY name``."""
     if len(words) < 3 or not words[2].is_word("QUERY"):
         at = words[2] if len(words) > 2 else words[1]
         raise src.error(DfsqlSyntaxError, f"expected {kind.upper()} STREAMING QUERY name",

@@ -43,7 +43,9 @@ from dfsql.language.continuous import Backfill, ContinuousStatement, parse_any
 from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
 from dfsql.server.streams import StreamView
-from dfsql.spark.stream.alter import file_stream, history_of
+from dfsql.spark.errors import quiet_spark_loggers
+from dfsql.spark.stream.alter import file_stream, history_of, unread_history
+from dfsql.spark.stream.backfill import needed as backfill_needed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,6 +93,10 @@ class StateDir:
         self.root = Path(path).expanduser().resolve()
         #: the server's --stream views: a query's record keeps those it reads
         self.streams = list(streams)
+        #: the server's Spark, session setup and judge (:meth:`open`), which a kept query
+        #: is started with again
+        self._opened: tuple[SparkSession, Callable[[SparkSession], None] | None, Judge] | \
+            None = None
         try:
             for sub in ("queries", "checkpoints", "tables"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -111,6 +117,7 @@ class StateDir:
         """Keep this process's continuous queries here from now on, and start those kept
         here before."""
         continuous.keep_with(self)
+        self._opened = (spark, setup, judge)  # START STREAMING QUERY starts as they do
         return self.restart_all(spark, setup, judge)
 
     def close(self) -> None:
@@ -188,23 +195,35 @@ class StateDir:
         """Start every kept query again, each in a session of its own (the server's
         setup, then the stream registrations it was planned over); one that cannot be
         started is recorded as failed (:func:`dfsql.continuous.failed`)."""
-        out = []
-        for path in sorted((self.root / "queries").glob("*.json")):
-            began = time.monotonic()
-            name, sink, owner = path.stem, "?", None
-            try:
-                record = json.loads(path.read_text())
-                name, owner = record.get("name", name), record.get("owner")
-                sink = (f"directory {record.get('directory')}" if record.get("sink") ==
-                        "directory" else f"table global_temp.{name}")
-                self._restart(record, spark, setup, judge)
-                out.append(Restarted(name, True, str(self.root / record["checkpoint"]),
-                                     time.monotonic() - began))
-            except Exception as e:  # noqa: BLE001 (one broken query must not stop the rest)
-                reason = one_line(e)
-                continuous.failed(name, sink, reason, owner)
-                out.append(Restarted(name, False, reason, time.monotonic() - began))
-        return out
+        return [self._restart_one(path, spark, setup, judge)
+                for path in sorted((self.root / "queries").glob("*.json"))]
+
+    def start_again(self, name: str) -> str | None:
+        assert self._opened is not None, "started again only once open"
+        done = self._restart_one(self._record(name), *self._opened)
+        return None if done.ok else done.detail
+
+    def _restart_one(self, path: Path, spark: SparkSession,
+                     setup: Callable[[SparkSession], None] | None,
+                     judge: Judge) -> Restarted:
+        """Start the query kept at ``path`` again, or record it as failed, with why (in
+        one line: PySpark's loggers, which print an analysis error's Java stack trace
+        before raising it, quiet before any query of this process has been planned)."""
+        quiet_spark_loggers()
+        began = time.monotonic()
+        name, sink, owner = path.stem, "?", None
+        try:
+            record = json.loads(path.read_text())
+            name, owner = record.get("name", name), record.get("owner")
+            sink = (f"directory {record.get('directory')}" if record.get("sink") ==
+                    "directory" else f"table global_temp.{name}")
+            self._restart(record, spark, setup, judge)
+            return Restarted(name, True, str(self.root / record["checkpoint"]),
+                             time.monotonic() - began)
+        except Exception as e:  # noqa: BLE001 (one broken query must not stop the rest)
+            reason = one_line(e)
+            continuous.failed(name, sink, reason, owner)
+            return Restarted(name, False, reason, time.monotonic() - began)
 
     def _restart(self, record: dict, spark: SparkSession,
                  setup: Callable[[SparkSession], None] | None,
@@ -226,8 +245,9 @@ class StateDir:
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         judge.guard(session)  # its query is judged again, as a client's would be
-        altered, history = _altered(record.get("altered"), session)
-        drop_unfinished_writes(self.root / record["checkpoint"])
+        checkpoint = self.root / record["checkpoint"]
+        drop_unfinished_writes(checkpoint)
+        altered, history = _altered(record.get("altered"), session, str(checkpoint))
         continuous.restart(stmt, text, session, start, record.get("owner"), altered, history)
 
 
@@ -246,15 +266,19 @@ def drop_unfinished_writes(checkpoint: Path) -> list[Path]:
     return gone
 
 
-def _altered(kept: dict | None, spark: SparkSession
+def _altered(kept: dict | None, spark: SparkSession, checkpoint: str
              ) -> tuple[continuous.Altered | None, Backfill | None]:
-    """What ALTER made of a kept query, and the history its latest version starts from
-    (read only should its checkpoint hold no completed micro-batch)."""
+    """What ALTER made of a kept query, and the history its latest version starts from:
+    read only while its ``checkpoint`` holds no completed micro-batch. After one, the
+    checkpoint's state holds it, so nothing of it is planned (its BACKFILL FROM table, or
+    the files an earlier version read, may be gone): it is named, for a later ALTER."""
     if not kept:
         return None, None
     altered = continuous.Altered(tuple((int(v), at) for v, at in kept["versions"]),
                                  kept["stream"], tuple(kept["files"]), kept.get("backfill"),
                                  kept.get("log_base"))
+    if not backfill_needed(spark, checkpoint):
+        return altered, unread_history(altered.backfill, altered.files)
     stream = file_stream(spark, altered.stream)
     if stream is None:
         raise DfsqlError(f"its stream {altered.stream} is no longer a stream of files")

@@ -28,8 +28,8 @@ from dfsql.language.parse import ALL_KEYWORDS, UNIT_WORDS
 #: dfsql's words beyond LANGUAGE.md's clause keywords: units, continuous queries
 # (a one-letter unit, S or H, is more often a table alias: not highlighted)
 DFSQL_WORDS = sorted(ALL_KEYWORDS | {w for w in UNIT_WORDS if len(w) > 1} | {
-    "STREAMING", "QUERY", "QUERIES", "STOP", "SHOW", "CHECKPOINT", "DIRECTORY", "BACKFILL",
-    "EXPLAIN", "TRY"})
+    "STREAMING", "QUERY", "QUERIES", "STOP", "START", "SHOW", "CHECKPOINT", "DIRECTORY",
+    "BACKFILL", "EXPLAIN", "TRY"})
 
 #: the shell's commands and a line of help each
 COMMANDS: dict[str, str] = {

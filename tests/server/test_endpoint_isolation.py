@@ -325,6 +325,59 @@ def test_ownership_survives_a_restart_on_the_state_directory(spark, tmp_path, st
         second.stop()
 
 
+def test_a_failed_kept_query_is_its_owners_to_start(spark, tmp_path, stream):
+    """A kept query that failed to start again (its stream's directory moved away while
+    the server was down) is its creator's to START once the cause is fixed: bob's START
+    is refused with 42501 naming the owner, at the name; alice's starts it, in the same
+    server (Figure 14's stream read whole: its two windows' last panes, 39 and 12)."""
+    from tests.conftest import wait_until
+
+    users = _users(tmp_path / "users")
+    state, mine = tmp_path / "state", StreamView(
+        "start_live", str(paper_stream_dir(tmp_path / "live")), "parquet")
+
+    def start(*views: StreamView) -> Server:
+        def setup(session) -> None:
+            register_paper_tables(session)
+            for v in views:
+                v.register(session)
+
+        return Server(spark, port=0, auth="PLAIN", password_file=users, data_roots=None,
+                      state_dir=str(state), streams=list(views), session_setup=setup).start()
+
+    first = start(stream, mine)
+    try:
+        alice = _connect(first, "alice")
+        _run(alice, "CREATE STREAMING QUERY alice_start AS "
+             + LIVE_QUERY.replace("scores_live", "start_live"))
+        alice.close()
+    finally:
+        first.stop()
+    Path(mine.path).rename(tmp_path / "away")
+    second = start(stream)
+    try:
+        assert [(r.name, r.ok) for r in second.restarted] == [("alice_start", False)]
+        alice, bob = _connect(second, "alice"), _connect(second, "bob")
+        Path(tmp_path / "away").rename(mine.path)
+        state_, message = _refusal(bob, "START STREAMING QUERY alice_start")
+        assert (state_, message.splitlines()[0]) == (
+            "42501", "line 1, col 23: the continuous query alice_start belongs to user "
+                     "'alice': START is theirs or an admin's (dfsql serve --admin)")
+        assert [r[2] for r in _run(alice, "START STREAMING QUERY alice_start")] == ["RUNNING"]
+
+        def table() -> list[tuple]:
+            return _run(alice, "SELECT total, pane_timing FROM global_temp.alice_start "
+                               "ORDER BY total")
+
+        assert wait_until(lambda: table() == [(12, "ON_TIME"), (39, "LATE")], 120), table()
+        assert [r[-1] for r in _run(bob, "SHOW STREAMING QUERIES")] == ["alice"]
+        _run(alice, "STOP STREAMING QUERY alice_start")
+        alice.close()
+        bob.close()
+    finally:
+        second.stop()
+
+
 def test_admin_needs_plain(spark):
     """--admin under NONE would let anyone name themself the admin: refused at start."""
     from dfsql.errors import DfsqlError

@@ -88,6 +88,8 @@ def test_into_directory(spark, scores_live, tmp_path):
 
 @pytest.mark.parametrize("text,line,col", [
     ("STOP STREAMING QUERY nothing_here", 1, 22),
+    ("START STREAMING QUERY nothing_here", 1, 23),
+    ("START STREAMING QUERY q now", 1, 25),
     ("CREATE STREAMING QUERY q INTO NOWHERE AS SELECT 1", 1, 31),
     ("CREATE STREAMING QUERY q\nAS", 2, 3),
     ("SHOW STREAMING QUERY", 1, 16),

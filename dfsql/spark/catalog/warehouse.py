@@ -22,8 +22,11 @@ Parquet or ORC files, whose schema is in the data. Persistent views (plain ones,
 windowed views of :mod:`dfsql.spark.catalog.views`) have no directory: each one's ``SHOW CREATE
 TABLE`` is kept in ``.dfsql-views/<db>.<view>.sql`` in the warehouse, written after the
 statement that made, altered or dropped it, and made again (or dropped) by every other
-process at its next statement. Sessions dfsql did not create are
-never touched; over Spark Connect the server owns the catalog.
+process at its next statement. An external table (``CREATE TABLE … LOCATION`` outside
+the warehouse, with columns or as CTAS) has its directory elsewhere: its ``SHOW CREATE
+TABLE``, LOCATION included, is kept in ``.dfsql-external/<db>.<table>.sql`` the same way,
+and DROP TABLE forgets it everywhere but leaves its files. Sessions dfsql did not create
+are never touched; over Spark Connect the server owns the catalog.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 DEFINITION = ".dfsql-table.sql"
 #: the persistent views' definitions, in the warehouse
 VIEWS = ".dfsql-views"
+#: the external tables' definitions, in the warehouse
+EXTERNAL = ".dfsql-external"
 #: the first words of the statements after which table definitions are written again
 _DDL = ("CREATE", "REPLACE", "ALTER", "DROP", "TRUNCATE", "MSCK", "RENAME")
 #: data files whose schema Spark reads from the files themselves
@@ -85,6 +90,8 @@ class Catalog:
     databases: set[str] = field(default_factory=set)
     #: each view definition file as last read or written: its mtime
     views_seen: dict[str, int] = field(default_factory=dict)
+    #: each external table's definition file as last read or written: its mtime
+    external_seen: dict[str, int] = field(default_factory=dict)
     #: the endpoint's sessions are threads of one process sharing this object: one sync at
     #: a time, or two of them forget the same dropped table (a KeyError) or register it twice
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -168,8 +175,10 @@ class Catalog:
                 self.spark.sql(f"REFRESH TABLE {seen.name}")
             self.seen[path] = _Seen(db, table, _mtime(path), _mtime(defn))
         if ddl:
+            self._write_external()
             self._write_views()
         else:
+            self._read_external()
             self._read_views()
 
     # ------------------------------------------------------------------ views
@@ -211,6 +220,57 @@ class Catalog:
         for fname in [f for f in self.views_seen if f not in here]:
             del self.views_seen[fname]
             (folder / fname).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ external tables
+    def _write_external(self) -> None:
+        """After DDL here: the definition of every external table outside the warehouse
+        written (when changed), and the file of one seen before and gone now removed."""
+        folder = self.warehouse / EXTERNAL
+        inside = {(t.db, t.table) for t in self.seen.values()}
+        here: set[str] = set()
+        jc = self._jcatalog()
+        for db in {"default", *self.databases}:
+            for row in self.spark.sql(f"SHOW TABLES IN {_q(db)}").collect():
+                if row.isTemporary or (db, row.tableName) in inside:
+                    continue
+                meta = jc.getTableMetadata(self._ident(db, row.tableName))
+                if meta.tableType().name() != "EXTERNAL":
+                    continue
+                fname = _view_file(db, row.tableName)
+                here.add(fname)
+                text = self.spark.sql(
+                    f"SHOW CREATE TABLE {_q(db)}.{_q(row.tableName)}").collect()[0][0]
+                self.external_seen[fname] = _write_if_changed(folder, fname, text)
+        for fname in [f for f in self.external_seen if f not in here]:
+            del self.external_seen[fname]
+            (folder / fname).unlink(missing_ok=True)
+
+    def _read_external(self) -> None:
+        """Register (again) the external tables another process (or an earlier run)
+        defined or changed; forget, files kept, those it dropped."""
+        from pyspark.errors import PySparkException
+
+        folder = self.warehouse / EXTERNAL
+        files = {p.name: p for p in folder.glob("*.sql")} if folder.is_dir() else {}
+        for fname, path in files.items():
+            mtime = _mtime(path)
+            if self.external_seen.get(fname) == mtime:
+                continue
+            name = _view_name(fname)
+            try:
+                text = path.read_text()
+                tokens = scan_text(text).tokens
+                if fname in self.external_seen:  # changed elsewhere: read it again
+                    self.spark.sql(f"DROP TABLE IF EXISTS {name}")
+                self.spark.sql(_if_not_exists(text, tokens, name))
+                if _partitioned(tokens):
+                    self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
+            except (OSError, DfsqlError, PySparkException):  # its database not made yet,
+                continue  # or being written: tried again next time
+            self.external_seen[fname] = mtime
+        for fname in [f for f in self.external_seen if f not in files]:
+            del self.external_seen[fname]
+            self.spark.sql(f"DROP TABLE IF EXISTS {_view_name(fname)}")  # external: files stay
 
     def _define(self, path: Path, db: str, table: str) -> None:
         """Write the table's definition next to its files."""

@@ -126,15 +126,26 @@ def missing(spark: SparkSession, files: list[str]) -> list[str]:
     return gone
 
 
+def unread_history(backfill: str | None, files: tuple[str, ...]) -> Backfill:
+    """A kept query's history named but not read (its restart after a completed
+    micro-batch needs none of it): the first version's ``BACKFILL FROM`` (as Spark reads
+    it) and the stream's ``files`` the versions before read. :func:`history_of` reads it
+    should the query be changed again."""
+    return Backfill(sql=backfill, skip=files, unread=True)
+
+
 def history_of(spark: SparkSession, stream: FileStream, files: list[str],
                before: Backfill | None) -> Backfill:
     """A changed query's history: the history before (``BACKFILL FROM``'s relation, or
-    what an earlier change gave) and the stream's ``files`` read since; the stream goes
-    on without any of them."""
+    what an earlier change gave, read now if :func:`unread_history`) and the stream's
+    ``files`` read since; the stream goes on without any of them."""
     from functools import reduce
 
     from pyspark.sql.types import StructType
 
+    if before is not None and before.unread:
+        first = None if before.sql is None else Backfill(sql=before.sql)
+        before = history_of(spark, stream, list(before.skip), first)
     skip = before.skip if before is not None else ()
     held = set(skip)
     frames = []
