@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from dfsql.spark.stream import progress_log as log
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -110,8 +112,6 @@ def current_totals(spark: SparkSession | None, query: object, checkpoint: str) -
     """The figures of a running (or just stopped) query: its progress log, with the
     batches Spark has reported and the log does not have yet written into it (the
     listener writes them as Spark reports them; SHOW may read first)."""
-    from dfsql.spark.stream import progress_log as log
-
     base, records = log.read_log(spark, checkpoint)
     by_batch = {r["batch_id"]: r for r in records}
     for p in query.recentProgress:  # type: ignore[attr-defined]

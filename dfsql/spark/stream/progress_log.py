@@ -22,6 +22,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from dfsql.session import spark_context
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -149,8 +151,6 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
     from now on (before it starts: its first batch may finish before start returns). A
     report of another run of that name (an older version still reporting) is told by its
     id, which Spark keeps in the checkpoint's ``metadata``."""
-    from dfsql.session import spark_context
-
     with _LOCK:
         _WATCHED[name] = checkpoint
     sc = spark_context(spark)
@@ -235,8 +235,6 @@ def _local(path: str) -> str | None:
 
 
 def _hadoop(spark: SparkSession, path: str):
-    from dfsql.session import spark_context
-
     sc = spark_context(spark)
     if sc is None:
         return None, None, None
