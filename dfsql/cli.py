@@ -25,6 +25,7 @@ from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES,
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
 )
+from dfsql.spark import progress_bar
 
 if TYPE_CHECKING:
     from dfsql.shell.repl import Shell
@@ -379,6 +380,8 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    # the shell and `dfsql run` draw their own bars; a server's terminal is not its clients'
+    progress_bar.disable()
     if args.master and args.remote:
         parser.error("give --master or --remote, not both")
     # every command's dfsql.session() reads these (LANGUAGE.md's interfaces share them)

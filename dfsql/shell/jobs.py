@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dfsql.session import cancel_until, spark_context
+from dfsql.spark.progress import stages
 
 T = TypeVar("T")
 
@@ -144,22 +145,13 @@ class StageProgress:
         self.progress.start()
 
     def update(self) -> None:
-        stages: set[int] = set()
-        for job_id in self.tracker.getJobIdsForGroup(self.group):
-            job = self.tracker.getJobInfo(job_id)
-            if job is not None and job.status == "RUNNING":
-                stages.update(job.stageIds)
-        for sid in sorted(stages):
-            info = self.tracker.getStageInfo(sid)
-            if info is None or info.numTasks == 0 or (
-                    sid not in self.tasks and info.numActiveTasks == 0
-                    and info.numCompletedTasks == 0):
+        for st in stages(self.tracker, self.group):
+            if st.id not in self.tasks and not st.started:
                 continue  # not started (or skipped): no bar yet
-            label = f"stage {sid}" + (f" {info.name.split(' at ')[0]}" if info.name else "")
-            if sid not in self.tasks:
-                self.tasks[sid] = self.progress.add_task(label[:40], total=info.numTasks)
-            self.progress.update(self.tasks[sid], completed=info.numCompletedTasks,
-                                 total=info.numTasks)
+            if st.id not in self.tasks:
+                label = f"stage {st.id}" + (f" {st.name}" if st.name else "")
+                self.tasks[st.id] = self.progress.add_task(label[:40], total=st.tasks)
+            self.progress.update(self.tasks[st.id], completed=st.completed, total=st.tasks)
 
     def close(self) -> None:
         self.progress.stop()

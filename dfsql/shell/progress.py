@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from dfsql.session import spark_context
+from dfsql.spark.progress import stage_line, stages
 
 
 class Progress(threading.Thread):
@@ -28,14 +29,8 @@ class Progress(threading.Thread):
         self.tracker = None if sc is None else sc.statusTracker()
 
     def line(self) -> str | None:
-        if self.tracker is None:
-            return None
-        parts = []
-        for sid in sorted(self.tracker.getActiveStageIds()):
-            info = self.tracker.getStageInfo(sid)
-            if info is not None:
-                parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
-        return f"[{'; '.join(parts)}]" if parts else None
+        text = stage_line(stages(self.tracker))  # the reading: dfsql.spark.progress
+        return None if text is None else f"[{text}]"
 
     def run(self) -> None:
         while not self._stop.wait(self.interval):
