@@ -156,6 +156,52 @@ def test_pyhive_gets_the_dropped_rows_as_the_operation_log(endpoint):
     conn.close()
 
 
+#: a Spark job's progress line in the operation log (dfsql.spark.progress.stage_line)
+STAGE_LINE = re.compile(r"job \d+ stage \d+: (\d+)/(\d+) tasks(; job \d+ stage \d+: "
+                        r"\d+/\d+ tasks)*")
+
+
+def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spark):
+    """Issue #51: while a statement runs, its operation log (PyHive's fetch_logs, beeline
+    asks each second) holds its Spark stages' progress, each change once; once it has
+    finished, nothing more. Eight rows taking a second each (a Python UDF, in a global
+    view) summed by FIXED(2 MINUTES): 1+2, 3+4, 5+6, 7+8."""
+    from pyhive import hive
+    from pyspark.sql import functions as F
+    from TCLIService.ttypes import TOperationState
+
+    @F.udf("long")
+    def slow(v):
+        import time
+        time.sleep(1.0)
+        return v
+
+    spark.range(8, numPartitions=4).select(
+        F.lit("k").alias("key"), slow(F.col("id") + 1).alias("value"),
+        F.timestamp_seconds(F.lit(1704110400) + F.col("id") * 60).alias("event_time"),
+    ).createOrReplaceGlobalTempView("slow_scores")
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("SELECT key, SUM(value) AS total FROM global_temp.slow_scores GROUP BY key "
+                "WINDOW FIXED(2 MINUTES) ON event_time", async_=True)
+    logs: list[str] = []
+    while cur.poll().operationState in (TOperationState.INITIALIZED_STATE,
+                                         TOperationState.PENDING_STATE,
+                                         TOperationState.RUNNING_STATE):
+        logs += cur.fetch_logs()
+        time.sleep(0.2)
+    assert [r[1] for r in cur.fetchall()] == [3, 7, 11, 15]
+    assert logs, "no progress while it ran"
+    for line in logs:
+        m = STAGE_LINE.fullmatch(line)
+        assert m and int(m[1]) <= int(m[2]), line
+    assert all(a != b for a, b in zip(logs, logs[1:], strict=False))  # changes only
+    assert cur.fetch_logs() == []  # nothing more: no notes, and the progress said once
+    conn.close()
+    spark.catalog.dropGlobalTempView("slow_scores")
+    assert hive  # the client under test
+
+
 def test_a_trigger_on_a_bounded_table_is_said_to_have_no_effect(endpoint):
     """Issue #23: a TRIGGER on a bounded table without PROCESSING TIME changes nothing (one
     ON_TIME pane per window, LANGUAGE.md §5); the endpoint says so in the operation log,
