@@ -651,6 +651,21 @@ def test_beeline_prints_the_dropped_rows_warning(served, beeline):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
+def test_beeline_prints_the_progress_while_a_statement_runs(served, beeline):
+    """Issue #51: beeline asks for the operation log each second while a statement runs
+    and prints it on stderr: the stages' tasks. A join of 20,000 by 20,000 rows that
+    takes seconds: for each a, the b with (7a + b) % 1000 = 0 are 20 of the 20,000."""
+    done = beeline.run("SELECT COUNT(*) AS n FROM range(0, 20000, 1, 4) a JOIN "
+                       "range(0, 20000, 1, 4) b ON (a.id * 7 + b.id) % 1000 = 0;")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "400000" in done.stdout.split()
+    progress = [ln.strip() for ln in done.stderr.splitlines() if STAGE_LINE.fullmatch(
+        ln.strip())]
+    assert progress, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
 def test_beeline_starts_reads_and_stops_a_streaming_query(served, beeline):
     """CREATE STREAMING QUERY over beeline; its live windows read back while it runs
     (Figure 14's two windows left after its last pane, from the paper); SHOW; STOP."""
