@@ -25,14 +25,14 @@ from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import Scanned
 from dfsql.language.statement import Statement
-from dfsql.server import rowsets
+from dfsql.server import progress_update, rowsets
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 from dfsql.session import cancel_until
 from dfsql.spark.errors import java_error
-from dfsql.spark.progress import LogLines, listening
+from dfsql.spark.progress import LogLines, Stage, listening
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,7 +140,8 @@ class Operation:
         self._pos = 0
         self.offset = 0
         self.lock = threading.Lock()
-        self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
+        #: ((state, progress update asked), encoded reply)
+        self._status_reply: tuple[tuple[int, bool], bytes] | None = None
         #: the statement's result as dfsql.sql returned it, until its log is computed
         #: (the dropped-row warnings are keyed by it: :meth:`log`)
         self._result: DataFrame | None = None
@@ -150,6 +151,10 @@ class Operation:
         #: the client asks for the log; the lines given so far, kept for FETCH_FIRST
         self.progress = LogLines(session.spark, self.group)
         self._said: list[str] = []
+        #: the client asks GetOperationStatus for progress updates (beeline draws them)
+        self.wants_progress = False
+        self._bar: list[Stage] = []  # the stages the last update showed
+        self.started_ms = int(time.time() * 1000)
         self._log_lock = threading.Lock()
         self.done = threading.Event()  # set when it leaves the running states
         #: set when its thread has left run(): no more of its jobs can start after it
@@ -289,7 +294,11 @@ class Operation:
         returned once (FETCH_NEXT); ``first`` (FETCH_FIRST) starts again."""
         with self._log_lock:
             if self._log is None:
-                self._said += self.progress.take(running=not self.done.is_set())
+                # a client drawing the progress update (beeline) gets one stage line,
+                # which lets it start drawing, then the stages only in the bar
+                stage_lines = not (self.wants_progress and self.progress.gave_stages)
+                self._said += self.progress.take(running=stage_lines and
+                                                 not self.done.is_set())
                 if self.state == S.FINISHED_STATE:
                     self._log = [*self._said, *self._notes()]
             lines_now = self._said if self._log is None else self._log
@@ -297,6 +306,21 @@ class Operation:
                 self._log_at = 0
             lines, self._log_at = lines_now[self._log_at:], len(lines_now)
             return lines
+
+    def progress_update(self) -> tt.TProgressUpdateResp:
+        """GetOperationStatus's progress update (:mod:`dfsql.server.progress_update`): a
+        statement's stages while it runs, all done once it has finished; not available
+        for a metadata call, a failed statement or one that ran no stage."""
+        self.wants_progress = True
+        if self.kind != tt.TOperationType.EXECUTE_STATEMENT or self.state not in (
+                S.INITIALIZED_STATE, S.PENDING_STATE, S.RUNNING_STATE, S.FINISHED_STATE):
+            return progress_update.NOT_AVAILABLE
+        if not self.done.is_set():
+            self._bar = self.progress.stages() or self._bar
+            return progress_update.update(self._bar, self.started_ms, complete=False)
+        if not self._bar:
+            return progress_update.NOT_AVAILABLE
+        return progress_update.update(self._bar, self.started_ms, complete=True)
 
     def _notes(self) -> list[str]:
         """The finished statement's warnings and notes, worked out once."""

@@ -130,14 +130,22 @@ class LogLines:
         with self._lock:
             self._phases.append(line)
 
+    def stages(self) -> list[Stage]:
+        """Its job group's running stages now."""
+        if self.tracker is None:
+            self.tracker = tracker_of(self.spark)
+        return stages(self.tracker, self.group)
+
+    @property
+    def gave_stages(self) -> bool:
+        return self._last is not None
+
     def take(self, running: bool = True) -> list[str]:
         """The lines not given yet (``running``: the stages too, as they are now)."""
         with self._lock:
             lines, self._phases = self._phases, []
         if running:
-            if self.tracker is None:
-                self.tracker = tracker_of(self.spark)
-            now = stage_line(stages(self.tracker, self.group))
+            now = stage_line(self.stages())
             if now is not None and now != self._last:
                 self._last = now
                 lines.append(now)
