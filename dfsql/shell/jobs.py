@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dfsql.session import cancel_until, spark_context
-from dfsql.spark.progress import stages
+from dfsql.spark.progress import listening, stages
 
 T = TypeVar("T")
 
@@ -73,6 +73,8 @@ class Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.cancelled = False
+        #: the statement's phase lines (a backfill, ALTER's restatement), not yet shown
+        self.heard: list[str] = []
         # set when the worker ends: Thread.is_alive() may wrongly say False after a
         # KeyboardInterrupt lands inside Thread.join (CPython before 3.13)
         self._done = threading.Event()
@@ -85,7 +87,8 @@ class Job:
                 self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
             else:
                 self.spark.addTag(self.group)
-            self.result = self.fn()
+            with listening(self.heard.append):
+                self.result = self.fn()
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             self.error = e
         finally:
@@ -105,6 +108,8 @@ class Job:
                     if ctrl_c.pressed.is_set():
                         self._let_go()
                         raise Cancelled()
+                    if progress_console is not None:
+                        self._show_heard(progress_console)
                     if progress_console is not None and self.sc is not None:
                         if bar is None and time.monotonic() - t0 >= PROGRESS_AFTER_S:
                             bar = StageProgress(self.sc, self.group, progress_console)
@@ -113,9 +118,16 @@ class Job:
         finally:
             if bar is not None:
                 bar.close()
+        if progress_console is not None:
+            self._show_heard(progress_console)
         if self.error is not None:
             raise self.error
         return self.result
+
+    def _show_heard(self, console) -> None:
+        """The phase lines said since, above the bars."""
+        while self.heard:
+            console.print(self.heard.pop(0), style="dim", markup=False, highlight=False)
 
     def _let_go(self) -> None:
         """Cancel the group until the worker ends: a statement may start a next job

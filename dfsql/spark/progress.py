@@ -90,9 +90,10 @@ _local = threading.local()
 @contextmanager
 def listening(hear: Callable[[str], None]) -> Iterator[None]:
     """Inside the block, the phase lines said on this thread (:func:`say`) go to
-    ``hear`` too (listeners nest: an outer one still hears)."""
+    ``hear`` too (listeners nest: an outer one still hears; one already listening —
+    a statement run inside another — hears each line once)."""
     outer = getattr(_local, "hear", ())
-    _local.hear = (*outer, hear)
+    _local.hear = outer if hear in outer else (*outer, hear)
     try:
         yield
     finally:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, TextIO
 
-from dfsql.spark.progress import PROGRESS_CONF, listening, stage_line, stages, tracker_of
+from dfsql.session import spark_context
+from dfsql.spark.progress import PROGRESS_CONF, listening, stage_line, stages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,9 +40,11 @@ _allowed = True
 class Bar(threading.Thread):
     """The drawing thread: running stages of every job of the SparkContext."""
 
-    def __init__(self, tracker, out: TextIO) -> None:
+    def __init__(self, sc, out: TextIO) -> None:
         super().__init__(daemon=True, name="dfsql-progress-bar")
-        self.tracker = tracker
+        self.sc = sc  # a later SparkContext (after spark.stop()) gets a bar of its own
+        self.tracker = sc.statusTracker()
+        self.ended = False
         self.out = out
         self.on = threading.Event()
         self.on.set()
@@ -50,7 +53,7 @@ class Bar(threading.Thread):
         self._write = threading.Lock()
 
     def run(self) -> None:
-        while True:
+        while not self.ended:
             self.on.wait()
             time.sleep(INTERVAL_S)
             try:
@@ -126,11 +129,14 @@ def _bar_for(spark) -> Bar | None:
             if _bar is not None:
                 _bar.on.clear()
             return None
-        if _bar is None or not _bar.is_alive():
-            tracker = tracker_of(spark)
-            if tracker is None:  # Spark Connect: no stages to draw
-                return None
-            _bar = Bar(tracker, sys.stderr)
+        sc = spark_context(spark)
+        if sc is None:  # Spark Connect: no stages to draw
+            return None
+        if _bar is None or not _bar.is_alive() or _bar.sc is not sc:
+            if _bar is not None:  # the old one's context stopped: it ends
+                _bar.ended = True
+                _bar.on.set()
+            _bar = Bar(sc, sys.stderr)
             _bar.start()
         _bar.on.set()
         return _bar
