@@ -1,7 +1,9 @@
 """Spark job progress for the CLI and REPL: one status line on stderr while work runs.
 
 Spark's own console progress bar is off in dfsql's sessions (it interleaves with query
-output); this reporter polls the status tracker instead and clears its line when done.
+output); this reporter polls the status tracker instead (read by
+:mod:`dfsql.spark.progress`, which the shell's bars and the endpoint share) and clears
+its line when done.
 Over Spark Connect there is no status tracker, and nothing is shown.
 """
 

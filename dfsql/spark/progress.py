@@ -5,8 +5,9 @@ whoever listens on its thread.
 
 The shell draws the stages as rich bars (:mod:`dfsql.shell.jobs`); the endpoint returns
 them as an operation's log, each line when a client asks for the log (no thread:
-:class:`LogLines`); ``dfsql.sql`` and ``dfsql.start`` in a terminal draw one line on
-stderr (:mod:`dfsql.spark.progress_bar`). Over Spark Connect there is no status tracker:
+:class:`LogLines`), and as GetOperationStatus's progress update
+(:mod:`dfsql.server.progress_update`, beeline's bar); ``dfsql.sql`` and ``dfsql.start``
+in a terminal draw one line on stderr (:mod:`dfsql.spark.progress_bar`). Over Spark Connect there is no status tracker:
 only the phase lines are said.
 """
 
