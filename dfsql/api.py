@@ -33,6 +33,7 @@ from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.explain.live import live_firings
+from dfsql.spark.progress_bar import watching
 from dfsql.spark.stream.alter import Change, check_change
 from dfsql.spark.stream.backfill import needed as backfill_needed
 from dfsql.spark.stream.checkpoint import as_recorded
@@ -76,7 +77,17 @@ def sql(text: str | Statement | ContinuousStatement,
     CREATE / SHOW / STOP / START STREAMING QUERY start, list, stop and start again
     continuous queries.
     ``text`` may be the statement already parsed (:func:`dfsql.language.parse_any`, as
-    the shell and the endpoint do): it is not scanned or parsed again."""
+    the shell and the endpoint do): it is not scanned or parsed again.
+
+    In a terminal, a progress bar on stderr shows Spark's running stages (and the
+    DataFrame's actions' later on); the session setting ``dfsql.progress=false`` turns
+    it off (:mod:`dfsql.spark.progress_bar`)."""
+    with watching(lambda: _spark(spark)):
+        return _sql(text, spark)
+
+
+def _sql(text: str | Statement | ContinuousStatement,
+         spark: SparkSession | None) -> DataFrame:
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written
     # once: parsing and finding the views it reads share it
@@ -163,8 +174,16 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     ``backfill``: the stream's history (a table's name or a bounded DataFrame with the
     stream's columns, holding what arrived before its first row; LANGUAGE.md §8c): it is
     replayed first, and its panes reach ``sink`` with the stream's first micro-batch.
-    A restart whose checkpoint has committed a batch does not read it again."""
+    A restart whose checkpoint has committed a batch does not read it again. In a
+    terminal its progress (the backfill's phases, its micro-batches' stages) shows as
+    :func:`sql`'s does."""
+    with watching(lambda: _spark(spark)):
+        return _start(text, sink, checkpoint, trigger, name, spark, backfill)
 
+
+def _start(text: str | Statement, sink: object, checkpoint: str | None,
+           trigger: dict | None, name: str | None, spark: SparkSession | None,
+           backfill: object):
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)

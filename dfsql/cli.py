@@ -26,6 +26,7 @@ from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES,
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
 )
+from dfsql.spark import progress_bar
 
 if TYPE_CHECKING:
     from dfsql.shell.repl import Shell
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     parser = _parser()
     args = parser.parse_args(argv)
+    # the shell and `dfsql run` draw their own bars; a server's terminal is not its clients'
+    progress_bar.disable()
     if args.master and args.remote:
         parser.error("give --master or --remote, not both")
     # every command's dfsql.session() reads these (LANGUAGE.md's interfaces share them)

@@ -25,13 +25,14 @@ from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import Scanned
 from dfsql.language.statement import Statement
-from dfsql.server import rowsets
+from dfsql.server import progress_update, rowsets
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 from dfsql.session import cancel_until
 from dfsql.spark.errors import java_error
+from dfsql.spark.progress import LogLines, Stage, listening
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -139,12 +140,21 @@ class Operation:
         self._pos = 0
         self.offset = 0
         self.lock = threading.Lock()
-        self._status_reply: tuple[int, bytes] | None = None  # (state, encoded reply)
+        #: ((state, progress update asked), encoded reply)
+        self._status_reply: tuple[tuple[int, bool], bytes] | None = None
         #: the statement's result as dfsql.sql returned it, until its log is computed
         #: (the dropped-row warnings are keyed by it: :meth:`log`)
         self._result: DataFrame | None = None
         self._log: list[str] | None = None
         self._log_at = 0
+        #: its progress while it runs (phase lines, its job group's stages), made when
+        #: the client asks for the log; the lines given so far, kept for FETCH_FIRST
+        self.progress = LogLines(session.spark, self.group)
+        self._said: list[str] = []
+        #: the client asks GetOperationStatus for progress updates (beeline draws them)
+        self.wants_progress = False
+        self._bar: list[Stage] = []  # the stages the last update showed
+        self.started_ms = int(time.time() * 1000)
         self._log_lock = threading.Lock()
         self.done = threading.Event()  # set when it leaves the running states
         #: set when its thread has left run(): no more of its jobs can start after it
@@ -189,7 +199,7 @@ class Operation:
             scanned, self.scanned = self.scanned, None  # its tokens not held past the parse
             stmt = parse_any(self.statement, scanned)
             with acting_as(Actor(self.session.user, self.session.admin)), \
-                    self.session.judging(stmt):
+                    self.session.judging(stmt), listening(self.progress.hear):
                 if self.session.judge is not None:
                     self.session.judge.check_statement(spark, stmt)
                 df = dfsql.sql(stmt, spark)
@@ -274,25 +284,52 @@ class Operation:
             return table, offset
 
     def log(self, first: bool) -> list[str]:
-        """The operation's log (FetchResults with fetchType 1, which beeline prints after
-        the rows and PyHive's ``fetch_logs`` reads): the warnings about rows the statement
-        dropped (:func:`dfsql.api.dropped_warnings`), worked out once it has finished —
-        for a replay after its rows, so from the count its run made. Each line is
+        """The operation's log (FetchResults with fetchType 1, which beeline asks for each
+        second while the statement runs and prints, and PyHive's ``fetch_logs`` reads):
+        while it runs, its progress — dfsql's phase lines (a backfill, ALTER's
+        restatement) and its Spark stages' tasks when they changed
+        (:class:`dfsql.spark.progress.LogLines`, read only when asked); once it has
+        finished, the warnings about rows it dropped (:func:`dfsql.api.dropped_warnings`;
+        for a replay after its rows, so from the count its run made). Each line is
         returned once (FETCH_NEXT); ``first`` (FETCH_FIRST) starts again."""
         with self._log_lock:
             if self._log is None:
-                if self.state != S.FINISHED_STATE:
-                    return []  # nothing yet (beeline asks while the statement runs)
-                result, self._result = self._result, None
-                try:
-                    self._log = [] if result is None else [
-                        *dfsql.api.dropped_warnings(result), *dfsql.api.batch_notes(result)]
-                except Exception as e:  # noqa: BLE001 (the rows stay valid without it)
-                    self._log = [f"warning: dropped rows not counted: {describe(e)[0]}"]
+                # a client drawing the progress update (beeline) gets one stage line,
+                # which lets it start drawing, then the stages only in the bar
+                stage_lines = not (self.wants_progress and self.progress.gave_stages)
+                self._said += self.progress.take(running=stage_lines and
+                                                 not self.done.is_set())
+                if self.state == S.FINISHED_STATE:
+                    self._log = [*self._said, *self._notes()]
+            lines_now = self._said if self._log is None else self._log
             if first:
                 self._log_at = 0
-            lines, self._log_at = self._log[self._log_at:], len(self._log)
+            lines, self._log_at = lines_now[self._log_at:], len(lines_now)
             return lines
+
+    def progress_update(self) -> tt.TProgressUpdateResp:
+        """GetOperationStatus's progress update (:mod:`dfsql.server.progress_update`): a
+        statement's stages while it runs, all done once it has finished; not available
+        for a metadata call, a failed statement or one that ran no stage."""
+        self.wants_progress = True
+        if self.kind != tt.TOperationType.EXECUTE_STATEMENT or self.state not in (
+                S.INITIALIZED_STATE, S.PENDING_STATE, S.RUNNING_STATE, S.FINISHED_STATE):
+            return progress_update.NOT_AVAILABLE
+        if not self.done.is_set():
+            self._bar = self.progress.stages() or self._bar
+            return progress_update.update(self._bar, self.started_ms, complete=False)
+        if not self._bar:
+            return progress_update.NOT_AVAILABLE
+        return progress_update.update(self._bar, self.started_ms, complete=True)
+
+    def _notes(self) -> list[str]:
+        """The finished statement's warnings and notes, worked out once."""
+        result, self._result = self._result, None
+        try:
+            return [] if result is None else [
+                *dfsql.api.dropped_warnings(result), *dfsql.api.batch_notes(result)]
+        except Exception as e:  # noqa: BLE001 (the rows stay valid without it)
+            return [f"warning: dropped rows not counted: {describe(e)[0]}"]
 
     def cancel(self) -> None:
         if self.state in (S.FINISHED_STATE, S.ERROR_STATE, S.CLOSED_STATE):

@@ -28,6 +28,7 @@ from dfsql.server.limits import (
 from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView
 from dfsql.server.watchdog import Watchdog
+from dfsql.spark import progress_bar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,6 +85,7 @@ class Server:
         # and the scanner the service needs
         from dfsql.server import http_transport, service
 
+        progress_bar.disable()  # the clients' statements are not this terminal's
         # checked before anything starts
         path = http_transport.http_path(http_path) if transport_mode == "http" else None
         #: the largest message, frame, string a client may announce (bytes)

@@ -301,7 +301,7 @@ class Service:
             op = self._operation(req.operationHandle)
         except ServiceError as e:
             return tt.TGetOperationStatusResp(status=_error_status(str(e)))
-        return _status_of(op, _long_poll(op))
+        return _status_of(op, _long_poll(op), req.getProgressUpdate)
 
     def status_reply(self, req) -> bytes:
         """GetOperationStatus's reply body, encoded: kept on the operation per state (an
@@ -311,12 +311,13 @@ class Service:
             return encode(TCLIService.GetOperationStatus_result(
                 success=self.GetOperationStatus(req)))
         op.touch()
-        cached = op._status_reply
-        if cached is not None and op.done.is_set() and cached[0] == op.state:
+        cached, wanted = op._status_reply, bool(req.getProgressUpdate)
+        if cached is not None and op.done.is_set() and cached[0] == (op.state, wanted):
             return cached[1]  # an ended operation asked again (JDBC: once per row)
         state = _long_poll(op)
-        body = encode(TCLIService.GetOperationStatus_result(success=_status_of(op, state)))
-        op._status_reply = (state, body)
+        body = encode(TCLIService.GetOperationStatus_result(
+            success=_status_of(op, state, wanted)))
+        op._status_reply = ((state, wanted), body)
         return body
 
     def CancelOperation(self, req):  # noqa: N802
@@ -430,8 +431,13 @@ def _long_poll(op: Operation) -> int:
     return op.state
 
 
-def _status_of(op: Operation, state: int) -> tt.TGetOperationStatusResp:
+def _status_of(op: Operation, state: int,
+               progress: bool = False) -> tt.TGetOperationStatusResp:
+    """The status of ``op`` in ``state``; ``progress``: with its progress update (which
+    beeline asks for and draws in place)."""
     resp = tt.TGetOperationStatusResp(status=OK, operationState=state, hasResultSet=True)
+    if progress:
+        resp.progressUpdateResponse = op.progress_update()
     if state == S.ERROR_STATE and op.error:
         resp.errorMessage, resp.sqlState = op.error
         resp.errorCode = 0

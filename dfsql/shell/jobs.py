@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dfsql.session import cancel_until, spark_context
+from dfsql.spark.progress import listening, stages
 
 T = TypeVar("T")
 
@@ -72,6 +73,8 @@ class Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.cancelled = False
+        #: the statement's phase lines (a backfill, ALTER's restatement), not yet shown
+        self.heard: list[str] = []
         # set when the worker ends: Thread.is_alive() may wrongly say False after a
         # KeyboardInterrupt lands inside Thread.join (CPython before 3.13)
         self._done = threading.Event()
@@ -84,7 +87,8 @@ class Job:
                 self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
             else:
                 self.spark.addTag(self.group)
-            self.result = self.fn()
+            with listening(self.heard.append):
+                self.result = self.fn()
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             self.error = e
         finally:
@@ -104,6 +108,8 @@ class Job:
                     if ctrl_c.pressed.is_set():
                         self._let_go()
                         raise Cancelled()
+                    if progress_console is not None:
+                        self._show_heard(progress_console)
                     if progress_console is not None and self.sc is not None:
                         if bar is None and time.monotonic() - t0 >= PROGRESS_AFTER_S:
                             bar = StageProgress(self.sc, self.group, progress_console)
@@ -112,9 +118,16 @@ class Job:
         finally:
             if bar is not None:
                 bar.close()
+        if progress_console is not None:
+            self._show_heard(progress_console)
         if self.error is not None:
             raise self.error
         return self.result
+
+    def _show_heard(self, console) -> None:
+        """The phase lines said since, above the bars."""
+        while self.heard:
+            console.print(self.heard.pop(0), style="dim", markup=False, highlight=False)
 
     def _let_go(self) -> None:
         """Cancel the group until the worker ends: a statement may start a next job
@@ -144,22 +157,13 @@ class StageProgress:
         self.progress.start()
 
     def update(self) -> None:
-        stages: set[int] = set()
-        for job_id in self.tracker.getJobIdsForGroup(self.group):
-            job = self.tracker.getJobInfo(job_id)
-            if job is not None and job.status == "RUNNING":
-                stages.update(job.stageIds)
-        for sid in sorted(stages):
-            info = self.tracker.getStageInfo(sid)
-            if info is None or info.numTasks == 0 or (
-                    sid not in self.tasks and info.numActiveTasks == 0
-                    and info.numCompletedTasks == 0):
+        for st in stages(self.tracker, self.group):
+            if st.id not in self.tasks and not st.started:
                 continue  # not started (or skipped): no bar yet
-            label = f"stage {sid}" + (f" {info.name.split(' at ')[0]}" if info.name else "")
-            if sid not in self.tasks:
-                self.tasks[sid] = self.progress.add_task(label[:40], total=info.numTasks)
-            self.progress.update(self.tasks[sid], completed=info.numCompletedTasks,
-                                 total=info.numTasks)
+            if st.id not in self.tasks:
+                label = f"stage {st.id}" + (f" {st.name}" if st.name else "")
+                self.tasks[st.id] = self.progress.add_task(label[:40], total=st.tasks)
+            self.progress.update(self.tasks[st.id], completed=st.completed, total=st.tasks)
 
     def close(self) -> None:
         self.progress.stop()

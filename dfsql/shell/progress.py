@@ -1,7 +1,9 @@
 """Spark job progress for the CLI and REPL: one status line on stderr while work runs.
 
 Spark's own console progress bar is off in dfsql's sessions (it interleaves with query
-output); this reporter polls the status tracker instead and clears its line when done.
+output); this reporter polls the status tracker instead (read by
+:mod:`dfsql.spark.progress`, which the shell's bars and the endpoint share) and clears
+its line when done.
 Over Spark Connect there is no status tracker, and nothing is shown.
 """
 
@@ -13,6 +15,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from dfsql.session import spark_context
+from dfsql.spark.progress import stage_line, stages
 
 
 class Progress(threading.Thread):
@@ -28,14 +31,8 @@ class Progress(threading.Thread):
         self.tracker = None if sc is None else sc.statusTracker()
 
     def line(self) -> str | None:
-        if self.tracker is None:
-            return None
-        parts = []
-        for sid in sorted(self.tracker.getActiveStageIds()):
-            info = self.tracker.getStageInfo(sid)
-            if info is not None:
-                parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
-        return f"[{'; '.join(parts)}]" if parts else None
+        text = stage_line(stages(self.tracker))  # the reading: dfsql.spark.progress
+        return None if text is None else f"[{text}]"
 
     def run(self) -> None:
         while not self._stop.wait(self.interval):

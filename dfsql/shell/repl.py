@@ -37,6 +37,7 @@ from dfsql.shell.plot import is_firings, plot_result
 from dfsql.shell.plot_tradeoff import TradeoffSummary, is_tradeoff
 from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
+from dfsql.spark import progress_bar
 from dfsql.spark.errors import spark_errors
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
@@ -66,6 +67,7 @@ class Shell:
         self.paper_tables = paper_tables
         self.history = Path(history or os.environ.get("DFSQL_HISTORY") or DEFAULT_HISTORY)
         self.quiet_spark = quiet_spark
+        progress_bar.disable()  # the shell draws its own bars (dfsql.shell.jobs)
         self.out = display.make_console()
         self.err = display.make_console(stderr=True)
         self.timing = True

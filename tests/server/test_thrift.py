@@ -156,6 +156,73 @@ def test_pyhive_gets_the_dropped_rows_as_the_operation_log(endpoint):
     conn.close()
 
 
+#: a Spark job's progress line in the operation log (dfsql.spark.progress.stage_line)
+STAGE_LINE = re.compile(r"job \d+ stage \d+: (\d+)/(\d+) tasks(; job \d+ stage \d+: "
+                        r"\d+/\d+ tasks)*")
+
+
+def _status_with_progress(conn, cur):
+    """GetOperationStatus with ``getProgressUpdate``, as Hive JDBC asks for beeline
+    (it waits up to 5 s for a running statement to end: long polling)."""
+    from TCLIService.ttypes import TGetOperationStatusReq
+
+    return conn.client.GetOperationStatus(TGetOperationStatusReq(
+        operationHandle=cur._operationHandle, getProgressUpdate=True))
+
+
+def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spark):
+    """Issue #51: while a statement runs, its operation log (PyHive's fetch_logs, beeline
+    asks each second) holds its Spark stages' progress, each change once, and
+    GetOperationStatus's progress update (beeline's bar) a row per stage; once it has
+    finished, the log says nothing more and the update shows every stage done. Eight
+    rows taking two seconds each (a Python UDF, in a global view; over 8 s on two cores)
+    summed by FIXED(2 MINUTES): 1+2, 3+4, 5+6, 7+8."""
+    from pyspark.sql import functions as F
+    from TCLIService.ttypes import TJobExecutionStatus as Job
+    from TCLIService.ttypes import TOperationState as St
+
+    @F.udf("long")
+    def slow(v):
+        import time
+        time.sleep(2.0)
+        return v
+
+    spark.range(8, numPartitions=4).select(
+        F.lit("k").alias("key"), slow(F.col("id") + 1).alias("value"),
+        F.timestamp_seconds(F.lit(1704110400) + F.col("id") * 60).alias("event_time"),
+    ).createOrReplaceGlobalTempView("slow_scores")
+    conn = _connect(endpoint)
+    cur = conn.cursor()
+    cur.execute("SELECT key, SUM(value) AS total FROM global_temp.slow_scores GROUP BY key "
+                "WINDOW FIXED(2 MINUTES) ON event_time", async_=True)
+    logs: list[str] = []
+    # the log (no waiting) until it shows a stage: the statement still runs then
+    assert wait_until(lambda: logs.extend(cur.fetch_logs()) or logs, 60), "no progress"
+    for line in logs:
+        m = STAGE_LINE.fullmatch(line)
+        assert m and int(m[1]) <= int(m[2]), line
+    assert all(a != b for a, b in zip(logs, logs[1:], strict=False))  # changes only
+    updates = []
+    while (got := _status_with_progress(conn, cur)).operationState in (
+            St.INITIALIZED_STATE, St.PENDING_STATE, St.RUNNING_STATE):
+        updates.append(got.progressUpdateResponse)
+    finished = got.progressUpdateResponse
+    assert got.operationState == St.FINISHED_STATE
+    assert [r[1] for r in cur.fetchall()] == [3, 7, 11, 15]
+    # asked while it ran (over 5 s after its first stage): nine cells per stage's row
+    assert updates and {u.status for u in updates} == {Job.IN_PROGRESS}
+    assert all(len(u.headerNames) == 9 for u in updates)
+    rows = [row for u in updates for row in u.rows]
+    assert rows and all(len(row) == 9 and int(row[4]) <= int(row[3]) for row in rows)
+    assert finished.status == Job.COMPLETE and finished.progressedPercentage == 1.0
+    assert finished.rows and {row[2] for row in finished.rows} == {"SUCCEEDED"}
+    n = len(finished.rows)
+    assert finished.footerSummary == f"STAGES: {n:02d}/{n:02d}"
+    assert cur.fetch_logs() == []  # nothing more: no notes, and the stages left to the bar
+    conn.close()
+    spark.catalog.dropGlobalTempView("slow_scores")
+
+
 def test_a_trigger_on_a_bounded_table_is_said_to_have_no_effect(endpoint):
     """Issue #23: a TRIGGER on a bounded table without PROCESSING TIME changes nothing (one
     ON_TIME pane per window, LANGUAGE.md §5); the endpoint says so in the operation log,
@@ -601,6 +668,34 @@ def test_beeline_prints_the_dropped_rows_warning(served, beeline):
     assert FIG12_WARNING in done.stderr.splitlines(), done.stderr[-3000:]
     kept = beeline.run(" ".join(FIGURES["fig12_fixed_streaming"]["query"].split()) + ";")
     assert kept.returncode == 0 and "dropped" not in kept.stderr, kept.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="beeline needs Java")
+def test_beeline_prints_the_progress_while_a_statement_runs(served, beeline):
+    """Issue #51: beeline asks for the operation log each second while a statement runs
+    and prints it on stderr (the first stage line), then draws GetOperationStatus's
+    progress update in place, as HiveServer2's Tez bar: a row per stage, its tasks, the
+    stages done. A join of 20,000 by 20,000 rows that takes seconds: for each a, the b
+    with (7a + b) % 1000 = 0 are 12 of the 12,000. beeline asks for the status every 5 s
+    (long polling) and draws only after a log line: a statement of a few seconds may end
+    before its bar is drawn, so the bar is checked when drawn (the PyHive test above reads
+    the update itself)."""
+    done = beeline.run("SELECT COUNT(*) AS n FROM range(0, 12000, 1, 4) a JOIN "
+                       "range(0, 12000, 1, 4) b ON (a.id * 7 + b.id) % 1000 = 0;")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "144000" in done.stdout.split()
+    plain = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", done.stderr)
+    progress = [ln.strip() for ln in plain.splitlines() if STAGE_LINE.fullmatch(ln.strip())]
+    assert progress, done.stderr[-3000:]
+    if "STAGES " not in plain:
+        return
+    # the bar: beeline's header, a row per stage (nine columns), the footer at 100%
+    assert re.search(r"STAGES +JOB +STATUS +TOTAL +COMPLETED +RUNNING +PENDING +FAILED "
+                     r"+KILLED", plain), plain[-3000:]
+    rows = re.findall(r"Stage-\d+ +\d+ +(SUCCEEDED|RUNNING|PENDING) +(\d+) +(\d+) ", plain)
+    assert rows and all(int(c) <= int(t) for _, t, c in rows)
+    assert re.search(r"STAGES: (\d\d)/\1 +\[=+>>\] +100%", plain), plain[-3000:]
 
 
 @pytest.mark.slow

@@ -63,3 +63,19 @@ def test_ctrl_c_during_progress_cancels_and_leaves_py4j_whole(spark, caplog) -> 
     assert not [r for r in caplog.records if "KeyboardInterrupt" in r.getMessage()]
     assert spark.sql("SELECT 6 * 7 AS answer").collect()[0].answer == 42
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_statements_phase_lines_print_above_the_bars(spark) -> None:
+    """Issue #51: what a backfill or ALTER says while it runs (dfsql.spark.progress.say,
+    on the statement's worker thread) reaches the shell's console, once."""
+    from dfsql.spark.progress import say
+
+    console = Console(file=io.StringIO(), force_terminal=False, width=120)
+
+    def work():
+        say("backfill: replaying the history of scores_live from scores_history")
+        return [tuple(r) for r in spark.sql("SELECT 1 AS x").collect()]
+
+    assert Job(spark, work, "phases").run(progress_console=console) == [(1,)]
+    assert console.file.getvalue().splitlines() == [
+        "backfill: replaying the history of scores_live from scores_history"]

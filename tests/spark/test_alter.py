@@ -17,6 +17,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.spark.progress import listening
 from tests.spark.test_live_firings import FIG14, _start, _t
 from tests.spark.test_streaming import QUERY, _with_sentinel, _workload, _write_parts
 
@@ -220,8 +221,20 @@ def test_a_directory_is_restated_by_retractions_at_the_frontier(spark, paper_liv
     _start(spark, "gap_files", query, f" INTO DIRECTORY '{out}'")
     before = spark.read.parquet(str(out)).collect()
     assert sorted(_signed(before).values()) == [5, 7, 10]
-    dfsql.sql("ALTER STREAMING QUERY gap_files AS " + GAP5.replace("FROM scores",
-                                                                   "FROM scores_live"), spark)
+    said: list[str] = []
+    with listening(said.append):  # issue #51: what it does, while it does it
+        dfsql.sql("ALTER STREAMING QUERY gap_files AS " + GAP5.replace(
+            "FROM scores", "FROM scores_live"), spark)
+    # the three minutes' files it read; the three live sessions retracted
+    assert said == [
+        "ALTER: checking the change: 3 file(s) of scores_live read so far, each still there",
+        "ALTER: the changed query's history: 3 file(s) of scores_live read again",
+        f"ALTER: restating {out}: retracting the running query's current rows",
+        f"ALTER: restating {out}: 3 row(s) retracted, written with the changed query's "
+        "first micro-batch",
+        "ALTER: restating: the changed query replays what the running one read, as the "
+        "state of the stream's first micro-batch (its panes reach the sink with that "
+        "batch)"]
     _catch_up("gap_files")
     now = spark.read.parquet(str(out)).collect()
     restated = sorted((tuple(r) for r in now if r not in before), key=repr)

@@ -21,6 +21,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.spark.progress import listening
 from tests.spark.test_continuous import FIG14_TABLE
 from tests.spark.test_streaming import QUERY, _workload, _write_parts
 
@@ -110,7 +111,12 @@ def test_a_backfilled_directory_holds_the_papers_panes(spark, paper_split, tmp_p
 
 def test_a_backfilled_table_holds_the_live_windows(spark, paper_split):
     paper_split("2015-09-01 12:07:10")
-    _create(spark, "backfilled_table", "fig14_sessions_retracting")
+    said: list[str] = []
+    with listening(said.append):  # issue #51: the backfill says what it does
+        _create(spark, "backfilled_table", "fig14_sessions_retracting")
+    assert said == ["backfill: replaying the history of scores_live from scores_history, "
+                    "as the state of the stream's first micro-batch (its panes reach the "
+                    "sink with that batch)"]
     rows = spark.sql("SELECT * FROM global_temp.backfilled_table ORDER BY window_start")
     assert [tuple(r) for r in rows.collect()] == FIG14_TABLE
     dfsql.sql("STOP STREAMING QUERY backfilled_table", spark)

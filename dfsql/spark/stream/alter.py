@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill
 from dfsql.model.clauses import Accumulation
+from dfsql.spark.progress import say
 from dfsql.spark.stream.backfill import stream_relations, unsupported
 from dfsql.spark.stream.checkpoint import last_committed
 from dfsql.spark.stream.restate import retractions
@@ -152,6 +153,8 @@ def history_of(spark: SparkSession, stream: FileStream, files: list[str],
     if before is not None:
         frames.append(before.frame if before.frame is not None else spark.sql(before.sql))
     fresh = [f for f in files if f not in held]
+    say(f"ALTER: the changed query's history: {len(fresh)} file(s) of {stream.name} read "
+        "again" + (" after the running query's own history" if before is not None else ""))
     if fresh:
         frames.append(stream.read(spark, fresh))
     if not frames:  # nothing read yet: an empty history with the stream's columns
@@ -204,7 +207,8 @@ def check_change(new: Planned, old: Planned, checkpoint: str, history: Backfill 
                                "again", at, "the query keeps running unchanged")
         return files
 
-    read_so_far()  # checked before the old query stops, and again once it has
+    say(f"ALTER: checking the change: {len(read_so_far())} file(s) of {was} read so far, "
+        "each still there")  # checked before the old query stops, and again once it has
     if directory is None:
         return Change(was, lambda: history_of(spark, fs, read_so_far(), history))
     _check_restatable(new, old, source, at)

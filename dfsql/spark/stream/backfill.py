@@ -24,6 +24,7 @@ from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceErr
 from dfsql.language.stages import relation_name
 from dfsql.model import clauses as c
 from dfsql.spark.errors import map_spark_error
+from dfsql.spark.progress import say
 from dfsql.spark.stream.checkpoint import committed_batches
 from dfsql.spark.stream.plan import BUCKETS_CONF, bucket_count
 from dfsql.spark.stream.progress_log import REREAD
@@ -61,10 +62,28 @@ def history_input(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
                      f"(it reads {len(streams) or 'no'} streams)",
                      "the history stands in for the query's one streaming source")
     try:  # analysed here: a column the history lacks is found now
-        return plan.timed_input_df({streams[0]: view})
+        rows = plan.timed_input_df({streams[0]: view})
     except DfsqlError as err:
         raise _error(backfill, f"the history cannot stand in for the stream {streams[0]}: "
                      f"{err.message}", HINT) from None
+    say(phase_line(backfill, streams[0]))
+    return rows
+
+
+def phase_line(backfill: Backfill, stream: str) -> str:
+    """What the progress says of a backfill (:func:`dfsql.spark.progress.say`): where
+    its history comes from and when it is replayed (no count: that would cost a scan)."""
+    if backfill.restate:
+        what = "ALTER: restating: the changed query replays what the running one read"
+    elif backfill.skip:
+        what = "ALTER: the changed query replays what the running one read"
+    else:
+        written = (backfill.written[backfill.offset:].split() or ["("])[0] \
+            if backfill.frame is None and backfill.offset >= 0 else "("
+        relation = "a query" if written.startswith("(") else written.rstrip(";")
+        what = f"backfill: replaying the history of {stream} from {relation}"
+    return (f"{what}, as the state of the stream's first micro-batch (its panes reach "
+            "the sink with that batch)")
 
 
 def unsupported(plan: ReplayPlan, what: str) -> tuple[str, str, type] | None:

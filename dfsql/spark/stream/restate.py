@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dfsql.spark.progress import say
 from dfsql.spark.stream.live_state import STATE_VARIABLE, EachBucket, current_panes
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
     and output schema; ``keys``: its group keys' (state column, directory column)."""
     from pyspark.sql import functions as F  # noqa: N812
 
+    say(f"ALTER: restating {directory}: retracting the running query's current rows")
     processor, out_schema = state
     stored = spark.read.format("statestore").option("stateVarName", STATE_VARIABLE) \
         .load(checkpoint).select("value.*")
@@ -130,9 +132,12 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
     same = [rows[d].eqNullSafe(live[f"__l{i}"]) for i, (_, d) in enumerate(keys)]
     same += [rows["window_start"].eqNullSafe(live["__lws"]),
              rows["window_end"].eqNullSafe(live["__lwe"])]
-    return rows.join(live, same, "left_semi").withColumns({
+    retracted = rows.join(live, same, "left_semi").withColumns({
         "is_retraction": F.lit(True), "emit_time": F.timestamp_micros(F.lit(int(at)))
     }).toPandas()
+    say(f"ALTER: restating {directory}: {len(retracted)} row(s) retracted, written with the "
+        "changed query's first micro-batch")
+    return retracted
 
 
 def current_rows(changelog: DataFrame, keys: list[str]) -> DataFrame:
