@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from dfsql.session import spark_context
+
 #: the Spark setting that turns the progress bar of dfsql.sql and dfsql.start off
 #: ("false"); the bar is drawn only when stderr is a terminal
 PROGRESS_CONF = "dfsql.progress"
@@ -77,8 +79,6 @@ def stage_line(running: list[Stage]) -> str | None:
 
 def tracker_of(spark):
     """The status tracker of ``spark``'s SparkContext (None on Spark Connect)."""
-    from dfsql.session import spark_context
-
     sc = spark_context(spark)
     return None if sc is None else sc.statusTracker()
 
