@@ -92,13 +92,10 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
     # where a pane's emission and retraction sort among their key's rows (§7): the
     # driver numbers such panes by that rank, so the pane id carries it (no column more)
     ranked = retracting and clauses.window.merging
-    # a SLIDING window sends a row once per window: its identity counts it once if dropped
-    row_ids = isinstance(clauses.window, c.SlidingWindows)
+    row_ids = isinstance(clauses.window, c.SlidingWindows)  # see by_window
     fields = _driver_fields(plan, schema, keys, payload, kernels, record is not None, row_ids)
     if kernels is not None:
         inp = kernels.with_inputs(inp)
-    if row_ids:
-        inp = inp.withColumn(ROW_ID, F.monotonically_increasing_id())
     out_schema = ", ".join(fields)
     out_names = [f.split(" ")[0].strip("`") for f in fields]
 
@@ -208,12 +205,15 @@ def by_window(inp: DataFrame, clauses: c.Clauses):
     FIXED: the element's window start (µs) joins the grouping; SLIDING: the element is
     sent once per window it belongs to, and the driver gets that window pre-assigned.
     Sessions merge (a key's windows depend on each other) and GLOBAL has one window per
-    key: they stay grouped by key. Returns (input, extra grouping columns, the clauses
-    the driver runs)."""
+    key: they stay grouped by key. SLIDING rows get their identity first (ROW_ID), so
+    that a row dropped from several windows counts once. Returns (input, extra grouping
+    columns, the clauses the driver runs)."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.types import TimestampType
 
     w = clauses.window
+    if isinstance(w, c.SlidingWindows):
+        inp = inp.withColumn(ROW_ID, F.monotonically_increasing_id())
     if not isinstance(w, c.FixedWindows | c.SlidingWindows) or \
             not isinstance(inp.schema[EVENT_TIME].dataType, TimestampType):
         return inp, [], clauses
