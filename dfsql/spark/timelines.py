@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dfsql.errors import DataError, SourceError
+from dfsql.errors import DataError, DfsqlError, SourceError
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model import clauses as c
 from dfsql.model import watermarks as wmod
@@ -407,12 +407,16 @@ def ahead_note(plan: ReplayPlan, timeline: Timeline | None) -> str | None:
     keys = late_row_columns(plan).keys
     if not keys:
         return note
+    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F  # noqa: N812
 
-    rows = (plan.timed_input_df()
-            .where((F.unix_micros(F.col(PROCESSING_TIME)) == at)
-                   & (F.unix_micros(F.col(EVENT_TIME).cast("timestamp")) == event))
-            .select(*[k for k, _ in keys]).limit(1).collect())
+    try:  # the keys only name the row: a warning never fails for them
+        rows = (plan.timed_input_df()
+                .where((F.unix_micros(F.col(PROCESSING_TIME)) == at)
+                       & (F.unix_micros(F.col(EVENT_TIME).cast("timestamp")) == event))
+                .select(*[k for k, _ in keys]).limit(1).collect())
+    except (PySparkException, DfsqlError):
+        rows = []
     if rows:
         note += " (" + ", ".join(f"{n} = {v!r}" for (_, n), v in
                                  zip(keys, rows[0], strict=True)) + ")"
