@@ -15,7 +15,8 @@ from dfsql.spark.stream.packing import ET, NEG, POS
 #: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,
 #: the call's metrics (one row per call, filtered out after Spark observes it), or a
 #: dropped element (LATE ROWS INTO). Metrics and dropped elements have fields of their
-#: own (STATS_FIELDS, LATE_FIELDS), never the pane columns.
+#: own (STATS_FIELDS, LATE_FIELDS); a dropped element also fills window_start and
+#: window_end (the window it was dropped from), its keys and the columns the query reads.
 ROW_KIND = "__row_kind"
 PANE, STATS, LATE = 0, 1, 2
 #: the metrics row's fields: elements arrived, retained and dropped as late, the change in
