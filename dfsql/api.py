@@ -26,7 +26,7 @@ from dfsql.language.registered import (
 )
 from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Scanned, Source, scan_text
-from dfsql.model.clauses import Watermark
+from dfsql.model.clauses import SlidingWindows, Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import active_session, session
 from dfsql.spark.catalog import views
@@ -38,6 +38,7 @@ from dfsql.spark.stream.alter import Change, check_change
 from dfsql.spark.stream.backfill import needed as backfill_needed
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
+from dfsql.spark.timelines import ahead_note
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -334,12 +335,14 @@ def _planner() -> ModuleType:
     return planner
 
 
-def dropped_late(df: DataFrame) -> int:
-    """How many elements the windowed query behind ``df`` dropped: too late (beyond
-    ALLOWED LATENESS, or after its trigger finished) or without an event time. LATE ROWS
-    INTO keeps them as rows."""
+def dropped_late(df: DataFrame, windows: bool = False) -> int:
+    """How many rows the windowed query behind ``df`` dropped: too late (beyond ALLOWED
+    LATENESS, or after its trigger finished) or without an event time. A row is in several
+    SLIDING windows and may be dropped from more than one: it counts once, and with
+    ``windows`` once per window it was dropped from ((row, window) pairs, the rows of its
+    LATE ROWS INTO view)."""
     planned = _planned_of(df)
-    return planned.dropped_count() if planned is not None else 0
+    return planned.dropped_count(windows) if planned is not None else 0
 
 
 def dropped_warnings(df: DataFrame) -> list[str]:
@@ -357,7 +360,7 @@ def dropped_warnings(df: DataFrame) -> list[str]:
         n = b.dropped_count()
         if n:
             where = "" if len(planned.blocks) == 1 else f" (windowed block {b.plan.block.index})"
-            lines.append(f"warning{where}: {_dropped_text(b.plan, n)}")
+            lines.append(f"warning{where}: {_dropped_text(b, n)}")
     return lines
 
 
@@ -371,8 +374,12 @@ def batch_notes(df: DataFrame) -> list[str]:
     return [n for n in notes if n]
 
 
-def _dropped_text(plan, n: int) -> str:
-    """The words of one block's warning (see :func:`dropped_warnings`)."""
+def _dropped_text(block, n: int) -> str:
+    """The words of one planned block's warning (see :func:`dropped_warnings`) on the
+    ``n`` rows it dropped: with SLIDING windows, from how many (row, window) pairs; when
+    its watermark ran ahead of processing time, when and why
+    (:func:`dfsql.spark.timelines.ahead_note`)."""
+    plan = block.plan
     cl = plan.clauses
     marks = registered_defaults(plan.stmt.blocks[plan.block.index],
                                 _registry(plan.spark)).registered
@@ -391,12 +398,17 @@ def _dropped_text(plan, n: int) -> str:
     parts = []
     if late:
         finished = " or after their window's trigger had finished" if cl.trigger_given else ""
+        pairs = (block.dropped_count(windows=True) - nulls
+                 if isinstance(cl.window, SlidingWindows) else late)
+        from_windows = f" (from {pairs:,} (row, window) pairs)" if pairs != late else ""
+        ahead = ahead_note(plan, block.replay.timeline) if block.replay else None
         parts.append(
-            f"{late:,} row{'s' if late != 1 else ''} dropped as late: they arrived "
-            f"({said('processing_time', cl.processing_time)}) after the watermark "
+            f"{late:,} row{'s' if late != 1 else ''} dropped as late{from_windows}: they "
+            f"arrived ({said('processing_time', cl.processing_time)}) after the watermark "
             f"({said('watermark', cl.watermark)}) had passed "
             f"their window's end + ALLOWED LATENESS {cl.allowed_lateness}{finished}. "
-            f"ALLOWED LATENESS <duration> keeps them (LATE panes); {listed}")
+            f"ALLOWED LATENESS <duration> keeps them (LATE panes); {listed}"
+            + (f". {ahead}" if ahead else ""))
     if nulls:
         parts.append(f"{nulls:,} row{'s' if nulls != 1 else ''} dropped without an event "
                      f"time ({said('on', cl.on)} is NULL): they belong to no "

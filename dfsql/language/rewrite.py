@@ -139,6 +139,7 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
         group_keys=group_keys,
         aggregate_calls=calls,
         clause_trees=trees,
+        read_columns=tuple((alias, column.name) for column, alias in input_cols),
     )
 
 

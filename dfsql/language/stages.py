@@ -210,6 +210,9 @@ class Stages:
     #: the trees of ON and PROCESSING TIME the input stage projects (kept by the block,
     #: so that no later rewrite parses them again)
     clause_trees: ClauseTrees = field(default=(), compare=False, repr=False)
+    #: the columns of the FROM the aggregates read: (the input stage's ``__c<j>``, the
+    #: column's own name), for LATE ROWS INTO's rows
+    read_columns: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def input_sql(self) -> str:

@@ -228,6 +228,10 @@ class FlatResult:
     dropped_reason: np.ndarray
     dropped_reason_text: np.ndarray
     dropped_watermark: np.ndarray
+    #: the window each dropped instance was dropped from (NULL_EVENT_TIME: none, a NULL
+    #: event time); SLIDING drops one row from several
+    dropped_window_start: np.ndarray
+    dropped_window_end: np.ndarray
     end_time: int
 
 
@@ -240,7 +244,7 @@ def flatten(res: GabwResult) -> FlatResult:
         res.retractions.replacing_pane_id, res.cover.pane_id, res.cover.delta_id,
         i.row, i.window_start, i.window_end, i.first_pane,
         d.row, d.drop_reason, DROP_TEXT[d.drop_reason.astype(np.int64)],
-        d.watermark_at_arrival, res.end_time)
+        d.watermark_at_arrival, d.window_start, d.window_end, res.end_time)
 
 
 def drive(key: np.ndarray, event_time: np.ndarray, arrival_time: np.ndarray | None,

@@ -119,6 +119,17 @@ class Timeline:
             out = np.minimum(out, rise)
         return out.astype(I64)
 
+    def ahead_of_processing_time(self) -> tuple[int, int] | None:
+        """(The first instant at which the watermark passed processing time, the watermark
+        it became then), or None. No row can have happened after it arrived, so a
+        watermark ahead of the clock believes in rows from the future: a mis-dated row
+        (DELAY) or mark moved it, and every row after it may be dropped."""
+        if not len(self.times):
+            return None
+        v = self._value(np.arange(len(self.times)), self.times)
+        ahead = np.flatnonzero((v > self.times) & (v < POS_INF))
+        return (int(self.times[ahead[0]]), int(v[ahead[0]])) if len(ahead) else None
+
     @property
     def last_change(self) -> int:
         """The last change point (NEG_INF if none); a rising timeline keeps rising after."""

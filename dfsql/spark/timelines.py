@@ -31,14 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dfsql.errors import DataError, SourceError
+from dfsql.errors import DataError, DfsqlError, SourceError
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model import clauses as c
 from dfsql.model import watermarks as wmod
+from dfsql.model.firings import time_text, zone
 from dfsql.model.lexsort import lexsort
 from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags, round_delay
 from dfsql.session import spark_context
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.plan.values import late_row_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -384,3 +386,38 @@ def holding_writer(plan: ReplayPlan, wm: c.WatermarkFrom, end_time: int) -> str 
     writer = wmod.holding_writer(t.column(0).to_pylist(), us(t.column(1), null=0),
                                  us(t.column(2), null=0), timeout, end_time)
     return None if writer is None else str(writer)
+
+
+def ahead_note(plan: ReplayPlan, timeline: Timeline | None) -> str | None:
+    """The dropped-row warning's note when the replay's watermark ran ahead of processing
+    time (:meth:`~dfsql.model.watermarks.Timeline.ahead_of_processing_time`): when, to
+    what, and for DELAY the row that moved it there (its event time, and its keys read
+    back from the input: one filtered scan, only for a warning), else None."""
+    ahead = None if timeline is None else timeline.ahead_of_processing_time()
+    if ahead is None:
+        return None
+    at, wm = ahead
+    tz = zone(plan.spark.conf.get("spark.sql.session.timeZone"))
+    note = (f"The watermark ran ahead of processing time: at {time_text(at, tz)} it "
+            f"became {time_text(wm, tz)}")
+    if not isinstance(plan.clauses.watermark, c.WatermarkDelay):
+        return note
+    event = wm + plan.clauses.watermark.delay.micros
+    note += f", moved there by the row arriving then with event time {time_text(event, tz)}"
+    keys = late_row_columns(plan).keys
+    if not keys:
+        return note
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F  # noqa: N812
+
+    try:  # the keys only name the row: a warning never fails for them
+        rows = (plan.timed_input_df()
+                .where((F.unix_micros(F.col(PROCESSING_TIME)) == at)
+                       & (F.unix_micros(F.col(EVENT_TIME).cast("timestamp")) == event))
+                .select(*[k for k, _ in keys]).limit(1).collect())
+    except (PySparkException, DfsqlError):
+        rows = []
+    if rows:
+        note += " (" + ", ".join(f"{n} = {v!r}" for (_, n), v in
+                                 zip(keys, rows[0], strict=True)) + ")"
+    return note

@@ -49,7 +49,7 @@ def test_no_temp_views_are_left(spark, life_events):
         assert _ours(spark) == [], q
         assert df.collect(), q  # the plan does not need the views any more
     # the user's LATE ROWS INTO view stays
-    assert [r.key_0 for r in spark.table("life_late").collect()] == ["b"]
+    assert [r.k for r in spark.table("life_late").collect()] == ["b"]
 
 
 def test_persisted_driver_output_is_released_with_the_result(spark, life_events):
@@ -61,7 +61,7 @@ def test_persisted_driver_output_is_released_with_the_result(spark, life_events)
     gc.collect()
     assert not _cached(spark)
     # the late rows' view still reads (it runs the driver again when needed)
-    assert [(r.key_0, r.event_time.minute) for r in late.collect()] == [("b", 0)]
+    assert [(r.k, r.event_time.minute) for r in late.collect()] == [("b", 0)]
 
 
 def test_dropped_late_does_not_run_the_query_again(spark, life_events):

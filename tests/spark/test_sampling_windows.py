@@ -90,7 +90,7 @@ def test_replayed_sampling_windows(spark, samples, on):
         ("a", _t(0), _t(1), 1, _t(1, 11)), ("a", _t(3), _t(4), 4, _t(7)),
         ("b", _t(6), _t(7), 8, _t(7, 10))]
     assert dfsql.dropped_late(df) == 2
-    late = sorted((r.key_0, r.reason) for r in spark.table("sampled_late").collect())
+    late = sorted((r.k, r.reason) for r in spark.table("sampled_late").collect())
     assert late == [("a", "expired"), ("a", "null event time")]
 
 

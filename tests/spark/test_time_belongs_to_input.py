@@ -60,7 +60,7 @@ def test_filtered_rows_move_the_watermark_by_hand(spark, band_readings):
                    ("high", 1, _m(20), "ON_TIME", True, _m(41))]
     assert dfsql.dropped_late(df) == 1
     late = spark.table("readings_late").collect()
-    assert [(r.key_0, r.event_time, r.arrival_time, r.watermark_at_arrival) for r in late] \
+    assert [(r.band, r.event_time, r.arrival_time, r.watermark_at_arrival) for r in late] \
         == [("low", _m(5), _m(22), _m(18))]
 
 

@@ -51,6 +51,7 @@ from dfsql.spark.plan.values import (
     Replayed,
     StreamPlan,
 )
+from dfsql.spark.replay.driver import ROW_ID, dropped_total
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
 from dfsql.spark.replay.panes import KIND_DROPPED, replay_panes
 from dfsql.spark.stream.backfill import history_input, stream_input
@@ -368,15 +369,11 @@ class BlockPlan:
             self._output_df(panes, ordered=False).drop(*SORT_COLUMNS), names)
 
     def _batch_late_rows(self) -> DataFrame:
-        """LATE ROWS INTO of a batch block: its elements without an event time."""
-        if EVENT_TIME in input_columns(self):
-            inp = self._input_subquery()
-            late = self.spark.sql(null_time_rows_sql(self, inp))
-            return late.withColumn("event_time", late["event_time"].cast("timestamp"))
-        return self.spark.sql(  # nothing can be dropped: GLOBAL without ON
-            "SELECT CAST(NULL AS TIMESTAMP) AS event_time, CAST(NULL AS TIMESTAMP) "
-            "AS arrival_time, CAST(NULL AS STRING) AS reason, CAST(NULL AS "
-            "TIMESTAMP) AS watermark_at_arrival WHERE false")
+        """LATE ROWS INTO of a batch block: its elements without an event time (none for
+        GLOBAL without ON)."""
+        late = self.spark.sql(null_time_rows_sql(self, self._input_subquery(),
+                                                 EVENT_TIME in input_columns(self)))
+        return late.withColumn("event_time", late["event_time"].cast("timestamp"))
 
     def _with_original_names(self, df: DataFrame, names: list[str] | None,
                              hidden: tuple[str, ...] = (),
@@ -448,8 +445,9 @@ class PlannedBlock:
     replay: Replayed | None = None
     stream: StreamPlan | None = None
 
-    def dropped_count(self) -> int:
-        """How many elements this block dropped as too late (0 for a batch input)."""
+    def dropped_count(self, windows: bool = False) -> int:
+        """How many rows this block dropped as too late or without an event time (a row
+        dropped from several SLIDING windows once; ``windows``: the (row, window) pairs)."""
         if self.plan.clauses.processing_time is None:
             return self.plan.null_time_count()
         r = self.replay
@@ -457,9 +455,12 @@ class PlannedBlock:
             return 0
         counts = r.dropped_by_partition.value if r.dropped_by_partition else {}
         if len(counts) >= r.driver_partitions:
-            return sum(counts.values())  # what the query's run counted
+            return dropped_total(counts.values(), windows)  # what the query's run counted
         # the query has not run (in full) yet: run the driver once, which fills the count
-        return r.emitted.where(f"__kind = {KIND_DROPPED}").count()
+        dropped = r.emitted.where(f"__kind = {KIND_DROPPED}")
+        if windows or ROW_ID not in r.emitted.columns:
+            return dropped.count()
+        return dropped.select(ROW_ID).distinct().count()
 
 
 def _unresolved_pane_column(exc: BaseException) -> bool:

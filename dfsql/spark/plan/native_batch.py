@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from dfsql.language.names import EVENT_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.model.windows import closed_gap_sessions
+from dfsql.spark.plan.values import late_row_columns
 from dfsql.spark.plan.window_assignment import GridSql, grid_sql
 
 if TYPE_CHECKING:
@@ -106,12 +107,16 @@ def input_columns(plan: ReplayPlan) -> tuple[str, ...]:
     return tuple(cols)
 
 
-def null_time_rows_sql(plan: ReplayPlan, inp: str) -> str:
+def null_time_rows_sql(plan: ReplayPlan, inp: str, timed: bool = True) -> str:
     """The batch path's dropped elements — the rows whose event time is NULL — as
-    the replay's LATE ROWS INTO rows (no arrival time, no watermark: a batch input
-    arrives all at once, before the watermark leaves -inf)."""
-    keys = [f"`{k}` AS key_{i}" for i, k in enumerate(plan.stages.key_columns)]
-    return (f"SELECT {', '.join([*keys, f'{EVENT_TIME} AS event_time'])}, "
+    the replay's LATE ROWS INTO rows (in no window; no arrival time, no watermark: a
+    batch input arrives all at once, before the watermark leaves -inf). Not ``timed``
+    (GLOBAL without ON): none."""
+    named = late_row_columns(plan)
+    cols = [f"`{k}` AS `{n}`" for k, n in (*named.keys, *named.read)]
+    time = EVENT_TIME if timed else "CAST(NULL AS TIMESTAMP)"
+    return (f"SELECT {', '.join([*cols, ''])}CAST(NULL AS TIMESTAMP) AS window_start, "
+            f"CAST(NULL AS TIMESTAMP) AS window_end, {time} AS event_time, "
             "CAST(NULL AS TIMESTAMP) AS arrival_time, 'null event time' AS reason, "
             f"CAST(NULL AS TIMESTAMP) AS watermark_at_arrival FROM {inp} "
-            f"WHERE {EVENT_TIME} IS NULL")
+            f"WHERE {f'{EVENT_TIME} IS NULL' if timed else 'false'}")

@@ -52,9 +52,10 @@ class Planned:
         streams = [b.stream for b in self.blocks if b.stream is not None]
         return streams[-1] if streams else None
 
-    def dropped_count(self) -> int:
-        """Elements dropped as too late by the statement's windowed blocks."""
-        return sum(b.dropped_count() for b in self.blocks)
+    def dropped_count(self, windows: bool = False) -> int:
+        """Rows dropped by the statement's windowed blocks (``windows``: (row, window)
+        pairs, see :meth:`~dfsql.spark.plan.block.PlannedBlock.dropped_count`)."""
+        return sum(b.dropped_count(windows) for b in self.blocks)
 
 
 def net_changelog(df: DataFrame) -> DataFrame:

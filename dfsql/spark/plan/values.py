@@ -129,6 +129,9 @@ class Replayed:
     #: EXPLAIN FIRINGS: the events the driver recorded in the same run (see
     #: :data:`dfsql.spark.replay.panes.EVENT_FIELDS`); None for a query
     events: DataFrame | None = None
+    #: the watermark the replay ran on (:class:`~dfsql.model.watermarks.Timeline`): the
+    #: dropped-row warning says when it ran ahead of processing time
+    timeline: Any = None
 
 
 @dataclass(frozen=True)
@@ -161,10 +164,48 @@ class StreamPlan:
     state: tuple | None = None
 
 
-def late_row_key_names(plan: ReplayPlan) -> list[str]:
-    """The key columns' names in a LATE ROWS INTO view (key_0, key_1, ...): the replay's
-    and the stream's dropped rows look the same."""
-    return [f"key_{i}" for i in range(len(plan.stages.key_columns))]
+#: a LATE ROWS INTO row's columns after its keys and the columns the query reads
+LATE_ROW_COLUMNS = ("window_start", "window_end", "event_time", "arrival_time", "reason",
+                    "watermark_at_arrival")
+
+
+@dataclass(frozen=True)
+class LateRowColumns:
+    """The leading columns of a LATE ROWS INTO view: (the input stage's column, its name
+    in the view), the same for the replay, the stream and the batch path."""
+
+    #: the GROUP BY keys: the output column that selects a key names it, else the
+    #: FROM's column it is, else key_<i>
+    keys: tuple[tuple[str, str], ...]
+    #: the FROM's columns the aggregates read, under their own names (a column that is
+    #: also a key is there once, as the key)
+    read: tuple[tuple[str, str], ...]
+
+
+def late_row_columns(plan: ReplayPlan) -> LateRowColumns:
+    """The keys and read columns of ``plan``'s LATE ROWS INTO rows, each name unique (a
+    name taken already gets ``_1``, ``_2`` …)."""
+    st = plan.stages
+    used = {n.lower() for n in LATE_ROW_COLUMNS}
+
+    def unique(name: str) -> str:
+        out, j = name, 1
+        while out.lower() in used:
+            out, j = f"{name}_{j}", j + 1
+        used.add(out.lower())
+        return out
+
+    typed = st.group_keys if len(st.group_keys) == len(st.key_columns) else ()
+
+    def key_name(i: int) -> str:
+        k = typed[i] if typed else None
+        return (k.output_name or k.input_name if k else None) or f"key_{i}"
+
+    keys = tuple((col, unique(key_name(i))) for i, col in enumerate(st.key_columns))
+    as_keys = {k.input_name.lower() for k in typed if k.input_name}
+    read = tuple((col, unique(name)) for col, name in st.read_columns
+                 if name.lower() not in as_keys)
+    return LateRowColumns(keys, read)
 
 
 def in_query(inp: DataFrame) -> DataFrame:

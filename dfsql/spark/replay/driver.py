@@ -22,6 +22,10 @@ TIMING = np.array(TIMING_NAMES, dtype=object)
 #: the column holding an element's window start, for windows that never merge (the
 #: driver runs one state machine per key and window: :func:`dfsql.spark.replay.panes.by_window`)
 WINDOW_START = "__window_start"
+#: SLIDING windows: each input row's identity, given before the row is sent once per
+#: window (:func:`dfsql.spark.replay.panes.by_window`), so that a row dropped from several
+#: windows, in several tasks, is counted once (:func:`dropped_total`)
+ROW_ID = "__row_id"
 # Pane ids are unique across tasks: the partition id in the high bits.
 _PARTITION_SHIFT = 40
 # Rows gathered before one driver call (Arrow batches hold 10k rows by default).
@@ -37,13 +41,16 @@ class PartitionDriver:
 
     def __init__(self, clauses, timeline, keys, payload, out_names, end_floor,
                  negate_marker_group: bool = False, group: list[str] | None = None,
-                 dropped=None, ranked: bool = False, kernels=None, record=None) -> None:
+                 dropped=None, ranked: bool = False, kernels=None, record=None,
+                 row_ids: bool = False) -> None:
         #: EXPLAIN FIRINGS: (time zone, watermark at the end of input, what holds it), or
         #: None: the state machine records nothing (the query's own path, unchanged)
         self.record = record
         #: accumulator of {partition: elements dropped}, so that dropped_late reads what
         #: the query's run counted (a re-run of a partition overwrites its own entry)
         self.dropped = dropped
+        #: the rows carry ROW_ID (SLIDING): the accumulator gets the dropped rows' ids
+        self.row_ids = row_ids
         #: a marker's one-element pane list holds -1 - its id (the two-level plan, where
         #: it must not share a group with the elements its own pane first emitted)
         self.negate_marker_group = negate_marker_group
@@ -69,17 +76,21 @@ class PartitionDriver:
 
         next_id = 0
         n_dropped = 0
+        ids: list[np.ndarray] = []
         ctx = TaskContext.get()  # None outside a Spark task
         part = ctx.partitionId() if ctx is not None else 0
         base = part << _PARTITION_SHIFT
         for table, key_ids in key_runs(batches, self.group):
             out, used, dropped = self._run(table, key_ids, base + next_id)
             next_id += used
-            n_dropped += dropped
+            n_dropped += len(dropped)
+            if self.row_ids and len(dropped):
+                ids.append(_us(table.column(ROW_ID)).take(dropped))
             if out is not None:
                 yield from out.to_batches()
         if self.dropped is not None:
-            self.dropped.add({part: n_dropped})
+            rows = np.unique(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+            self.dropped.add({part: (n_dropped, rows if self.row_ids else None)})
 
     def _run(self, table, key_ids, id_base):
         # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
@@ -101,14 +112,13 @@ class PartitionDriver:
         parts = [p for p in (self._member_rows(table, r, n_panes, pane_ids),
                              self._marker_rows(table, r, n_panes, pane_ids, key_ids),
                              self._dropped_rows(table, r)) if p is not None]
-        n_dropped = len(r.dropped_row)
         if events is not None and len(events):
             parts.append(events)
         if not parts:
-            return None, n_panes, n_dropped
+            return None, n_panes, r.dropped_row
         schema = table.schema if self.kernels is None else self.kernels.arrow_schema(
             table.schema)
-        return _union(parts, self.out_names, schema), n_panes, n_dropped
+        return _union(parts, self.out_names, schema), n_panes, r.dropped_row
 
     def _member_rows(self, table, r, n_panes: int, pane_ids: np.ndarray) -> dict | None:
         """The elements: one row each, listing the panes that aggregate it (cover pairs by
@@ -162,24 +172,40 @@ class PartitionDriver:
         return cols
 
     def _dropped_rows(self, table, r) -> dict | None:
-        """The dropped elements, with why and the watermark then."""
+        """The dropped elements (one per window a row was dropped from), with that window,
+        why, the watermark then and the columns the query reads."""
         import pyarrow as pa
 
         k = len(r.dropped_row)
         if not k:
             return None
         taken = table.take(pa.array(r.dropped_row))
+        # a NULL event time is in no window: both NULL_EVENT_TIME (_MIN), NULL here
+        ws, we = r.dropped_window_start, r.dropped_window_end
         cols = {"__kind": pa.array(np.full(k, KIND_DROPPED, np.int8)),
                 EVENT_TIME: taken.column(EVENT_TIME),
                 PROCESSING_TIME: taken.column(PROCESSING_TIME),
+                "window_start": _ts(ws, ws != _MIN),
+                "window_end": _ts(we, (we != _MIN) & (we != np.iinfo(np.int64).max)),
                 "reason": pa.array(r.dropped_reason_text, type=pa.string()),
                 "watermark": _ts(r.dropped_watermark, r.dropped_watermark > _MIN)}
-        for kk in self.keys:
-            cols[kk] = taken.column(kk)
+        for name in [*self.keys, *self.payload, *([ROW_ID] if self.row_ids else [])]:
+            cols[name] = taken.column(name)
         return cols
 
 
 _MIN = np.iinfo(np.int64).min
+
+
+def dropped_total(counts, windows: bool = False) -> int:
+    """The rows the driver's tasks dropped, from their accumulated (pairs, row ids or
+    None) — a row dropped from several SLIDING windows once — or with ``windows``, the
+    (row, window) pairs."""
+    counts = list(counts)
+    ids = [i for _, i in counts if i is not None]
+    if windows or not ids:
+        return sum(n for n, _ in counts)
+    return len(np.unique(np.concatenate(ids)))
 
 
 def _ts(values: np.ndarray, valid: np.ndarray | None = None):

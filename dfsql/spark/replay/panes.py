@@ -33,10 +33,9 @@ from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.group_also_by_window import end_floor_of
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NEG_INF, AssignedWindows
-from dfsql.spark.plan.values import Replayed, in_query
-from dfsql.spark.plan.values import late_row_key_names as _key_names
+from dfsql.spark.plan.values import Replayed, in_query, late_row_columns
 from dfsql.spark.plan.window_assignment import grid_sql
-from dfsql.spark.replay.driver import WINDOW_START, PartitionDriver
+from dfsql.spark.replay.driver import ROW_ID, WINDOW_START, PartitionDriver
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.replay.pane_sql import (
     KIND_DROPPED,
@@ -93,7 +92,8 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
     # where a pane's emission and retraction sort among their key's rows (§7): the
     # driver numbers such panes by that rank, so the pane id carries it (no column more)
     ranked = retracting and clauses.window.merging
-    fields = _driver_fields(plan, schema, keys, payload, kernels, record is not None)
+    row_ids = isinstance(clauses.window, c.SlidingWindows)  # see by_window
+    fields = _driver_fields(plan, schema, keys, payload, kernels, record is not None, row_ids)
     if kernels is not None:
         inp = kernels.with_inputs(inp)
     out_schema = ", ".join(fields)
@@ -107,7 +107,8 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
     driver = PartitionDriver(driver_clauses, Shipped(plan.spark, timeline), keys, payload,
                               out_names, end_floor, negate_marker_group=merges is not None,
                               ranked=ranked, kernels=kernels,
-                              group=group, dropped=dropped_by_partition, record=record)
+                              group=group, dropped=dropped_by_partition, record=record,
+                              row_ids=row_ids)
     ordered = (inp.repartition(driver_partitions, *group) if group
                else inp.repartition(1))
     ordered = ordered.sortWithinPartitions(*group, PROCESSING_TIME)
@@ -131,30 +132,35 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
         _dropped_rows(plan, emitted).createOrReplaceTempView(clauses.late_rows_into)
     events = None if record is None else emitted.where(F.col("__kind") == KIND_EVENT)
     return Replayed(result, emitted, emit_range, dropped_by_partition, driver_partitions,
-                    events)
+                    events, timeline)
 
 
 
 
 def _dropped_rows(plan: ReplayPlan, emitted: DataFrame) -> DataFrame:
-    """LATE ROWS INTO's rows: the dropped elements the driver emitted."""
+    """LATE ROWS INTO's rows: the dropped elements the driver emitted, one per window a
+    row was dropped from (:func:`~dfsql.spark.plan.values.late_row_columns`)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    keys = plan.stages.key_columns
+    named = late_row_columns(plan)
     return emitted.where(F.col("__kind") == KIND_DROPPED).select(
-        *[F.col(k).alias(n) for k, n in zip(keys, _key_names(plan), strict=True)],
+        *[F.col(k).alias(n) for k, n in (*named.keys, *named.read)],
+        "window_start", "window_end",
         F.col(EVENT_TIME).alias("event_time"), F.col(PROCESSING_TIME).alias("arrival_time"),
         "reason", F.col("watermark").alias("watermark_at_arrival"))
 
 def _driver_fields(plan: ReplayPlan, schema, keys: list[str], payload: list[str], kernels,
-                   recording: bool) -> list[str]:
+                   recording: bool, row_ids: bool) -> list[str]:
     """The union schema of what the driver emits: pane members (one row per element a
     pane aggregates; not with kernels), one marker row per pane with its metadata (and
-    with kernels its aggregates), dropped elements, and EXPLAIN FIRINGS' events."""
+    with kernels its aggregates), dropped elements (with the columns the query reads and,
+    for SLIDING, the row's identity), and EXPLAIN FIRINGS' events."""
     fields = ["__kind TINYINT", "__gids ARRAY<BIGINT>"]
     fields += [f"`{k}` {schema[k].dataType.simpleString()}" for k in keys]
     fields += [f"`{n}` {schema[n].dataType.simpleString()}" for n in payload
-               if kernels is None]
+               if kernels is None or plan.clauses.late_rows_into]
+    if row_ids:
+        fields.append(f"{ROW_ID} BIGINT")
     fields += ["window_start TIMESTAMP", "window_end TIMESTAMP", "__pane_info BIGINT",
                "emit_time TIMESTAMP", "__retract_time TIMESTAMP"]
     if kernels is not None:
@@ -199,12 +205,15 @@ def by_window(inp: DataFrame, clauses: c.Clauses):
     FIXED: the element's window start (µs) joins the grouping; SLIDING: the element is
     sent once per window it belongs to, and the driver gets that window pre-assigned.
     Sessions merge (a key's windows depend on each other) and GLOBAL has one window per
-    key: they stay grouped by key. Returns (input, extra grouping columns, the clauses
-    the driver runs)."""
+    key: they stay grouped by key. SLIDING rows get their identity first (ROW_ID), so
+    that a row dropped from several windows counts once. Returns (input, extra grouping
+    columns, the clauses the driver runs)."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.types import TimestampType
 
     w = clauses.window
+    if isinstance(w, c.SlidingWindows):
+        inp = inp.withColumn(ROW_ID, F.monotonically_increasing_id())
     if not isinstance(w, c.FixedWindows | c.SlidingWindows) or \
             not isinstance(inp.schema[EVENT_TIME].dataType, TimestampType):
         return inp, [], clauses

@@ -411,7 +411,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         dropped[r.dropped_row] = True
         self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
         if self.clauses.late_rows_into and self._dropped:
-            late = late_rows(r, elems, at, lo, hi, self.keys, self.out_names)
+            late = late_rows(r, elems, at, lo, hi, [*self.keys, *self.payload], self.out_names)
             out = late if out is None else pd.concat([out, late], ignore_index=True)
         if len(timeline.times):
             wm_now = int(timeline.at(hi - 1))

@@ -15,7 +15,8 @@ from dfsql.spark.stream.packing import ET, NEG, POS
 #: what a row of the processor's output is (its column ROW_KIND): a pane or retraction,
 #: the call's metrics (one row per call, filtered out after Spark observes it), or a
 #: dropped element (LATE ROWS INTO). Metrics and dropped elements have fields of their
-#: own (STATS_FIELDS, LATE_FIELDS), never the pane columns.
+#: own (STATS_FIELDS, LATE_FIELDS); a dropped element also fills window_start and
+#: window_end (the window it was dropped from), its keys and the columns the query reads.
 ROW_KIND = "__row_kind"
 PANE, STATS, LATE = 0, 1, 2
 #: the metrics row's fields: elements arrived, retained and dropped as late, the change in
@@ -79,19 +80,28 @@ def changelog_rows(r, elems, dense: np.ndarray, lo: int, hi: int, keys: list[str
     return pd.DataFrame(cols, columns=out_names)
 
 
-def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, keys: list[str],
+def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, columns: list[str],
               out_names: list[str]):
-    """The elements dropped in [lo, hi), each as one row of the output's schema, in
-    the fields :data:`LATE_FIELDS` names: its event time, its arrival, the watermark
-    then, and why (the replay's LATE ROWS INTO)."""
+    """The elements dropped in [lo, hi), one per window a row was dropped from, each as
+    one row of the output's schema: its ``columns`` (keys, and the columns the query
+    reads where the schema has them), that window, and in the fields
+    :data:`LATE_FIELDS` names its event time, its arrival, the watermark then, and why
+    (the replay's LATE ROWS INTO)."""
     import pandas as pd
 
     rows = r.dropped_row
     sel = (at[rows] >= lo) & (at[rows] < hi)
     rows = rows[sel]
     row = {n: pd.Series([None] * len(rows), dtype=object) for n in out_names}
-    for k in keys:
-        row[k] = elems[k].to_numpy()[rows]
+    for k in columns:
+        if k in row:
+            row[k] = elems[k].to_numpy()[rows]
+    for name, bound in (("window_start", r.dropped_window_start[sel]),
+                        ("window_end", r.dropped_window_end[sel])):
+        # NEG (also a NULL event time's "no window") and POS: NULL
+        row[name] = pd.array(np.where((bound == NEG) | (bound == POS), 0, bound),
+                             dtype="Int64")
+        row[name][(bound == NEG) | (bound == POS)] = pd.NA
     wm = r.dropped_watermark[sel]
     event_time, arrival, watermark, reason = LATE_FIELDS
     row[event_time] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array

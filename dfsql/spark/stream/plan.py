@@ -80,7 +80,7 @@ from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.spark.plan.native_batch import batch_panes_sql
-from dfsql.spark.plan.values import late_row_key_names
+from dfsql.spark.plan.values import late_row_columns
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.stream.buckets import ELEMENTS, POINTS, BucketProcessor
 from dfsql.spark.stream.output_rows import (
@@ -155,7 +155,8 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
             F.collect_list(F.when(F.col(KIND) == KIND_ELEMENT, F.col(BLOB))).alias(ELEMENTS),
             F.collect_list(F.when(F.col(KIND) == KIND_POINT, F.col(BLOB))).alias(POINTS),
         ).groupBy(BUCKET)
-    out_schema = _processor_schema(cl, inp.schema, keys, aggs.types)
+    read = [col for col, _ in late_row_columns(plan).read] if cl.late_rows_into else []
+    out_schema = _processor_schema(cl, inp.schema, keys, aggs.types, read)
     fields = out_schema.fields
     proc = BucketProcessor(cl, keys, payload, aggs.specs, [f.name for f in fields], static,
                            marks, restate)
@@ -163,7 +164,7 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
         statefulProcessor=proc, outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime" if engine else "None", initialState=initial)
     panes = _observed(panes).where(F.col(ROW_KIND) != STATS)
-    late = _late_row(plan, keys) if cl.late_rows_into else []
+    late = _late_row(plan) if cl.late_rows_into else []
     return panes.select(
         *keys, *[a for a, _ in aggs.types],
         F.timestamp_micros("window_start").alias("window_start"),
@@ -215,9 +216,11 @@ def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str
     return static, marks, packed
 
 
-def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types) -> StructType:
+def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types,
+                      read: list[str]) -> StructType:
     """The bucket processor's output: keys, aggregates, pane columns (times in µs), the
-    §7 rank, what a row is, and the metrics' and dropped elements' own fields."""
+    §7 rank, what a row is, and the metrics' and dropped elements' own fields (with the
+    ``read`` columns of LATE ROWS INTO's rows)."""
     from pyspark.sql.types import (
         BooleanType,
         ByteType,
@@ -240,6 +243,7 @@ def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types) -> Stru
     if cl.late_rows_into:
         fields += [StructField(f, LongType()) for f in LATE_FIELDS[:-1]]
         fields.append(StructField(LATE_FIELDS[-1], StringType()))
+        fields += [StructField(n, schema[n].dataType, True) for n in read]
     return StructType(fields)
 
 
@@ -266,14 +270,17 @@ def _observed(panes: DataFrame) -> DataFrame:
         F.count(F.when(fired & F.col("is_retraction"), 1)).alias("retractions"))
 
 
-def _late_row(plan: ReplayPlan, keys: list[str]) -> list:
+def _late_row(plan: ReplayPlan) -> list:
     """LATE ROWS INTO: a dropped element rides along as one struct (the view's row), which
     the sink splits off (:func:`dfsql.spark.stream.sinks.start_stream`)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     event_time, arrival, watermark_then, reason = LATE_FIELDS
+    named = late_row_columns(plan)
     return [F.when(F.col(ROW_KIND) == LATE, F.struct(
-        *[F.col(k).alias(n) for k, n in zip(keys, late_row_key_names(plan), strict=True)],
+        *[F.col(k).alias(n) for k, n in (*named.keys, *named.read)],
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"),
         F.timestamp_micros(event_time).alias("event_time"),
         F.timestamp_micros(arrival).alias("arrival_time"),
         F.col(reason).alias("reason"),
