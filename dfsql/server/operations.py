@@ -28,6 +28,7 @@ from dfsql.language.statement import Statement
 from dfsql.server import progress_update, rowsets
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
+from dfsql.server.settings import text_only
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 from dfsql.session import cancel_until
@@ -195,6 +196,7 @@ class Operation:
             except Exception:
                 pass
         try:
+            text_only(spark)  # again: a RESET before this statement turned it back on
             # read once: the judge and dfsql.sql take the value, not the text
             scanned, self.scanned = self.scanned, None  # its tokens not held past the parse
             stmt = parse_any(self.statement, scanned)

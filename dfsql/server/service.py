@@ -36,7 +36,7 @@ from dfsql.server.limits import (
 )
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
 from dfsql.server.owners import caller_owns, same_handle
-from dfsql.server.settings import setting_allowed, setting_refusal
+from dfsql.server.settings import setting_allowed, setting_refusal, text_only
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.timeouts import Timeouts
@@ -229,6 +229,7 @@ class Service:
                 drop_jvm_functions(spark)
             if self.session_setup is not None:
                 self.session_setup(spark)  # the operator's code: before the judge
+            text_only(spark)  # ${…} is text (after the setup, which runs as the operator)
             for k, v in (req.configuration or {}).items():
                 if k == "use:database" and v and v != "default":
                     spark.catalog.setCurrentDatabase(v)
