@@ -30,6 +30,7 @@ from dfsql.server.limits import (
     MAX_PARTITION_MB,
     MAX_SESSIONS_PER_USER,
     MAX_STATEMENT_KB,
+    MAX_STREAMING_QUERIES_PER_USER,
     check_statement,
     drop_pool,
     fair_scheduling,
@@ -94,14 +95,16 @@ class Service:
                  max_fetch_rows: int = MAX_FETCH_ROWS,
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
                  max_partition_mb: float = MAX_PARTITION_MB,
-                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER) -> None:
+                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
+                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER) -> None:
         self.spark = spark
         #: the users who may stop any user's continuous queries (``--admin``)
         self.admins = frozenset(admins)
         #: what one client may cost (:mod:`dfsql.server.limits`; 0: no limit): rows per
         #: fetch, a statement's size and nesting, a result partition held at once,
-        #: sessions open at once per user
+        #: sessions open at once per user, continuous queries per user (admins too)
         self.max_fetch_rows = max_fetch_rows
+        self.max_streaming_queries_per_user = max_streaming_queries_per_user
         self.max_statement_kb, self.max_nesting = max_statement_kb, max_nesting
         self.max_partition_mb = max_partition_mb
         self.max_sessions_per_user = max_sessions_per_user
@@ -245,6 +248,7 @@ class Service:
                                        serverProtocolVersion=protocol)
         s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions,
                     admin=user in self.admins, judge=self.judge)
+        s.max_streaming_queries = self.max_streaming_queries_per_user
         with self.lock:
             self.sessions[s.key] = s
         if hasattr(self.local, "sessions"):
