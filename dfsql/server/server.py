@@ -83,9 +83,8 @@ class Server:
             max_statement_kb=max_statement_kb, max_nesting=max_nesting,
             max_partition_mb=max_partition_mb,
             max_streaming_queries_per_user=max_streaming_queries_per_user)
-        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs the
-        # package's __init__ and so this file, and need not load the Thrift stack, numpy
-        # and the scanner the service needs
+        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth (so the package's
+        # __init__ and this file) and needs not the service's Thrift stack, numpy, scanner
         from dfsql.server import http_transport, service
 
         progress_bar.disable()  # the clients' statements are not this terminal's
@@ -107,8 +106,7 @@ class Server:
         if spark is None:
             spark = dfsql.session()
         self.spark = spark
-        self.host, self.port, self.auth = host, port, auth
-        self.transport_mode = transport_mode
+        self.host, self.port, self.auth, self.transport_mode = host, port, auth, transport_mode
         self.service = service.Service(
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
