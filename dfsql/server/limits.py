@@ -26,15 +26,10 @@ much of a result the server holds at once.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from dfsql.continuous import owners
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
-from dfsql.language.continuous import ContinuousStatement
-from dfsql.language.scan import Scanned, Source, scan_text
+from dfsql.language.scan import Scanned, scan_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,38 +102,6 @@ def nesting(scanned: Scanned, limit: int) -> tuple[int, int | None, int | None]:
                 at = scanned.source.pos(tok.start)
                 return deepest, at.line, at.column
     return deepest, None, None
-
-
-# --------------------------------------------------------------------------- streams
-
-#: one lock per user, held while that user's CREATE STREAMING QUERY counts and starts:
-#: two at once cannot both take the last slot (another user's wait on nothing)
-_CREATING: dict[str, threading.Lock] = {}
-_CREATING_LOCK = threading.Lock()
-
-
-@contextmanager
-def streaming_slot(stmt: object, text: str, user: str, cap: int) -> Iterator[None]:
-    """While a client's statement runs: a CREATE STREAMING QUERY of ``user``, who already
-    has ``cap`` continuous queries (running, or kept but failed: each holds its state and
-    its name until STOP), is refused at its name (0: no limit). Only the endpoint's
-    clients are counted; Python and the shell are the operator's own."""
-    if cap <= 0 or not isinstance(stmt, ContinuousStatement) or stmt.kind != "create":
-        yield
-        return
-    with _CREATING_LOCK:
-        lock = _CREATING.setdefault(user, threading.Lock())
-    with lock:
-        # its own name aside: CREATE refuses a running or failed one of that name itself
-        held = sorted(n for n, o in owners().items() if o == user and n != stmt.name)
-        if len(held) >= cap:
-            shown = ", ".join(held[:5]) + (", …" if len(held) > 5 else "")
-            raise Source(text).error(
-                LimitError, f"user {user[:64]!r} already runs {len(held)} continuous "
-                f"queries ({shown}), the limit (dfsql serve --max-streaming-queries-per-user)",
-                stmt.name_offset, f"STOP STREAMING QUERY {held[0]} (or another of yours: "
-                "SHOW STREAMING QUERIES lists them) frees a slot")
-        yield
 
 
 # --------------------------------------------------------------------------- results

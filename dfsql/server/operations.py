@@ -32,8 +32,8 @@ from dfsql.server.limits import (
     MAX_STREAMING_QUERIES_PER_USER,
     bounded_partitions,
     partition_refusal,
-    streaming_slot,
 )
+from dfsql.server.owners import streaming_slot
 from dfsql.server.settings import text_only
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
