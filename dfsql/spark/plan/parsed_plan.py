@@ -246,13 +246,20 @@ def parse_identifier(spark: SparkSession, text: str) -> list[str]:
     return str(parts.mkString("\u0000")).split("\u0000")
 
 
+#: Spark's SparkSession class (its static methods), per JVM
+_companions: dict[int, Any] = {}
+
+
 def _as_active(spark: SparkSession, call: Any) -> Any:
     """``call(parser)`` on the session's parser with the session active in this thread,
     as ``spark.sql`` runs it: the parser reads its settings (``${…}`` substitution above
     all, off in an endpoint client's session) from the thread's active session, which
     is otherwise whichever session this JVM thread last ran, often the operator's."""
     jss = spark._jsparkSession
-    companion = spark.sparkContext._jvm.org.apache.spark.sql.classic.SparkSession
+    jvm = spark.sparkContext._jvm
+    companion = _companions.get(id(jvm))
+    if companion is None:  # a py4j round trip per name of its package: looked up once
+        companion = _companions[id(jvm)] = jvm.org.apache.spark.sql.classic.SparkSession
     before = companion.getActiveSession()
     companion.setActiveSession(jss)
     try:
