@@ -147,7 +147,8 @@ def serve(args: argparse.Namespace) -> int:
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
                              "login_timeout", "max_connections_per_user",
                              "max_sessions_per_user", "max_fetch_rows", "max_statement_kb",
-                             "max_nesting", "max_partition_mb")
+                             "max_nesting", "max_partition_mb",
+                             "max_streaming_queries_per_user")
               if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
@@ -203,6 +204,10 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sessions-per-user", type=int, metavar="N",
                    help="sessions one user may hold open at once; OpenSession past it "
                         "is an error, SQLSTATE 54000 (default 20; 0: no limit)")
+    p.add_argument("--max-streaming-queries-per-user", type=int, metavar="N",
+                   help="continuous queries one user (an --admin too) may hold, running "
+                        "or kept but failed; CREATE STREAMING QUERY past it is refused, "
+                        "SQLSTATE 54000 (default 10; 0: no limit)")
     p.add_argument("--max-fetch-rows", type=int, metavar="N",
                    help="the most rows one FetchResults returns, whatever the client "
                         "asks (default 10000; 0: no limit)")

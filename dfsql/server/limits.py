@@ -44,6 +44,9 @@ MAX_STATEMENT_KB, MAX_NESTING, MAX_FETCH_ROWS, MAX_PARTITION_MB = 1024, 256, 10_
 #: the default of ``dfsql serve --max-sessions-per-user``: a JDBC connection pool's worth
 #: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours)
 MAX_SESSIONS_PER_USER = 20
+#: the default of ``dfsql serve --max-streaming-queries-per-user``: each continuous query
+#: holds threads, state and a view for as long as it runs (20 held 3 GB and 366 threads)
+MAX_STREAMING_QUERIES_PER_USER = 10
 #: SQLSTATE "program limit exceeded", what every refusal here carries
 LIMIT_STATE = "54000"
 #: in the message a too-large partition's task fails with: how its error is told apart

@@ -27,7 +27,14 @@ from dfsql.language.scan import Scanned
 from dfsql.language.statement import Statement
 from dfsql.server import progress_update, rowsets
 from dfsql.server.guard import refusal_of
-from dfsql.server.limits import MAX_PARTITION_MB, bounded_partitions, partition_refusal
+from dfsql.server.limits import (
+    MAX_PARTITION_MB,
+    MAX_STREAMING_QUERIES_PER_USER,
+    bounded_partitions,
+    partition_refusal,
+)
+from dfsql.server.owners import streaming_slot
+from dfsql.server.settings import text_only
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.watchdog import SPARK_GONE, spark_gone
 from dfsql.session import cancel_until
@@ -195,6 +202,7 @@ class Operation:
             except Exception:
                 pass
         try:
+            text_only(spark)  # again: a RESET before this statement turned it back on
             # read once: the judge and dfsql.sql take the value, not the text
             scanned, self.scanned = self.scanned, None  # its tokens not held past the parse
             stmt = parse_any(self.statement, scanned)
@@ -202,7 +210,9 @@ class Operation:
                     self.session.judging(stmt), listening(self.progress.hear):
                 if self.session.judge is not None:
                     self.session.judge.check_statement(spark, stmt)
-                df = dfsql.sql(stmt, spark)
+                with streaming_slot(stmt, self.statement, self.session.user,
+                                    self.session.max_streaming_queries):
+                    df = dfsql.sql(stmt, spark)
             if self._abandoned():  # while it was planned: start no job
                 return
             if df.isStreaming:
@@ -439,6 +449,8 @@ class Session:
         self.handle = tt.TSessionHandle(sessionId=_handle_id())
         self.key = self.handle.sessionId.guid
         self.operations: dict[bytes, Operation] = {}
+        #: the continuous queries its user may hold (``--max-streaming-queries-per-user``)
+        self.max_streaming_queries = MAX_STREAMING_QUERIES_PER_USER
         #: its FAIR scheduler pool (spark.scheduler.pool), one per client session
         self.pool = f"dfsql-{self.key.hex()[:16]}"
 

@@ -24,6 +24,7 @@ from dfsql.server.limits import (
     MAX_PARTITION_MB,
     MAX_SESSIONS_PER_USER,
     MAX_STATEMENT_KB,
+    MAX_STREAMING_QUERIES_PER_USER,
 )
 from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView
@@ -72,17 +73,18 @@ class Server:
                  max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
                  max_fetch_rows: int = MAX_FETCH_ROWS,
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
-                 max_partition_mb: float = MAX_PARTITION_MB) -> None:
+                 max_partition_mb: float = MAX_PARTITION_MB,
+                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER) -> None:
         auth, transport_mode = _checked_options(
             auth, transport_mode, admins, max_message_mb, max_connections,
             idle_connection_timeout, login_timeout=login_timeout,
             max_connections_per_user=max_connections_per_user,
             max_sessions_per_user=max_sessions_per_user, max_fetch_rows=max_fetch_rows,
             max_statement_kb=max_statement_kb, max_nesting=max_nesting,
-            max_partition_mb=max_partition_mb)
-        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth, which runs the
-        # package's __init__ and so this file, and need not load the Thrift stack, numpy
-        # and the scanner the service needs
+            max_partition_mb=max_partition_mb,
+            max_streaming_queries_per_user=max_streaming_queries_per_user)
+        # here, not at the top: ``dfsql passwd`` imports dfsql.server.auth (so the package's
+        # __init__ and this file) and needs not the service's Thrift stack, numpy, scanner
         from dfsql.server import http_transport, service
 
         progress_bar.disable()  # the clients' statements are not this terminal's
@@ -104,15 +106,15 @@ class Server:
         if spark is None:
             spark = dfsql.session()
         self.spark = spark
-        self.host, self.port, self.auth = host, port, auth
-        self.transport_mode = transport_mode
+        self.host, self.port, self.auth, self.transport_mode = host, port, auth, transport_mode
         self.service = service.Service(
             spark, workers, max_operations_per_session, session_setup,
             None if data_roots is None else list(data_roots), allow_jvm_functions,
             statement_timeout, idle_session_timeout, idle_operation_timeout, frozenset(admins),
             max_fetch_rows=max_fetch_rows, max_statement_kb=max_statement_kb,
             max_nesting=max_nesting, max_partition_mb=max_partition_mb,
-            max_sessions_per_user=max_sessions_per_user)
+            max_sessions_per_user=max_sessions_per_user,
+            max_streaming_queries_per_user=max_streaming_queries_per_user)
         #: login deadlines and per-user connection counts
         self.admission = Admission(login_timeout, max_connections_per_user)
         #: what the HTTP transport's connections share (None over the binary transport)

@@ -30,13 +30,14 @@ from dfsql.server.limits import (
     MAX_PARTITION_MB,
     MAX_SESSIONS_PER_USER,
     MAX_STATEMENT_KB,
+    MAX_STREAMING_QUERIES_PER_USER,
     check_statement,
     drop_pool,
     fair_scheduling,
 )
 from dfsql.server.operations import Operation, S, ServiceError, Session, describe
 from dfsql.server.owners import caller_owns, same_handle
-from dfsql.server.settings import setting_allowed, setting_refusal
+from dfsql.server.settings import setting_allowed, setting_refusal, text_only
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.timeouts import Timeouts
@@ -94,14 +95,16 @@ class Service:
                  max_fetch_rows: int = MAX_FETCH_ROWS,
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
                  max_partition_mb: float = MAX_PARTITION_MB,
-                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER) -> None:
+                 max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
+                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER) -> None:
         self.spark = spark
         #: the users who may stop any user's continuous queries (``--admin``)
         self.admins = frozenset(admins)
         #: what one client may cost (:mod:`dfsql.server.limits`; 0: no limit): rows per
         #: fetch, a statement's size and nesting, a result partition held at once,
-        #: sessions open at once per user
+        #: sessions open at once per user, continuous queries per user (admins too)
         self.max_fetch_rows = max_fetch_rows
+        self.max_streaming_queries_per_user = max_streaming_queries_per_user
         self.max_statement_kb, self.max_nesting = max_statement_kb, max_nesting
         self.max_partition_mb = max_partition_mb
         self.max_sessions_per_user = max_sessions_per_user
@@ -229,6 +232,7 @@ class Service:
                 drop_jvm_functions(spark)
             if self.session_setup is not None:
                 self.session_setup(spark)  # the operator's code: before the judge
+            text_only(spark)  # ${…} is text (after the setup, which runs as the operator)
             for k, v in (req.configuration or {}).items():
                 if k == "use:database" and v and v != "default":
                     spark.catalog.setCurrentDatabase(v)
@@ -244,6 +248,7 @@ class Service:
                                        serverProtocolVersion=protocol)
         s = Session(spark, protocol, user, guarded=not self.allow_jvm_functions,
                     admin=user in self.admins, judge=self.judge)
+        s.max_streaming_queries = self.max_streaming_queries_per_user
         with self.lock:
             self.sessions[s.key] = s
         if hasattr(self.local, "sessions"):

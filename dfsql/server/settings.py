@@ -34,6 +34,19 @@ DFSQL_SETTINGS = {"dfsql.stream.native": re.compile(r"(?i)true|false"),
 _SECRET = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 
 
+#: Spark's substitution of ``${env:…}``, ``${system:…}`` and ``${setting}`` in a
+#: statement's text: off in every client session, where ``${…}`` is text (it would hand
+#: a client the server's environment, JVM properties and settings, secrets included);
+#: not a setting a client may SET or RESET, and set again before each statement (a
+#: bare ``RESET`` returns every setting to the operator's, this one with them)
+SUBSTITUTE = "spark.sql.variable.substitute"
+
+
+def text_only(spark) -> None:
+    """No ``${…}`` substitution in ``spark`` (an endpoint client's session)."""
+    spark.conf.set(SUBSTITUTE, "false")
+
+
 def setting_allowed(key: str, value: str | None = None) -> bool:
     """May a client set ``key`` (to ``value``; None: only read or reset it)?"""
     if key in SETTINGS:

@@ -42,6 +42,7 @@ from dfsql.errors import DfsqlError
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_any
 from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
+from dfsql.server.settings import text_only
 from dfsql.server.streams import StreamView
 from dfsql.spark.errors import quiet_spark_loggers
 from dfsql.spark.stream.alter import file_stream, history_of, unread_history
@@ -242,6 +243,7 @@ class StateDir:
         session = spark.newSession()
         if setup is not None:
             setup(session)
+        text_only(session)  # a client's statement, read as the client's session reads it
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
         judge.guard(session)  # its query is judged again, as a client's would be

@@ -13,6 +13,7 @@ the run's Spark application, through PyHive and raw sockets to 127.0.0.1.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 import struct
@@ -593,3 +594,48 @@ def test_spark_errors_reach_the_client_in_sparks_words(server, tmp_path):
                               f"file file://{corrupt}/x.parquet"), message
     assert "An error occurred while calling" not in message and "\tat " not in message
     assert "\n" not in message
+
+
+def test_continuous_queries_per_user_are_capped(spark, tmp_path, stream):
+    """--max-streaming-queries-per-user 2: alice's third CREATE is refused with 54000 at
+    its name (however it is written), naming the flag and STOP; bob, another user,
+    still creates his; a STOP frees a slot. An admin is capped as everyone is."""
+    users = _users(tmp_path / "users")
+    server = Server(spark, port=0, auth="PLAIN", password_file=users, data_roots=None,
+                    admins=["root"], session_setup=_setup(stream),
+                    max_streaming_queries_per_user=2).start()
+    alice, bob, root = (_connect(server, u) for u in ("alice", "bob", "root"))
+    try:
+        for name in ("cap_a1", "cap_a2"):
+            assert _run(alice, f"CREATE STREAMING QUERY {name} AS {LIVE_QUERY}")[0][0] == name
+        for statement, column in (
+                (f"CREATE STREAMING QUERY cap_a3 AS {LIVE_QUERY}", 24),
+                (f"create streaming query `cap_a3` as {LIVE_QUERY}", 24),
+                (f"/* two */ CREATE\n STREAMING QUERY cap_a3 AS {LIVE_QUERY}", 0)):
+            state, message = _refusal(alice, statement)
+            first = message.splitlines()[0]
+            assert state == "54000", message
+            where = "line 2, col 18" if column == 0 else f"line 1, col {column}"
+            assert first.startswith(f"{where}: user 'alice' already runs 2 continuous "
+                                    "queries"), first
+            assert "--max-streaming-queries-per-user" in message
+            assert "STOP STREAMING QUERY" in message
+        assert sorted(r[0] for r in _run(alice, "SHOW STREAMING QUERIES")) == [
+            "cap_a1", "cap_a2"]
+        assert _run(bob, f"CREATE STREAMING QUERY cap_b1 AS {LIVE_QUERY}")[0][0] == "cap_b1"
+        assert _run(alice, "STOP STREAMING QUERY cap_a1") == [("cap_a1", "STOPPED")]
+        assert _run(alice, f"CREATE STREAMING QUERY cap_a3 AS {LIVE_QUERY}")[0][0] == "cap_a3"
+        for name in ("cap_a2", "cap_a3"):
+            _run(alice, f"STOP STREAMING QUERY {name}")
+        _run(bob, "STOP STREAMING QUERY cap_b1")
+        for name in ("cap_r1", "cap_r2"):
+            _run(root, f"CREATE STREAMING QUERY {name} AS {LIVE_QUERY}")
+        assert _refusal(root, f"CREATE STREAMING QUERY cap_r3 AS {LIVE_QUERY}")[0] == "54000"
+        assert _run(bob, "SELECT 1 AS one") == [(1,)]
+    finally:
+        for name in ("cap_a1", "cap_a2", "cap_a3", "cap_b1", "cap_r1", "cap_r2", "cap_r3"):
+            with contextlib.suppress(OperationalError):
+                _run(root, f"STOP STREAMING QUERY {name}")
+        for c in (alice, bob, root):
+            c.close()
+        server.stop()

@@ -31,6 +31,10 @@ from dfsql.spark.plan.parsed_plan import walk
 from tests.conftest import register_paper_tables
 
 SECRET = "TOP-SECRET-31"
+#: in the server's environment (set at collection, before the test run's JVM starts):
+#: Spark's ``${env:…}`` substitution would hand it to a client
+CANARY = "s3cr3t-52-canary"
+os.environ["DFSQL_TEST_CANARY"] = CANARY
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,7 @@ def places(tmp_path_factory) -> dict[str, Path]:
 def server(spark, places, tmp_path_factory):
     pw = tmp_path_factory.mktemp("users") / "users"
     set_password(pw, "mallory", "pw")  # `dfsql passwd` itself: test_thrift.py
+    set_password(pw, "walter", "pw2")
     srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw),
                  data_roots=[str(places["root"])], statement_timeout=60,
                  session_setup=register_paper_tables).start()
@@ -393,3 +398,131 @@ def test_generated_attacks_and_decoys_agree_with_sparks_analysis(spark, places):
         live += expected
         decoys += not expected
     assert live > 40 and decoys > 25, (live, decoys)  # both kinds were tried
+
+
+# --------------------------------------------------------------------------- ${…}
+
+#: Spark's variable substitution would put the server's environment, JVM properties and
+#: settings in these; a client's session reads each as the text it is (issue #52)
+SUBSTITUTED = ["${env:DFSQL_TEST_CANARY}", "${system:user.dir}", "${system:user.name}",
+               "${spark.app.name}", "${hiveconf:spark.app.name}", "${sparkconf:spark.master}",
+               "${env:HOME}", "${x}", "$${env:DFSQL_TEST_CANARY}"]
+ENV = "${env:DFSQL_TEST_CANARY}"
+
+
+def _rows(cursor, statement: str) -> list[tuple]:
+    cursor.execute(statement)
+    return [tuple(r) for r in cursor.fetchall()]
+
+
+def _error(cursor, statement: str) -> str:
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError) as info:
+        cursor.execute(statement)
+    return info.value.args[0].status.errorMessage
+
+
+def _error_state(cursor, statement: str) -> str:
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError) as info:
+        cursor.execute(statement)
+    return info.value.args[0].status.sqlState
+
+
+def _script(cursor, statement: str) -> str:
+    """A compound statement's rows, or its error's message (either may hold a leak)."""
+    from pyhive.exc import OperationalError
+
+    try:
+        return repr(_rows(cursor, statement))
+    except OperationalError as e:
+        return e.args[0].status.errorMessage
+
+
+def _connect_as(server, user: str, password: str, **kwargs):
+    from pyhive import hive
+
+    return hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM", username=user,
+                        password=password, **kwargs)
+
+
+def test_the_canary_is_in_the_servers_environment(spark):
+    """Else the tests below prove nothing: the JVM has it, and the operator's own
+    session (Python's) substitutes it, as Spark does."""
+    assert spark.sparkContext._jvm.java.lang.System.getenv("DFSQL_TEST_CANARY") == CANARY
+    assert spark.sql(f"SELECT '{ENV}'").collect()[0][0] == CANARY
+
+
+def test_a_clients_dollar_braces_are_text(cursor):
+    quoted = ", ".join(f"'{t}' AS c{i}" for i, t in enumerate(SUBSTITUTED))
+    assert _rows(cursor, f"SELECT {quoted}") == [tuple(SUBSTITUTED)]
+    assert _rows(cursor, "EXECUTE IMMEDIATE 'SELECT ''" + ENV + "'' AS c'") == [(ENV,)]
+    assert _rows(cursor, "EXECUTE IMMEDIATE 'EXECUTE IMMEDIATE ''SELECT ''''${system:"
+                         "user.dir}'''' AS c'''") == [("${system:user.dir}",)]
+    windowed = _rows(cursor, f"SELECT key, SUM(value) AS total, '{ENV}' AS c FROM scores "
+                             "GROUP BY key WINDOW GLOBAL")
+    assert windowed and {r[2] for r in windowed} == {ENV}
+    cursor.execute(f"CREATE OR REPLACE TEMP VIEW subst_v AS SELECT '{ENV}' AS x, "
+                   "'${system:user.dir}' AS y")
+    assert _rows(cursor, "SELECT * FROM subst_v") == [(ENV, "${system:user.dir}")]
+    assert _rows(cursor, "WITH c AS (SELECT '${env:HOME}' AS h) SELECT h FROM c") == \
+        [("${env:HOME}",)]
+    assert _rows(cursor, "SELECT /* ${env:HOME} */ '${spark.app.name}' -- ${x}\n AS a") == \
+        [("${spark.app.name}",)]
+
+
+def test_no_error_message_carries_a_substitution(cursor):
+    """A name or a path the server's environment would have filled in: the error
+    (Spark's, or the judge's refusal) names it as written."""
+    for statement in (f"SELECT * FROM IDENTIFIER('{ENV}')", f"SELECT * FROM `{ENV}`",
+                      f"SELECT * FROM parquet.`/{ENV}/x`",
+                      "SELECT * FROM parquet.`/tmp/${system:user.name}`",
+                      "SELECT ${env:DFSQL_TEST_CANARY} AS c"):
+        message = _error(cursor, statement)
+        assert CANARY not in message and os.getcwd() not in message, (statement, message)
+        if "parquet" in statement:  # the judge's refusal names the path as written
+            assert "${" in message, message
+
+
+def test_reset_and_settings_do_not_turn_substitution_back_on(server, cursor):
+    cursor.execute("RESET")
+    assert _rows(cursor, f"SELECT '{ENV}' AS c") == [(ENV,)]
+    script = _script(cursor, "BEGIN\n  RESET;\n  EXECUTE IMMEDIATE 'SELECT ''" + ENV +
+                     "'' AS c';\nEND")
+    assert CANARY not in script, script
+    for statement in ("SET spark.sql.variable.substitute=true",
+                      "SET spark.sql.variable.substitute = TRUE",
+                      "SET `spark.sql.variable.substitute`=true",
+                      "RESET spark.sql.variable.substitute",
+                      "EXECUTE IMMEDIATE 'SET spark.sql.variable.substitute=true'",
+                      "/* x */ SET spark.sql.variable.substitute=true"):
+        assert "42501" in _error_state(cursor, statement), statement
+        assert _rows(cursor, f"SELECT '{ENV}' AS c") == [(ENV,)], statement
+    with pytest.raises(Exception, match="spark.sql.variable.substitute"):
+        _connect_as(server, "mallory", "pw", configuration={
+            "set:hiveconf:spark.sql.variable.substitute": "true"})
+    conn = _connect_as(server, "walter", "pw2")  # another user, served as before
+    try:
+        assert _rows(conn.cursor(), f"SELECT '{ENV}' AS c, 1 AS one") == [(ENV, 1)]
+    finally:
+        conn.close()
+
+
+def test_over_http_dollar_braces_are_text(spark, places, tmp_path):
+    from pyhive import hive
+
+    pw = tmp_path / "users"
+    set_password(pw, "mallory", "pw")
+    srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw), transport_mode="http",
+                 data_roots=[str(places["root"])]).start()
+    try:
+        conn = hive.connect(host="127.0.0.1", port=srv.port, scheme="http",
+                            username="mallory", password="pw", auth="BASIC")
+        try:
+            assert _rows(conn.cursor(), f"SELECT '{ENV}' AS c") == [(ENV,)]
+        finally:
+            conn.close()
+    finally:
+        srv.stop()

@@ -237,13 +237,38 @@ def _walker(spark: SparkSession) -> Any:
 def parse_plan(spark: SparkSession, text: str) -> Any:
     """Spark's parsed (unresolved) plan of ``text``, by the session's own parser: what
     ``spark.sql(text)`` would analyse and run. Raises Spark's ParseException."""
-    return spark._jsparkSession.sessionState().sqlParser().parsePlan(text)
+    return _as_active(spark, lambda parser: parser.parsePlan(text))
 
 
 def parse_identifier(spark: SparkSession, text: str) -> list[str]:
     """A multi-part name's parts as Spark reads ``IDENTIFIER('…')``'s string."""
-    parts = spark._jsparkSession.sessionState().sqlParser().parseMultipartIdentifier(text)
+    parts = _as_active(spark, lambda parser: parser.parseMultipartIdentifier(text))
     return str(parts.mkString("\u0000")).split("\u0000")
+
+
+#: Spark's SparkSession class (its static methods), per JVM
+_companions: dict[int, Any] = {}
+
+
+def _as_active(spark: SparkSession, call: Any) -> Any:
+    """``call(parser)`` on the session's parser with the session active in this thread,
+    as ``spark.sql`` runs it: the parser reads its settings (``${…}`` substitution above
+    all, off in an endpoint client's session) from the thread's active session, which
+    is otherwise whichever session this JVM thread last ran, often the operator's."""
+    jss = spark._jsparkSession
+    jvm = spark.sparkContext._jvm
+    companion = _companions.get(id(jvm))
+    if companion is None:  # a py4j round trip per name of its package: looked up once
+        companion = _companions[id(jvm)] = jvm.org.apache.spark.sql.classic.SparkSession
+    before = companion.getActiveSession()
+    companion.setActiveSession(jss)
+    try:
+        return call(jss.sessionState().sqlParser())
+    finally:
+        if before.isDefined():
+            companion.setActiveSession(before.get())
+        else:
+            companion.clearActiveSession()
 
 
 def walk(spark: SparkSession, plan: Any) -> Tree:
