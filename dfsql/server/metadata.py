@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dfsql.server.patterns import compile_regex
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
@@ -44,14 +46,11 @@ def _spark_filter(pattern: str) -> Callable[[str], bool]:
     """Spark's ``StringUtils.filterPattern`` (SessionCatalog.listDatabases/listTables/
     listFunctions): trimmed, split on ``|``; each part with ``*`` as ``.*`` is a
     case-insensitive (ASCII, as Java's ``(?i)``) regex over the whole name; a part that is
-    no valid regex matches nothing."""
-    parts = []
-    for sub in pattern.strip(_JAVA_TRIM).split("|"):
-        try:
-            parts.append(re.compile(sub.replace("*", ".*"), re.I | re.A))
-        except re.error:
-            continue
-    return lambda name: any(rx.fullmatch(name) for rx in parts)
+    no valid regex matches nothing. The regex runs in linear time
+    (:func:`dfsql.server.patterns.compile_regex`), never in Python's backtracking ``re``."""
+    parts = [compile_regex(sub.replace("*", ".*"), ignore_case=True)
+             for sub in pattern.strip(_JAVA_TRIM).split("|")]
+    return lambda name: any(match(name) for match in parts)
 
 
 def name_matcher(pattern: str | None, kind: str) -> Callable[[str], bool]:
@@ -77,11 +76,7 @@ def name_matcher(pattern: str | None, kind: str) -> Callable[[str], bool]:
     if kind == "function":
         return _spark_filter(pattern)
     if kind == "column":
-        try:
-            rx = re.compile(_jdbc_to_hive(pattern, ".*"))
-        except re.error:
-            return lambda name: False
-        return lambda name: rx.fullmatch(name) is not None
+        return compile_regex(_jdbc_to_hive(pattern, ".*"))
     raise ValueError(f"unknown pattern kind {kind!r}")
 
 

@@ -127,3 +127,126 @@ def test_impyla_and_pyhive_see_the_names(endpoint):
     assert [r[3] for r in cols] == ["amount"]
     hconn.close()
     assert time.monotonic() - started < 120  # no retry loop or hang (a loaded JVM is slow)
+
+
+# --------------------------------------------------------------------------- issue #52
+# A pattern is a Java regex in Spark's server; here it runs in linear time
+# (dfsql.server.patterns), never in Python's backtracking ``re``, which held the GIL for
+# hours on these (another user's SELECT 1 waited 7.7 s at 28 characters, doubling per
+# character).
+
+PASSWORD = "s3cret"
+LONG_VIEW = "a" * 40
+
+
+@pytest.fixture(scope="module")
+def plain_server(spark, tmp_path_factory):
+    from dfsql.server import Server
+    from dfsql.server.auth import hash_line
+
+    users = tmp_path_factory.mktemp("patterns") / "users"
+    users.write_text("".join(hash_line(u, PASSWORD, iterations=1000) + "\n"
+                             for u in ("mallory", "ada")))
+    server = Server(spark, port=0, auth="PLAIN", password_file=str(users)).start()
+    yield server
+    server.stop()
+
+
+def _plain(server, user: str):
+    from pyhive import hive
+
+    return hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM", username=user,
+                        password=PASSWORD)
+
+
+def _slow_calls(conn) -> dict[str, tuple[list, float]]:
+    """Each catastrophic metadata call of ``conn``'s session: (its rows, its seconds)."""
+    from TCLIService import ttypes as tt
+
+    client, session = conn.client, conn.sessionHandle
+    calls = {
+        "GetTables": lambda: client.GetTables(tt.TGetTablesReq(
+            sessionHandle=session, tableName="(a+)+b")),
+        "GetTables by schema": lambda: client.GetTables(tt.TGetTablesReq(
+            sessionHandle=session, schemaName="(.+)+(.+)+!", tableName="(a+)+b")),
+        "GetColumns": lambda: client.GetColumns(tt.TGetColumnsReq(
+            sessionHandle=session, tableName=LONG_VIEW, columnName="(a|aa)*c")),
+        "GetFunctions": lambda: client.GetFunctions(tt.TGetFunctionsReq(
+            sessionHandle=session, functionName="(.+)+(.+)+!")),
+        "GetSchemas": lambda: client.GetSchemas(tt.TGetSchemasReq(
+            sessionHandle=session, schemaName="(d|de|def|defa|defau|defaul|default)*x")),
+    }
+    out = {}
+    for name, call in calls.items():
+        started = time.monotonic()
+        rows = operation_rows(conn, call())
+        out[name] = (rows, time.monotonic() - started)
+    return out
+
+
+def test_catastrophic_patterns_answer_at_once(plain_server):
+    conn = _plain(plain_server, "mallory")
+    cur = conn.cursor()
+    # a 40-character name: a backtracking regex takes hours on it
+    cur.execute(f"CREATE TEMPORARY VIEW {LONG_VIEW} AS SELECT 1 AS {LONG_VIEW}")
+    results = _slow_calls(conn)
+    assert {name: rows for name, (rows, _) in results.items()} == {
+        "GetTables": [], "GetTables by schema": [], "GetColumns": [], "GetFunctions": [],
+        "GetSchemas": []}
+    # seconds for the Spark catalog calls of a loaded test run; hours before issue #52
+    assert {name: s < 60 for name, (_, s) in results.items()} == dict.fromkeys(results, True)
+    # the same regexes still match what Spark's server matches
+    from TCLIService import ttypes as tt
+
+    found = operation_rows(conn, conn.client.GetTables(tt.TGetTablesReq(
+        sessionHandle=conn.sessionHandle, tableName="(a+)+")))
+    assert [(r[1], r[2], r[3]) for r in found] == [("", LONG_VIEW, "VIEW")]
+    conn.close()
+
+
+def test_another_users_select_1_answers_during_catastrophic_patterns(plain_server):
+    import threading
+
+    attacker = _plain(plain_server, "mallory")
+    attacker.cursor().execute(f"CREATE TEMPORARY VIEW {LONG_VIEW} AS SELECT 1 AS x")
+    done, errors = threading.Event(), []
+
+    def attack():
+        try:
+            while not done.is_set():
+                _slow_calls(attacker)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    thread = threading.Thread(target=attack, daemon=True)
+    thread.start()
+    try:
+        ada = _plain(plain_server, "ada")
+        answers = []
+        for _ in range(3):
+            started = time.monotonic()
+            cur = ada.cursor()
+            cur.execute("SELECT 1 AS one")
+            answers.append((cur.fetchall(), time.monotonic() - started < 60))
+        ada.close()
+    finally:
+        done.set()
+        thread.join(120)
+    assert answers == [([(1,)], True)] * 3
+    assert errors == [] and not thread.is_alive()
+    attacker.close()
+
+
+def test_a_pattern_too_large_to_match_is_refused_as_too_costly(plain_server):
+    from TCLIService import ttypes as tt
+
+    conn = _plain(plain_server, "mallory")
+    resp = conn.client.GetTables(tt.TGetTablesReq(sessionHandle=conn.sessionHandle,
+                                                  tableName="(a{1000}){1000000000}"))
+    assert (resp.status.statusCode, resp.status.sqlState) == (
+        tt.TStatusCode.ERROR_STATUS, "54000")
+    assert "states" in resp.status.errorMessage
+    cur = conn.cursor()
+    cur.execute("SELECT 1 AS one")  # the session, and the server, go on
+    assert cur.fetchall() == [(1,)]
+    conn.close()
