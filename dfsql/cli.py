@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
-from dfsql.language.costs import set_max_windows_per_row
+from dfsql.language.costs import set_max_trigger_nodes, set_max_windows_per_row
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
@@ -143,8 +143,10 @@ def serve(args: argparse.Namespace) -> int:
         backstop.daemon = True
         backstop.start()
 
-    if args.max_windows_per_row is not None:  # a bound of the parser: for the process
+    if args.max_windows_per_row is not None:  # bounds of the parser: for the process
         set_max_windows_per_row(args.max_windows_per_row)
+    if args.max_trigger_nodes is not None:
+        set_max_trigger_nodes(args.max_trigger_nodes)
     roots = None if args.allow_any_path else args.data_root
     # the limits given (the parser's defaults are None: the Server's own hold)
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
@@ -230,6 +232,9 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
                    help="refuse a WINDOW SLIDING(size, EVERY period) that puts each row in "
                         "more windows (size / period), SQLSTATE 54000, before it is "
                         "planned (default 1000; 0: no limit)")
+    p.add_argument("--max-trigger-nodes", type=_bound, metavar="N",
+                   help="refuse a TRIGGER clause whose tree has more nodes, SQLSTATE "
+                        "54000, before it is planned (default 1000; 0: no limit)")
     p.add_argument("--max-partition-mb", type=float, metavar="MB",
                    help="fail a statement one of whose result partitions grows past "
                         "this (estimated from its column types), SQLSTATE 54000, "

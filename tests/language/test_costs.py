@@ -107,3 +107,32 @@ def test_legitimate_sliding_windows_still_run(spark):
                      "ON ts", spark).collect()
     assert len(hour) == 60 and {r.n for r in hour} == {1}
     assert min(str(r.window_start) for r in hour) == "2025-12-31 23:01:00"
+
+
+def _any_of(n: int) -> str:
+    return "ANY(" + ", ".join(f"AFTER {i + 1} ROWS" for i in range(n)) + ")"
+
+
+def test_a_trigger_tree_over_the_bound_is_refused_at_its_trigger():
+    # REPEAT ANY(…1000 counts) is 1,002 nodes: REPEAT, ANY and the counts
+    statement = (f"SELECT SUM(v) AS s {ONE_ROW} WINDOW FIXED(1 MINUTE) ON ts\n"
+                 f"trigger REPEAT {_any_of(1000)}")
+    t0 = time.perf_counter()
+    with pytest.raises(DfsqlError) as info:
+        parse_any(statement)
+    assert time.perf_counter() - t0 < 1.0
+    assert info.value.sqlstate == "54000"
+    assert str(info.value).startswith(
+        "line 2, col 1: the trigger has 1,002 nodes; the bound is 1,000 "
+        "(dfsql serve --max-trigger-nodes)")
+    try:
+        costs.set_max_trigger_nodes(0)
+        parse_any(statement)
+    finally:
+        costs.set_max_trigger_nodes(costs.MAX_TRIGGER_NODES)
+
+
+def test_a_trigger_tree_under_the_bound_still_runs(spark):
+    rows = dfsql.sql(f"SELECT SUM(v) AS s {ONE_ROW} WINDOW FIXED(1 MINUTE) ON ts "
+                     f"TRIGGER REPEAT {_any_of(998)}", spark).collect()
+    assert [(r.s, str(r.window_start)) for r in rows] == [(1, "2026-01-01 00:00:00")]

@@ -118,6 +118,35 @@ def test_serve_names_the_flag_and_its_default(capsys):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--max-windows-per-row N" in text and "(default 1000; 0: no limit)" in text
+    assert "--max-trigger-nodes N" in text
     with pytest.raises(SystemExit):
         main(["serve", "--max-windows-per-row", "-1"])
     assert "a bound is 0 (none) or more" in capsys.readouterr().err
+
+
+def test_a_trigger_tree_over_the_bound_is_refused_with_54000(server):
+    from pyhive.exc import OperationalError
+
+    counts = ", ".join(f"after {i + 1} rows" for i in range(1000))
+    ada = _connect(server, "ada")
+    try:
+        cur = ada.cursor()
+        for statement in (
+                f"select sum(v) as s {ONE_ROW} window fixed(1 minute) on ts "
+                f"trigger repeat any({counts})",
+                f"WITH c AS (SELECT SUM(v) AS s {ONE_ROW} WINDOW FIXED(1 MINUTE) ON ts "
+                f"TRIGGER REPEAT ANY({counts})) SELECT * FROM c"):
+            t0 = time.perf_counter()
+            with pytest.raises(OperationalError) as info:
+                cur.execute(statement)
+            assert time.perf_counter() - t0 < 1.0
+            status = info.value.args[0].status
+            column = statement.lower().index("trigger") + 1
+            assert status.sqlState == "54000", status.errorMessage
+            assert status.errorMessage.startswith(
+                f"line 1, col {column}: the trigger has 1,002 nodes; the bound is 1,000 "
+                "(dfsql serve --max-trigger-nodes)"), status.errorMessage
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        ada.close()
