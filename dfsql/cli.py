@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
+from dfsql.language.costs import set_max_trigger_nodes, set_max_windows_per_row
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
@@ -142,6 +143,10 @@ def serve(args: argparse.Namespace) -> int:
         backstop.daemon = True
         backstop.start()
 
+    if args.max_windows_per_row is not None:  # bounds of the parser: for the process
+        set_max_windows_per_row(args.max_windows_per_row)
+    if args.max_trigger_nodes is not None:
+        set_max_trigger_nodes(args.max_trigger_nodes)
     roots = None if args.allow_any_path else args.data_root
     # the limits given (the parser's defaults are None: the Server's own hold)
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
@@ -176,6 +181,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if value < 0 or value != value:
         raise argparse.ArgumentTypeError(f"a timeout is 0 (none) or more seconds: {text!r}")
+    return value
+
+
+def _bound(text: str) -> int:
+    """A count bound on the command line: 0 (none) or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a bound is 0 (none) or more: {text!r}")
     return value
 
 
@@ -217,6 +233,13 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-nesting", type=int, metavar="N",
                    help="refuse a statement with parentheses nested deeper, SQLSTATE "
                         "54000, before it is parsed (default 256; 0: no limit)")
+    p.add_argument("--max-windows-per-row", type=_bound, metavar="N",
+                   help="refuse a WINDOW SLIDING(size, EVERY period) that puts each row in "
+                        "more windows (size / period), SQLSTATE 54000, before it is "
+                        "planned (default 1000; 0: no limit)")
+    p.add_argument("--max-trigger-nodes", type=_bound, metavar="N",
+                   help="refuse a TRIGGER clause whose tree has more nodes, SQLSTATE "
+                        "54000, before it is planned (default 1000; 0: no limit)")
     p.add_argument("--max-partition-mb", type=float, metavar="MB",
                    help="fail a statement one of whose result partitions grows past "
                         "this (estimated from its column types), SQLSTATE 54000, "

@@ -38,6 +38,7 @@ from dfsql.language.clause_errors import (
     late_rows_alone,
     misspelt_clause_word,
 )
+from dfsql.language.costs import check_trigger_nodes, check_windows_per_row
 from dfsql.language.expected_words import CLAUSE_ORDER
 from dfsql.language.scan import Source
 from dfsql.model import clauses as c
@@ -174,6 +175,8 @@ class _Builder(Transformer):
         if offset.micros >= period.micros:
             raise self._err(DurationError, "OFFSET must be smaller than the sliding period",
                             durs[2].token, f"use an offset below {period}")
+        at = self._pos(durs[1].token)
+        check_windows_per_row(size.micros, period.micros, at.line, at.column)
         return c.SlidingWindows(pos=self._pos(items[0]), size=size, period=period, offset=offset)
 
     def session_window(self, items):
@@ -373,6 +376,8 @@ class _Builder(Transformer):
         return subs[0] if len(subs) == 1 else c.AfterEach(pos=subs[0].pos, subs=subs)
 
     def trigger_clause(self, items):
+        at = self._pos(items[0])
+        check_trigger_nodes(items[1], at.line, at.column)
         return ("TRIGGER", items[0], {"trigger": items[1]})
 
     # ---------------------------------------------------------------- EMIT
