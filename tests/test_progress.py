@@ -90,7 +90,7 @@ def test_python_bar_on_a_terminal_not_on_a_pipe_nor_when_turned_off(tmp_path):
     assert "tasks" not in off[0] and off[1].startswith(" [3, 7, 11, 15]")
 
 
-def test_log_lines_say_phases_and_stages_when_asked(spark):
+def test_log_lines_say_phases_and_stages_when_asked(spark, tmp_path):
     """The endpoint's reading: phase lines said on the statement's thread, then its job
     group's running stages, each change once; nothing read while no one asks."""
     from pyspark.sql import functions as F
@@ -99,10 +99,15 @@ def test_log_lines_say_phases_and_stages_when_asked(spark):
     log = LogLines(spark, group)
     started, release = threading.Event(), threading.Event()
 
+    gate = str(tmp_path / "go")  # the job runs until the test has seen its stage
+
     @F.udf("long")
     def wait(v):
+        import os
         import time
-        time.sleep(0.5)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return v
 
     def work() -> None:
@@ -125,6 +130,7 @@ def test_log_lines_say_phases_and_stages_when_asked(spark):
     assert len(lines) == 2 and re.fullmatch(STAGE, lines[1]), lines
     again = log.take()  # a line only when the stages changed since
     assert all(re.fullmatch(STAGE, x) and x != lines[1] for x in again), again
+    Path(gate).touch()
     t.join(60)
     assert release.is_set()
     assert log.take(running=False) == ["ALTER: done"]

@@ -170,21 +170,29 @@ def _status_with_progress(conn, cur):
         operationHandle=cur._operationHandle, getProgressUpdate=True))
 
 
-def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spark):
+def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spark,
+                                                                    tmp_path):
     """Issue #51: while a statement runs, its operation log (PyHive's fetch_logs, beeline
     asks each second) holds its Spark stages' progress, each change once, and
     GetOperationStatus's progress update (beeline's bar) a row per stage; once it has
     finished, the log says nothing more and the update shows every stage done. Eight
     rows taking two seconds each (a Python UDF, in a global view; over 8 s on two cores)
-    summed by FIXED(2 MINUTES): 1+2, 3+4, 5+6, 7+8."""
+    summed by FIXED(2 MINUTES): 1+2, 3+4, 5+6, 7+8. The rows wait for a file the test
+    writes once it has asked for an update while the statement ran (a loaded machine's
+    status store may report the first stage late: a fixed duration could end first)."""
     from pyspark.sql import functions as F
     from TCLIService.ttypes import TJobExecutionStatus as Job
     from TCLIService.ttypes import TOperationState as St
 
+    gate = str(tmp_path / "go")  # the rows wait for it: the statement runs until then
+
     @F.udf("long")
     def slow(v):
+        import os
         import time
-        time.sleep(2.0)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return v
 
     spark.range(8, numPartitions=4).select(
@@ -206,6 +214,7 @@ def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spa
     while (got := _status_with_progress(conn, cur)).operationState in (
             St.INITIALIZED_STATE, St.PENDING_STATE, St.RUNNING_STATE):
         updates.append(got.progressUpdateResponse)
+        Path(gate).touch()  # one update asked while it ran: now it may finish
     finished = got.progressUpdateResponse
     assert got.operationState == St.FINISHED_STATE
     assert [r[1] for r in cur.fetchall()] == [3, 7, 11, 15]
