@@ -20,7 +20,6 @@ refused. What is refused, each with SQLSTATE 42501 at the place it was written:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -29,13 +28,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfsql.continuous import owners
-from dfsql.continuous_actors import NotOwnerError, actor, not_owner
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
+from dfsql.server.judge_owners import owned_view_refusal
+from dfsql.server.judge_text import (
+    Refusal,
+    code_refusal,
+    jvm_call,
+    literal_child,
+    locate,
+    option_field,
+    path_values,
+    placed,
+    start_of,
+    unjudged,
+)
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
 from dfsql.spark.plan.parsed_plan import (
@@ -55,12 +65,7 @@ SOURCES = ("parquet", "orc", "csv", "json", "text")
 #: how deep EXECUTE IMMEDIATE '…' may nest inside itself
 MAX_NESTING = 4
 _RESOURCES = {"AddJarsCommand": "JAR", "AddFilesCommand": "FILE", "AddArchivesCommand": "ARCHIVE"}
-#: the nodes that name a changing command's target (a query reads UnresolvedRelation)
-_VIEW_TARGETS = frozenset({"UnresolvedIdentifier", "UnresolvedView", "UnresolvedTableOrView",
-                           "UnresolvedTable"})
-_CHANGING = re.compile(r"Drop|Alter|Create|Replace|Rename|Set|Unset|Truncate|Add|Recover")
 _PATH_FIELDS = frozenset({"location", "locationuri", "path", "paths"})
-_OPTION_FIELDS = ("options", "properties")  # and serdeProperties, …
 
 
 @dataclass(frozen=True)
@@ -73,16 +78,6 @@ class Policy:
     @property
     def judges(self) -> bool:
         return self.data_roots is not None or not self.allow_code
-
-
-@dataclass(frozen=True)
-class Refusal:
-    error: type[DfsqlError]
-    message: str
-    hint: str
-    offset: int
-    #: the judged text's fragment it stands at, to find it in the client's statement
-    fragment: str = ""
 
 
 class Judge:
@@ -115,7 +110,7 @@ class Judge:
     @contextmanager
     def statement(self, stmt: Statement | ContinuousStatement) -> Iterator[None]:
         """While a client's statement runs: refusals in texts dfsql builds from it are
-        placed where their fragment starts a token of it (:func:`_placed`)."""
+        placed where their fragment starts a token of it (:func:`placed`)."""
         self._local.statement = stmt
         try:
             yield
@@ -173,7 +168,7 @@ class Judge:
         shown: Statement | ContinuousStatement | None = getattr(self._local, "statement",
                                                                 None)
         if shown is not None and shown.written != text and not exact:
-            where, offset = shown.written, _placed(shown, found.fragment)
+            where, offset = shown.written, placed(shown, found.fragment)
         raise Source(where).error(found.error, found.message, offset, found.hint)
 
     # ---------------------------------------------------------------- the tree
@@ -197,18 +192,18 @@ class Judge:
         code, paths = not self.policy.allow_code, self.policy.data_roots is not None
         name = node.name
         if code and name == "ScriptTransformation":
-            return _code(text, node, "TRANSFORM, MAP and REDUCE … USING run a program on "
+            return code_refusal(text, node, "TRANSFORM, MAP and REDUCE … USING run a program on "
                          "the server: this server does not run them")
         if code and re.match(r"Create\w*Function", name):
-            return _code(text, node, "CREATE FUNCTION defines code for the server to run "
+            return code_refusal(text, node, "CREATE FUNCTION defines code for the server to run "
                          "(a JVM class or a SQL body): this server does not allow it")
         if code and name in _RESOURCES:  # allowed, its ``paths`` are checked below
-            return _code(text, node, f"ADD {_RESOURCES[name]} loads code or files into "
+            return code_refusal(text, node, f"ADD {_RESOURCES[name]} loads code or files into "
                          "the server's JVM: this server does not allow it")
         if code and name == "UnresolvedFunction":
             parts = node.values_under("nameParts")
             if parts and parts[-1].lower() in JVM_FUNCTIONS:
-                return _jvm_call(text, node, parts[-1])
+                return jvm_call(text, node, parts[-1])
         if name in ("ExpressionWithUnresolvedIdentifier", "PlanWithUnresolvedIdentifier"):
             found = self._identifier(spark, text, tree, node)
             if found is not None:
@@ -221,8 +216,8 @@ class Judge:
             refused = setting_rule(node)
             if refused is not None:
                 return Refusal(JvmNotAllowedError, refused[0], HINT,
-                               _locate(text, node, refused[1]), refused[1])
-        found = self._owned_view(text, tree, node)
+                               locate(text, node, refused[1]), refused[1])
+        found = owned_view_refusal(text, tree, node, self._global_temp)
         if found is not None:
             return found
         if name == "UnresolvedRelation":
@@ -230,11 +225,11 @@ class Judge:
             if found is not None:
                 return found
         for path, value in node.values:
-            field = _field(path)
+            field = option_field(path)
             if code and field == "provider":
                 found = self._source(spark, text, node, value)
             elif paths and field in _PATH_FIELDS:
-                found = self._paths(text, node, _path_values(field, value))
+                found = self._paths(text, node, path_values(field, value))
             else:
                 found = None
             if found is not None:
@@ -245,7 +240,7 @@ class Judge:
                     lit = tree.child(node, path[:-2] + "._2")
                     value = lit.value("value") if lit is not None else None
                     if value is not None:
-                        found = self._paths(text, node, _path_values(key.lower(), value))
+                        found = self._paths(text, node, path_values(key.lower(), value))
                         if found is not None:
                             return found
         return None
@@ -255,9 +250,9 @@ class Judge:
                     node: Node) -> Refusal | None:
         """``IDENTIFIER('name')`` is read as Spark will read it; ``IDENTIFIER(expr)`` is a
         name known only when the statement runs."""
-        arg, literal = _literal(tree, node, "identifierExpr")
+        arg, literal = literal_child(tree, node, "identifierExpr")
         if literal is None:
-            return _unjudged(text, node, "IDENTIFIER(…) of an expression names a table or "
+            return unjudged(text, node, "IDENTIFIER(…) of an expression names a table or "
                              "function only when the statement runs, and this server "
                              "judges a statement before it runs", "write the name itself, "
                              "or IDENTIFIER('name') with a literal")
@@ -267,21 +262,21 @@ class Judge:
             return None
         if node.name == "ExpressionWithUnresolvedIdentifier":
             if not self.policy.allow_code and parts[-1].lower() in JVM_FUNCTIONS:
-                return _jvm_call(text, node, f"IDENTIFIER('{literal}')")
+                return jvm_call(text, node, f"IDENTIFIER('{literal}')")
             return None
         return self._relation(spark, text, node, parts)
 
     def _execute_immediate(self, spark: SparkSession, text: str, tree: Tree, node: Node,
                            nesting: int) -> Refusal | None:
         """The statement an ``EXECUTE IMMEDIATE`` runs, judged as a statement."""
-        arg, inner = _literal(tree, node, "sqlStmtStr")
+        arg, inner = literal_child(tree, node, "sqlStmtStr")
         if inner is None:
-            return _unjudged(text, node, "EXECUTE IMMEDIATE of a statement built when it "
+            return unjudged(text, node, "EXECUTE IMMEDIATE of a statement built when it "
                              "runs (a variable or an expression) cannot be judged before "
                              "it runs: this server does not run it", "write the statement "
                              "itself, or EXECUTE IMMEDIATE '…' with a literal")
         if nesting >= MAX_NESTING:
-            return _unjudged(text, node, f"EXECUTE IMMEDIATE nested more than {MAX_NESTING} "
+            return unjudged(text, node, f"EXECUTE IMMEDIATE nested more than {MAX_NESTING} "
                              "deep", "write the statement itself")
         from pyspark.errors import ParseException
 
@@ -291,7 +286,7 @@ class Judge:
             return None
         if found is None:
             return None
-        at = _start(arg) + 1 + max(0, found.offset) if arg is not None else _start(node)
+        at = start_of(arg) + 1 + max(0, found.offset) if arg is not None else start_of(node)
         return Refusal(found.error, found.message, found.hint, at, found.fragment)
 
     def _relation(self, spark: SparkSession, text: str, node: Node,
@@ -316,7 +311,7 @@ class Judge:
         return Refusal(JvmNotAllowedError, f"the data source {name} is not one this server "
                        f"reads or writes ({', '.join(SOURCES)}): others run code of their "
                        "own on the server (JDBC drivers above all)", HINT,
-                       _locate(text, node, name), name)
+                       locate(text, node, name), name)
 
     def _paths(self, text: str, node: Node, paths: Sequence[str]) -> Refusal | None:
         roots = self.policy.data_roots
@@ -327,34 +322,8 @@ class Judge:
             if why is not None:
                 return Refusal(PathNotAllowedError, f"this server reads and writes files "
                                f"only under its data roots ({roots_text(roots)}): {path!r} "
-                               f"is {why}", ROOT_HINT, _locate(text, node, path), path)
+                               f"is {why}", ROOT_HINT, locate(text, node, path), path)
         return None
-
-    def _owned_view(self, text: str, tree: Tree, node: Node) -> Refusal | None:
-        """A statement may not drop, alter, rename or replace the ``global_temp`` view of
-        another user's continuous query (reading it is fine): the view a changing
-        command names as its target, or a global temp view it creates."""
-        if node.name in _VIEW_TARGETS:
-            parent = tree.nodes[node.parent].name if node.parent >= 0 else ""
-            if not _CHANGING.match(parent):  # DESCRIBE, SHOW COLUMNS: reading
-                return None
-            parts = node.values_under("nameParts") or node.values_under("multipartIdentifier")
-            if len(parts) != 2 or parts[0].lower() != self._global_temp:
-                return None
-            name = parts[1]
-        elif node.name in ("CreateViewCommand", "CreateView") and \
-                node.value("viewType") == "GlobalTempView":
-            name = node.value("name.table") or ""
-        else:
-            return None
-        theirs = {q.lower(): (q, o) for q, o in owners().items()}
-        query, owner = theirs.get(name.lower(), (None, None))
-        if query is None or actor().may_change(owner):
-            return None
-        return Refusal(NotOwnerError, not_owner(query, owner, f"its view "
-                                                f"{self._global_temp}.{query}"),
-                       f"reading {self._global_temp}.{query} is allowed; changing it is not",
-                       _locate(text, node, name), name)
 
     # ---------------------------------------------------------------- Spark's facts
     def _class_of(self, spark: SparkSession, name: str) -> str | None:
@@ -416,84 +385,3 @@ class Judge:
                     PathNotAllowedError, f"this server reads and writes files only under "
                     f"its data roots ({roots_text(roots)}): {path!r} is {why}",
                     max(at, 0), ROOT_HINT)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _field(path: str) -> str:
-    """The field a value path ends in: ``storage.locationUri`` → ``locationuri``,
-    ``options[path]`` → ``path`` (only a key of a map of options or properties: a
-    ``path`` in a table's or a SerDe's properties is its location),
-    ``paths.0`` → ``paths``."""
-    segs = [s for s in path.split(".") if not s.isdigit()]
-    last = segs[-1] if segs else ""
-    if last.endswith("]") and "[" in last:
-        owner, key = last[:-1].split("[", 1)
-        return key.lower() if owner.lower().endswith(_OPTION_FIELDS) else ""
-    return last.lower()
-
-
-def _path_values(field: str, value: str) -> list[str]:
-    """``paths`` holds a JSON array of paths (DataFrameReader's form); the rest one."""
-    if field == "paths":
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        return [str(p) for p in parsed] if isinstance(parsed, list) else [value]
-    return [value]
-
-
-def _placed(stmt: Statement | ContinuousStatement, fragment: str) -> int:
-    """Where ``fragment`` (a refused node's text, in a text dfsql built) is written in
-    the client's statement: at the first of its tokens the fragment starts with, so
-    never inside a string literal, a quoted name or a comment (0: not written there,
-    e.g. a persistent view's body). For the message only: the refusal is the tree's."""
-    text = stmt.written
-    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
-    if fragment:
-        for t in tokens:
-            if text.startswith(fragment, t.start):
-                return t.start
-    return 0
-
-
-def _start(node: Node) -> int:
-    return max(node.origin[2], 0)
-
-
-def _fragment(text: str, node: Node) -> str:
-    start, stop = node.origin[2], node.origin[3]
-    return text[start:stop + 1] if 0 <= start <= stop else ""
-
-
-def _locate(text: str, node: Node, value: str) -> int:
-    """Where ``value`` is written inside ``node``'s text (for the message only: the
-    decision was made on the tree): its quote, else the node's start."""
-    start, stop = _start(node), node.origin[3]
-    span = text[start:stop + 1] if stop >= start else text[start:]
-    at = span.find(value)
-    if at < 0:
-        return start
-    return start + max(at - 1, 0) if at > 0 and span[at - 1] in "'\"`" else start + at
-
-
-def _literal(tree: Tree, node: Node, field: str) -> tuple[Node | None, str | None]:
-    """The child in ``field`` and its value when it is a literal (None: an expression)."""
-    arg = tree.child(node, field)
-    return arg, (arg.value("value") if arg is not None and arg.name == "Literal" else None)
-
-
-def _unjudged(text: str, node: Node, message: str, hint: str) -> Refusal:
-    return Refusal(NotAllowedError, message, hint, _start(node), _fragment(text, node))
-
-
-def _code(text: str, node: Node, message: str) -> Refusal:
-    return Refusal(JvmNotAllowedError, message, HINT, _start(node), _fragment(text, node))
-
-
-def _jvm_call(text: str, node: Node, name: str) -> Refusal:
-    return Refusal(JvmNotAllowedError, f"{name}(...) calls Java methods in the server's "
-                   "JVM: this server does not run it", HINT, _start(node),
-                   _fragment(text, node))

@@ -240,7 +240,7 @@ def test_a_refusal_is_placed_at_a_token_never_in_a_string_or_comment():
     """A refusal in a text dfsql built is placed in the client's statement where the
     refused fragment starts a token: a string or a comment that spells it is skipped."""
     from dfsql.language import parse_any
-    from dfsql.server.judge import _placed
+    from dfsql.server.judge_text import placed as _placed
 
     text = "SELECT 'reflect(1)' AS s /* reflect(1) */, reflect(1) AS r -- reflect(1)"
     assert _placed(parse_any(text), "reflect(1)") == text.index(", reflect(1)") + 2
