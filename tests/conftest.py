@@ -32,7 +32,7 @@ except ImportError:  # imported as tests.conftest by a program run from the chec
 # whole run, too: five stream and replay modules on two xdist workers took 176 s and
 # 153 s with both compilers, 140 s and 136 s with C1), with one compiler thread and the
 # serial collector (their heaps are small; the collector's parallel and concurrent
-# threads compete for the same two cores: tests/spark/test_stream_engine_clock.py alone
+# threads compete for the same two cores: tests/spark/stream/test_stream_engine_clock.py alone
 # 69 s instead of 73 s); and maps a class-data-sharing archive of Spark's classes
 # (tests/jvm_archive.py: a driver's start and first query 10 s → 5 s), made by the run's
 # first process before its workers start.
@@ -120,19 +120,19 @@ SAMPLE_VIEWS: dict[str, str] = {
 #: ``--no-loadscope-reorder`` in ./dev) starts them first and the run does not end with one
 #: long module on one worker while the others wait.
 SLOW_MODULES = (
-    "spark/test_streaming.py",
+    "spark/stream/test_streaming.py",
     "shell/test_terminal.py",
     "test_distribution.py",
     "server/test_thrift.py",
-    "spark/test_stream_recovery.py",
-    "spark/test_stream_engine_clock.py",
-    "spark/test_replay_aggregates.py",
-    "spark/test_stream_soak.py",
+    "spark/stream/test_stream_recovery.py",
+    "spark/stream/test_stream_engine_clock.py",
+    "spark/replay/test_replay_aggregates.py",
+    "spark/stream/test_stream_soak.py",
     "test_catalog.py",
     "server/test_continuous_restart.py",
     "server/test_endpoint_guard.py",
     "server/test_endpoint_limits.py",
-    "spark/test_stream_inputs.py",
+    "spark/stream/test_stream_inputs.py",
     "test_cli.py",
     "spark/test_flights.py",
     "spark/test_sampling_windows.py",

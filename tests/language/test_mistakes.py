@@ -219,7 +219,7 @@ def test_late_rows_into_backticked_name_is_one_part() -> None:
 
 # --------------------------------------------------------------------------- item 11: CREATE VIEW
 # A temp view's name is one part, and a windowed view names its columns in its SELECT. (A
-# persistent windowed view is kept in the catalog: tests/spark/test_writes_views.py.)
+# persistent windowed view is kept in the catalog: tests/spark/catalog/test_writes_views.py.)
 
 WINDOWED = "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(1 MINUTE) ON ts"
 

@@ -113,7 +113,7 @@ def test_pyhive_windowed_query_gives_the_papers_panes(endpoint):
 
 def test_explain_watermark_returns_one_row_per_watermark(endpoint):
     """The endpoint plans EXPLAIN WATERMARK as dfsql.sql does: Figure 14 under its own
-    marks (the 9 late, tests/spark/test_explain_watermark.py derives it) and PERFECT
+    marks (the 9 late, tests/spark/explain/test_explain_watermark.py derives it) and PERFECT
     (nothing late), latencies in seconds as DOUBLE."""
     conn = _connect(endpoint)
     cur = conn.cursor()

@@ -10,7 +10,6 @@ path: the replay's driver over the rows, not the bucket processor's state)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +19,18 @@ import pytest
 import dfsql
 from dfsql.errors import DfsqlError
 from tests.conftest import modified_in_order
-from tests.spark.test_backfill import FIGURES
-from tests.spark.test_streaming import QUERY, _workload
+from tests.spark.feeds import FIG14
+from tests.spark.feeds import STREAM_QUERY as QUERY
+from tests.spark.feeds import start as _start
+from tests.spark.feeds import t as _t
+from tests.spark.feeds import workload as _workload
 
-FIG14 = FIGURES["fig14_sessions_retracting"]["query"]
 EVERY = "EVERY 1 MINUTE in EVERY 1 MINUTE UNTIL WATERMARK, before UNTIL, THEN branch 1"
 CLOCK = "; the query's clock stands at"
 COLUMNS = ("key", "window_start", "window_end", "at", "event", "watermark", "pane_index",
            "pane_timing", "detail")
 
 
-def _t(hms: str) -> datetime:
-    return datetime.strptime("2015-09-01 " + hms, "%Y-%m-%d %H:%M:%S")
 
 
 def _waits(end: str, trigger: str) -> str:
@@ -62,11 +61,6 @@ PAPER_NOW = [
 ]
 
 
-def _start(spark, name: str, query: str, head: str = "") -> None:
-    from dfsql.continuous import _RUNNING
-
-    dfsql.sql(f"CREATE STREAMING QUERY {name}{head} AS {query}", spark)
-    _RUNNING[name].query.processAllAvailable()
 
 
 def test_a_running_query_says_what_each_live_window_waits_for(spark, paper_live):

@@ -15,7 +15,7 @@ from dfsql.errors import NotSupportedError
 from dfsql.spark.explain.firings import COLUMNS, _split_where
 from dfsql.spark.plan.planner import planned_of
 
-FIG14 = (Path(__file__).resolve().parents[2] / "examples" / "paper" /
+FIG14 = (Path(__file__).resolve().parents[3] / "examples" / "paper" /
          "fig14_sessions_retracting.sql").read_text().split("\n", 1)[1].strip().rstrip(";")
 
 

@@ -5,7 +5,6 @@ and stopped; mistakes are positioned errors and start nothing."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,12 @@ import pytest
 import dfsql
 from dfsql.errors import DfsqlError
 from tests.conftest import paper_stream_dir
+from tests.spark.feeds import FIG14_TABLE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIG14 = next(f for f in json.loads((ROOT / "examples" / "paper" / "figures.json")
                                    .read_text())["figures"]
              if f["name"] == "fig14_sessions_retracting")
-#: Figure 14's windows still live after its last pane, with their last row (from the
-#: paper's panes: every other window was retracted or merged away)
-FIG14_TABLE = [
-    ("k", 39, datetime(2015, 9, 1, 12, 0, 30), datetime(2015, 9, 1, 12, 5), 0, "LATE", False,
-     datetime(2015, 9, 1, 12, 7, 20)),
-    ("k", 12, datetime(2015, 9, 1, 12, 6, 30), datetime(2015, 9, 1, 12, 8, 50), 0, "ON_TIME",
-     False, datetime(2015, 9, 1, 12, 9)),
-]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 import dfsql
 from dfsql.errors import AnalysisError, DfsqlError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "paper"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "paper"
 FIG14 = "\n".join(
     line for line in (EXAMPLES / "fig14_sessions_retracting.sql").read_text().splitlines()
     if not line.startswith("--")).strip().rstrip(";")

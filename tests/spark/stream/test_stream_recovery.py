@@ -21,7 +21,7 @@ from dfsql.session import setting_while
 pytestmark = pytest.mark.shuffle_partitions(2)
 
 JOB = Path(__file__).with_name("stream_job.py")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _job(src: Path, sink: Path, ck: Path) -> subprocess.Popen:

@@ -18,10 +18,13 @@ import pytest
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.spark.progress import listening
-from tests.spark.test_live_firings import FIG14, _start, _t
-from tests.spark.test_streaming import QUERY, _with_sentinel, _workload, _write_parts
-
-GAP5 = FIG14.replace("GAP 1 MINUTE", "GAP 5 MINUTES")
+from tests.spark.feeds import FIG14, GAP5
+from tests.spark.feeds import STREAM_QUERY as QUERY
+from tests.spark.feeds import start as _start
+from tests.spark.feeds import t as _t
+from tests.spark.feeds import with_sentinel as _with_sentinel
+from tests.spark.feeds import workload as _workload
+from tests.spark.feeds import write_parts as _write_parts
 
 
 def _table(spark, name: str) -> list[tuple]:

@@ -13,7 +13,7 @@ rows up to that instant.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -22,46 +22,26 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
-from tests.conftest import modified_in_order
+from tests.spark.feeds import STREAM_QUERY as QUERY
+from tests.spark.feeds import in_arrival_order as _in_arrival_order
+from tests.spark.feeds import paper_events as _paper_events
+from tests.spark.feeds import with_sentinel as _with_sentinel
+from tests.spark.feeds import workload as _workload
+from tests.spark.feeds import write_parts as _write_parts
 
-PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
+PAPER = Path(__file__).resolve().parents[3] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
 #: the replayed figures streamed here, their marks (if any) a bounded table; Figures 12-14
-#: stream their marks too in tests/spark/test_stream_inputs.py, so of those only Figure 13
+#: stream their marks too in tests/spark/stream/test_stream_inputs.py, so of those only Figure 13
 #: (early, on-time and late panes) is here
 STREAMED = [f for f in FIGURES if "PROCESSING TIME" in f["query"]
             and ("WATERMARK FROM" not in f["query"] or f["name"].startswith("fig13"))]
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-HOUR = pd.Timedelta(hours=1)
 
 
-def _paper_events() -> pd.DataFrame:
-    frame = pd.read_csv(PAPER / "events.csv", parse_dates=["event_time", "arrival_time"])
-    for col in ("event_time", "arrival_time"):
-        frame[col] = frame[col].dt.tz_localize("UTC")
-    return frame
 
 
-def _write_parts(frame: pd.DataFrame, cuts: list[int], path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.mkdir(parents=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)  # one schema for every part
-    bounds = [0, *cuts, len(frame)]
-    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        part = path / f"part-{i:04d}.parquet"
-        pq.write_table(table.slice(a, b - a), part, coerce_timestamps="us")
-        modified_in_order(part, i)
 
 
-def _with_sentinel(frame: pd.DataFrame, after: pd.Timedelta = HOUR) -> pd.DataFrame:
-    """``frame`` and one more row ``after`` its last arrival (an hour), with a NULL event
-    time (it belongs to no window and moves no watermark): the stream's last frontier."""
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + after
-    sentinel["event_time"] = pd.NaT
-    return pd.concat([frame, sentinel], ignore_index=True)
 
 
 def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
@@ -91,35 +71,10 @@ def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], 
     return [r for b in batches for r in b], replay, len(batches)
 
 
-def _workload(seed: int, n: int = 300) -> pd.DataFrame:
-    """Three keys with bursts of events (sessions that merge), arrivals up to 90 s late
-    in arrival order, some stragglers beyond the allowed lateness."""
-    rng = np.random.default_rng(seed)
-    et = np.sort(rng.integers(0, 900, n))
-    delay = rng.integers(0, 40, n)
-    delay[rng.random(n) < 0.05] += 150
-    return _in_arrival_order(rng, et, et + delay, ["a", "b", "c"], timedelta(seconds=1))
 
 
-def _in_arrival_order(rng, et: np.ndarray, at: np.ndarray, keys: list[str],
-                      unit: timedelta) -> pd.DataFrame:
-    """Rows with event and arrival times (in ``unit`` after T0), random keys and values,
-    in arrival order."""
-    n = len(et)
-    o = np.argsort(at, kind="stable")
-    return pd.DataFrame({
-        "key": rng.choice(keys, n)[o],
-        "value": rng.integers(1, 10, n)[o].astype(np.int64),
-        "event_time": [T0 + unit * int(s) for s in et[o]],
-        "arrival_time": [T0 + unit * int(s) for s in at[o]],
-    })
 
 
-QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n, MIN(value) AS lo, MAX(value) AS hi, "
-         "AVG(value) AS mean FROM {{t}} GROUP BY key "
-         "WINDOW {window} ON event_time WATERMARK DELAY 20 SECONDS "
-         "PROCESSING TIME arrival_time ALLOWED LATENESS 60 SECONDS "
-         "TRIGGER {trigger} EMIT {emit}")
 
 
 @pytest.mark.shuffle_partitions(2)  # random keys spread over two buckets and tasks
@@ -148,7 +103,7 @@ def test_stream_cut_at_random_points_equals_the_replay(spark, tmp_path, seed, wi
 @pytest.mark.parametrize("fig", STREAMED, ids=[f["name"] for f in STREAMED])
 def test_paper_figures_streamed(spark, paper_tables, tmp_path, fig):
     """Each replayed figure of the paper, its rows streamed two to a file (a micro-batch
-    costs about a second here; tests/spark/test_stream_inputs.py streams them a file per
+    costs about a second here; tests/spark/stream/test_stream_inputs.py streams them a file per
     row beside a stream of marks)."""
     frame = _paper_events()
     query = fig["query"].replace("FROM scores", "FROM {t}")

@@ -49,7 +49,7 @@ from dfsql.errors import (
     WatermarkError,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIGURES = {f["name"]: f for f in json.loads(
     (ROOT / "examples" / "paper" / "figures.json").read_text())["figures"]}
 FIG14 = FIGURES["fig14_sessions_retracting"]["query"].rstrip().rstrip(";")

@@ -16,7 +16,7 @@ import pytest
 import dfsql
 from dfsql.language.model_run import run
 
-PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
+PAPER = Path(__file__).resolve().parents[3] / "examples" / "paper"
 FIG14 = "\n".join(line for line in (PAPER / "fig14_sessions_retracting.sql").read_text()
                   .splitlines() if not line.startswith("--")).strip().rstrip(";")
 

@@ -11,7 +11,6 @@ replay's driver, not the bucket processor)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 
@@ -22,11 +21,11 @@ import pytest
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.spark.progress import listening
-from tests.spark.test_continuous import FIG14_TABLE
-from tests.spark.test_streaming import QUERY, _workload, _write_parts
+from tests.spark.feeds import FIG14_TABLE, FIGURES, PAPER
+from tests.spark.feeds import STREAM_QUERY as QUERY
+from tests.spark.feeds import workload as _workload
+from tests.spark.feeds import write_parts as _write_parts
 
-PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
-FIGURES = {f["name"]: f for f in json.loads((PAPER / "figures.json").read_text())["figures"]}
 COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
            "emit_time", "is_retraction"]
 

@@ -18,7 +18,7 @@ import pytest
 #: keeping up with the stateful work on both cores (tests/conftest.py)
 pytestmark = pytest.mark.shuffle_partitions(2)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SECONDS = float(os.environ.get("DFSQL_SOAK_SECONDS", "40"))
 RATE = int(os.environ.get("DFSQL_SOAK_RATE", "5000"))
 SAMPLE = float(os.environ.get("DFSQL_SOAK_SAMPLE", "5"))

@@ -149,7 +149,7 @@ def _reference(mode: str) -> list[tuple]:
 
 def _order(r: tuple) -> tuple:
     """LANGUAGE.md §7: emit_time, the GROUP BY key (where a retraction sorts among its
-    key's rows depends on the row that replaces it: tests/spark/test_changelog_order.py)."""
+    key's rows depends on the row that replaces it: tests/spark/replay/test_changelog_order.py)."""
     return (r[EMIT], r[KEY])
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import dfsql
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "paper"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "paper"
 #: Figure 14's sessions query (the example file), with the EMIT mode left open.
 SESSIONS = "\n".join(
     line for line in (EXAMPLES / "fig14_sessions_retracting.sql").read_text().splitlines()

@@ -138,11 +138,11 @@ def test_readers_keep_the_old_table_until_the_restated_one_replaces_it(spark, pa
     as a dashboard's) through an ALTER sees the old table, then the restated one —
     never no rows, never a table between the two. Figure 14's query (sessions, GAP 1
     MINUTE) over the rows up to 12:06:20 holds the sessions 5, 7 and 10; GAP 5 MINUTES
-    restates it as the one session of 22 (tests/spark/test_alter.py derives both)."""
+    restates it as the one session of 22 (tests/spark/stream/test_alter.py derives both)."""
     import threading
 
-    from tests.spark.test_alter import GAP5
-    from tests.spark.test_live_firings import FIG14, _start
+    from tests.spark.feeds import FIG14, GAP5
+    from tests.spark.feeds import start as _start
 
     _start(spark, "readers", FIG14.replace("FROM scores", "FROM scores_live"))
     reader = spark.newSession()

@@ -40,7 +40,7 @@ def _key(r):
 
 def _changelog_key(r):
     """The visible part of §7's default order (a retraction's place within its key and
-    instant depends on the row that replaces it: tests/spark/test_changelog_order.py)."""
+    instant depends on the row that replaces it: tests/spark/replay/test_changelog_order.py)."""
     return (r.emit_time is not None, r.emit_time, r.key)
 
 

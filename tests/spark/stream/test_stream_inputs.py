@@ -20,14 +20,12 @@ import pandas as pd
 import pytest
 
 import dfsql
-from tests.spark.test_streaming import (
-    _paper_events,
-    _with_sentinel,
-    _workload,
-    _write_parts,
-)
+from tests.spark.feeds import paper_events as _paper_events
+from tests.spark.feeds import with_sentinel as _with_sentinel
+from tests.spark.feeds import workload as _workload
+from tests.spark.feeds import write_parts as _write_parts
 
-PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
+PAPER = Path(__file__).resolve().parents[3] / "examples" / "paper"
 FIGURES = json.loads((PAPER / "figures.json").read_text())["figures"]
 WITH_MARKS = [f for f in FIGURES if "WATERMARK FROM paper_watermarks" in f["query"]]
 
