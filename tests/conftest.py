@@ -130,6 +130,8 @@ SLOW_MODULES = (
     "spark/stream/test_stream_soak.py",
     "test_catalog.py",
     "server/test_continuous_restart.py",
+    "server/test_continuous_start.py",
+    "spark/stream/test_continuous_totals.py",
     "server/test_endpoint_guard.py",
     "server/test_endpoint_limits.py",
     "spark/stream/test_stream_inputs.py",
@@ -138,6 +140,10 @@ SLOW_MODULES = (
     "spark/test_sampling_windows.py",
     "spark/test_time_types.py",
     "server/test_spark_death.py",
+    "test_progress.py",
+    "server/test_stream_flag.py",
+    "server/test_endpoint_costs.py",
+    "test_beeline_command.py",
     "test_docs.py",
 )
 

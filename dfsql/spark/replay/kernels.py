@@ -9,7 +9,7 @@ to explode and aggregate (:func:`dfsql.spark.replay.panes._panes_exploded` and
 
 Spark still evaluates what the aggregates read — an argument that is an expression, a
 FILTER's condition — before the driver, as input columns; the kernels only reduce them.
-Exact means the same rows as the Spark path (tests/spark/test_replay_aggregates.py):
+Exact means the same rows as the Spark path (tests/spark/replay/test_replay_aggregates.py):
 
 * SUM of TINYINT … BIGINT is a BIGINT (wrapping on overflow, or an error in ANSI mode, as
   Spark's), of FLOAT / DOUBLE a DOUBLE; AVG of those is a DOUBLE; COUNT is a BIGINT;
