@@ -19,7 +19,7 @@ from dfsql.errors import (
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import Backfill, ContinuousStatement
 from dfsql.language.registered import (
-    CLAUSE_WORDS,
+    CLAUSE_OF_FIELD,
     Defaulted,
     Registration,
     registered_defaults,
@@ -284,9 +284,9 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     def said(field: str, value: object) -> str:
         """The clause as written, or as registered and marked so."""
         if field not in defaulted.registered:
-            return f"{CLAUSE_WORDS[field]} {value}"
+            return f"{CLAUSE_OF_FIELD[field]} {value}"
         table, text = defaulted.registered[field]
-        return f"{CLAUSE_WORDS[field]} {text}  -- registered with {table}"
+        return f"{CLAUSE_OF_FIELD[field]} {text}  -- registered with {table}"
 
     lines = [f"WINDOW {cl.window}" + (f" {said('on', cl.on)}" if cl.on is not None else "")]
     lines.append(said("watermark", cl.watermark))
@@ -295,7 +295,7 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     elif defaulted.unused:  # a registered bounded table, queried without processing time
         lines[-1] = ("-- batch: no PROCESSING TIME, so the table arrives at once and the "
                      "watermark is +inf at its end: no row is late")
-        lines += [f"-- not in force: {CLAUSE_WORDS[field]} {text}, registered with {table} "
+        lines += [f"-- not in force: {CLAUSE_OF_FIELD[field]} {text}, registered with {table} "
                   "(a query runs in processing time when it writes a TRIGGER, WATERMARK, "
                   "ALLOWED LATENESS or LATE ROWS INTO)"
                   for field, table, text in defaulted.unused]
@@ -386,9 +386,9 @@ def _dropped_text(block, n: int) -> str:
 
     def said(field: str, value: object) -> str:
         if field not in marks:
-            return f"{CLAUSE_WORDS[field]} {value}"
+            return f"{CLAUSE_OF_FIELD[field]} {value}"
         table, text = marks[field]
-        return f"{CLAUSE_WORDS[field]} {text} (registered with {table})"
+        return f"{CLAUSE_OF_FIELD[field]} {text} (registered with {table})"
 
     # a batch block drops only rows without an event time; a replay also drops late ones
     nulls = n if cl.processing_time is None else plan.null_time_count()

@@ -18,28 +18,17 @@ from dfsql.errors import (
     MissingOperandError,
     UnknownKeywordError,
 )
-from dfsql.language.expected_words import (
-    CLAUSE_ORDER,
-    TERMINAL_TEXT,
-    describe_expected,
-    what_may_follow,
-)
+from dfsql.language import vocabulary
+from dfsql.language.expected_words import TERMINAL_TEXT, describe_expected, what_may_follow
 from dfsql.language.scan import Source, Token
+from dfsql.language.vocabulary import CLAUSE_ORDER, CLAUSE_WORDS, ROW_WORDS, UNIT_WORDS
+from dfsql.model import clauses as c
 
 #: the grammar's unit terminals and the model's unit of each
-UNIT = {
-    "MILLISECOND": "ms",
-    "SECOND": "s",
-    "MINUTE": "m",
-    "HOUR": "h",
-    "DAY": "d",
-}
-UNIT_SPELLINGS = {
-    "MILLISECONDS", "MILLISECOND", "MS", "SECONDS", "SECOND", "SECS", "SEC", "S", "MINUTES",
-    "MINUTE", "MINS", "MIN", "HOURS", "HOUR", "H", "DAYS", "DAY", "ROWS", "ROW",
-}
+UNIT = c.UNIT_SHORT
+#: every spelling of a unit a duration or a row count may end with
+UNIT_SPELLINGS = UNIT_WORDS | ROW_WORDS
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|\S")
-CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT"}
 
 # Words that may come right after an operand inside an ON / PROCESSING TIME expression.
 _SQL_OPERAND_FOLLOWERS = {
@@ -103,7 +92,7 @@ def lark_error(err: UnexpectedInput, src: Source, base: int, region: str,
     where = f" after {after}" if after else ""
     expected_keywords = {e for e in expected if e.isupper() and e not in TERMINAL_TEXT}
     if expected & set(UNIT):
-        expected_keywords |= {"MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"}
+        expected_keywords |= {spellings[0] for spellings in vocabulary.UNIT_SPELLINGS.values()}
 
     got = None
     if isinstance(err, UnexpectedToken):

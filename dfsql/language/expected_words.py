@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lark import Token, UnexpectedInput
 
-CLAUSE_ORDER = ["WINDOW", "WATERMARK", "PROCESSING TIME", "ALLOWED LATENESS", "TRIGGER", "EMIT"]
+from dfsql.language.vocabulary import CLAUSE_OF_TOKEN, CLAUSE_ORDER, UNIT_SPELLINGS
 
 # How the grammar's terminals read in an error message.
 TERMINAL_TEXT = {
@@ -17,18 +17,11 @@ TERMINAL_TEXT = {
     "RPAR": "')'",
     "COMMA": "','",
     "DOT": "'.'",
-    "MILLISECOND": "a time unit",
-    "SECOND": "a time unit",
-    "MINUTE": "a time unit",
-    "HOUR": "a time unit",
-    "DAY": "a time unit",
     "$END": "the end of the query",
+    **{unit: "a time unit" for unit in UNIT_SPELLINGS},
 }
 
 
-#: a clause's first token (the grammar's terminal) -> its name in CLAUSE_ORDER
-_CLAUSE_OF_TOKEN = {"WINDOW": "WINDOW", "WATERMARK": "WATERMARK", "PROCESSING": "PROCESSING TIME",
-                    "ALLOWED": "ALLOWED LATENESS", "TRIGGER": "TRIGGER", "EMIT": "EMIT"}
 #: what ends the extension clauses in a statement (dfsql.language.statement cuts the region
 #: there): the grammar never sees them, so a mistake after a complete clause names them
 _AFTER_CLAUSES = {"ORDER BY", "LIMIT", "$END"}
@@ -39,19 +32,19 @@ def what_may_follow(err: UnexpectedInput, expected: set[str]) -> set[str]:
     ``clause+`` and checks their order afterwards): keep only those after the clause the
     error is in, and add what ends the clauses — so that ``EMIT DISCARDING ORDR BY``
     suggests ORDER BY, not WINDOW."""
-    starters = expected & set(_CLAUSE_OF_TOKEN)
+    starters = expected & set(CLAUSE_OF_TOKEN)
     state = getattr(getattr(err, "interactive_parser", None), "parser_state", None)
     if not starters or state is None:
         return expected
     current = None
     for item in state.value_stack:  # [earlier clauses (one tree), this clause's items]
-        if isinstance(item, Token) and item.type in _CLAUSE_OF_TOKEN:
-            current = _CLAUSE_OF_TOKEN[item.type]
+        if isinstance(item, Token) and item.type in CLAUSE_OF_TOKEN:
+            current = CLAUSE_OF_TOKEN[item.type]
             break
     if current is None:
         return expected
     rank = CLAUSE_ORDER.index(current)
-    late = {t for t in starters if CLAUSE_ORDER.index(_CLAUSE_OF_TOKEN[t]) > rank}
+    late = {t for t in starters if CLAUSE_ORDER.index(CLAUSE_OF_TOKEN[t]) > rank}
     return (expected - starters) | late | _AFTER_CLAUSES
 
 

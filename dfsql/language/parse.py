@@ -1,7 +1,7 @@
 """Lark parse of the extension clauses (WINDOW … EMIT) into :mod:`clauses` objects.
 
-The grammar lives in ``dfsql/grammar/dfsql.lark``. A Transformer turns the parse tree into
-frozen dataclasses, desugaring LANGUAGE.md §5's trigger syntax into the nodes of the
+The grammar lives in ``dfsql/grammar/dfsql.lark`` (read by :mod:`dfsql.language.vocabulary`).
+A Transformer turns the parse tree into frozen dataclasses, desugaring LANGUAGE.md §5's trigger syntax into the nodes of the
 trigger specification; nothing else touches the parse tree. Lark's exceptions are turned
 into :class:`~dfsql.errors.DfsqlError` subclasses with the line and column in the user's
 text and a hint (did-you-mean for misspelt keywords).
@@ -10,14 +10,12 @@ text and a hint (did-you-mean for misspelt keywords).
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
-from importlib import resources
 from typing import NamedTuple
 
-from lark import Lark, Token, Transformer, UnexpectedInput
+from lark import Token, Transformer, UnexpectedInput
 from lark.exceptions import VisitError
 
 from dfsql.errors import (
@@ -31,7 +29,6 @@ from dfsql.errors import (
 )
 from dfsql.language import scan as scanner
 from dfsql.language.clause_errors import (
-    CLAUSE_WORDS,  # noqa: F401 - the clause words, named with the parser
     LATE_ROWS,
     UNIT,
     lark_error,
@@ -39,27 +36,9 @@ from dfsql.language.clause_errors import (
     misspelt_clause_word,
 )
 from dfsql.language.costs import check_trigger_nodes, check_windows_per_row
-from dfsql.language.expected_words import CLAUSE_ORDER
 from dfsql.language.scan import Source
+from dfsql.language.vocabulary import CLAUSE_ORDER, KEYWORDS, parser
 from dfsql.model import clauses as c
-
-
-def _grammar_text() -> str:
-    """The grammar, read from inside the installed package (``dfsql/grammar/dfsql.lark``;
-    the checkout's top-level ``grammar/`` is a symlink to that folder), so a wheel or a
-    non-editable install finds it wherever it runs."""
-    return resources.files("dfsql").joinpath("grammar/dfsql.lark").read_text(encoding="utf-8")
-
-
-@functools.cache
-def _parser() -> Lark:
-    return Lark(
-        _grammar_text(),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=False,
-    )
-
 
 #: Largest row count of AFTER / EVERY n ROWS: counts are BIGINT (int64) in the model.
 MAX_ROW_COUNT = 2**63 - 1
@@ -393,23 +372,6 @@ class _Builder(Transformer):
         return items
 
 
-def _words(parser: Lark) -> tuple[frozenset[str], frozenset[str]]:
-    """The grammar's words, read from its terminals (one home: the grammar): the keywords
-    (a terminal that is one whole word in any case) and the unit words of a duration (the
-    alternatives of the ``unit`` rule's terminals)."""
-    keywords = frozenset(t.name for t in parser.terminals
-                         if t.pattern.value == f"(?i:{t.name})\\b")
-    unit_terminals = {sym.name for r in parser.rules if r.origin.name == "unit"
-                      for sym in r.expansion}
-    units = frozenset(w.upper() for t in parser.terminals if t.name in unit_terminals
-                      for w in t.pattern.value.removeprefix("(?i:").removesuffix(")\\b")
-                      .split("|"))
-    return keywords, units
-
-
-#: every keyword of the extension clauses, and the words a duration's unit may be
-ALL_KEYWORDS, UNIT_WORDS = _words(_parser())
-
 
 def parse_region(src: Source, start: int, end: int,
                  tokens: Sequence[scanner.Token] | None = None) -> c.Clauses:
@@ -425,13 +387,13 @@ def parse_items(src: Source, region: str, base: int,
     checked for order or completeness; ``base``: where ``region`` starts in ``src``
     (positions of tokens and errors are ``src``'s); ``tokens``: the statement's."""
     try:
-        return _Builder(src, base, tokens).transform(_parser().parse(region))
+        return _Builder(src, base, tokens).transform(parser().parse(region))
     except VisitError as e:  # a DfsqlError raised inside the transformer
         if isinstance(e.orig_exc, DfsqlError):
             raise e.orig_exc from None
         raise
     except UnexpectedInput as e:
-        raise lark_error(e, src, base, region, ALL_KEYWORDS) from None
+        raise lark_error(e, src, base, region, KEYWORDS) from None
 
 
 def _assemble(items: list, src: Source, base: int) -> c.Clauses:

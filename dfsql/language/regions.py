@@ -10,6 +10,7 @@ from dfsql.errors import ClauseOrderError, DfsqlSyntaxError, DurationError
 from dfsql.language.blocks import SparkWatermark
 from dfsql.language.parse import DURATION_BOUND_HINT, duration_micros
 from dfsql.language.scan import Source, Token
+from dfsql.language.vocabulary import CLAUSE_FOLLOWERS, UNIT_OF_SPELLING
 from dfsql.model import clauses as c
 
 # Words that end an extension region when met at the region's parenthesis depth.
@@ -21,13 +22,9 @@ _REGION_END = {
 _BEFORE_WINDOW = {"FROM", "WHERE", "GROUP", "HAVING", "SELECT", "LATERAL", "JOIN"}
 _SQL_CLAUSE_WORDS = _REGION_END | _BEFORE_WINDOW | {"AS", "ON", "AND", "OR", "THEN", "ELSE", "END",
                                                     "WHEN", "IS", "IN", "NOT", "DESC", "ASC"}
-_STRAY = {
-    "TRIGGER": {"EVERY", "AFTER", "AT", "WATERMARK", "NEVER", "REPEAT", "ANY", "ALL", "("},
-    "EMIT": {"ACCUMULATING", "DISCARDING"},
-    "ALLOWED": {"LATENESS"},
-    "PROCESSING": {"TIME"},
-    "WATERMARK": {"DELAY", "FROM", "PERFECT", "PERCENTILE"},
-}
+#: a clause word and what may follow it, met outside a region: a stray clause (WINDOW
+#: starts a region, :func:`_is_region_start`)
+_STRAY = {word: after for word, after in CLAUSE_FOLLOWERS.items() if word != "WINDOW"}
 
 
 def _next(tokens: list[Token], i: int) -> Token | None:
@@ -53,7 +50,6 @@ def _is_region_start(tokens: list[Token], i: int) -> bool:
 def spark_watermarks(tokens: list[Token], src: Source) -> list[tuple[int, int, SparkWatermark]]:
     """Find ``WATERMARK col DELAY OF INTERVAL n unit`` relation clauses."""
     found = []
-    units = {"MILLISECOND": "ms", "SECOND": "s", "MINUTE": "m", "HOUR": "h", "DAY": "d"}
     for i, t in enumerate(tokens):
         if not t.is_word("WATERMARK") or i + 4 >= len(tokens):
             continue
@@ -71,13 +67,11 @@ def spark_watermarks(tokens: list[Token], src: Source) -> list[tuple[int, int, S
             sign, num, unit = num.text, unit, tokens[j + 2]
         raw = sign + num.text.strip("'\"")
         start = num.start - len(sign)
-        uname = unit.upper.rstrip("S") if unit.upper not in ("S", "MS") else unit.upper
-        key = {"S": "SECOND", "MS": "MILLISECOND", "SEC": "SECOND", "MIN": "MINUTE",
-               "H": "HOUR"}.get(uname, uname)
-        if key not in units:
+        key = UNIT_OF_SPELLING.get(unit.upper)
+        if key is None:
             raise src.error(DfsqlSyntaxError, f"expected a time unit, got {unit.text}", unit.start)
         try:
-            micros = duration_micros(raw, units[key])
+            micros = duration_micros(raw, c.UNIT_SHORT[key])
         except ValueError:
             raise src.error(DurationError, f"bad interval {raw}", start,
                             "write a number and a unit, e.g. 5 MINUTES") from None

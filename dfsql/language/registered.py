@@ -31,8 +31,8 @@ from dfsql.model import clauses as c
 if TYPE_CHECKING:
     from sqlglot import exp
 
-#: the clause words, by Clauses field, as EXPLAIN and the warnings spell them
-CLAUSE_WORDS = {"on": "ON", "processing_time": "PROCESSING TIME", "watermark": "WATERMARK"}
+#: a registered clause's words, by Clauses field, as EXPLAIN and the warnings spell them
+CLAUSE_OF_FIELD = {"on": "ON", "processing_time": "PROCESSING TIME", "watermark": "WATERMARK"}
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ def _pos_field() -> Pos:
 
 # --------------------------------------------------------------------------- durations
 
+#: the language's time units (the grammar's ``unit`` terminals), largest first -> the short
+#: name a Duration prints and :data:`MICROS_PER` measures them by
+UNIT_SHORT = {"DAY": "d", "HOUR": "h", "MINUTE": "m", "SECOND": "s", "MILLISECOND": "ms"}
 MICROS_PER = {
     "d": 86_400_000_000,
     "h": 3_600_000_000,

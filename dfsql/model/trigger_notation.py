@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dfsql.model import clauses as c
 
-_UNITS = (("DAY", 86_400_000_000), ("HOUR", 3_600_000_000), ("MINUTE", 60_000_000),
-          ("SECOND", 1_000_000), ("MILLISECOND", 1_000))
+_UNITS = tuple((name, c.MICROS_PER[short]) for name, short in c.UNIT_SHORT.items())
 
 
 def duration_text(d: c.Duration) -> str:

@@ -23,7 +23,8 @@ from pygments.lexers.sql import SqlLexer
 from pygments.token import Keyword, Name
 
 from dfsql.language.names import PANE_COLUMNS
-from dfsql.language.parse import ALL_KEYWORDS, UNIT_WORDS
+from dfsql.language.vocabulary import CLAUSE_FOLLOWERS, UNIT_WORDS
+from dfsql.language.vocabulary import KEYWORDS as ALL_KEYWORDS
 
 #: dfsql's words beyond LANGUAGE.md's clause keywords: units, continuous queries
 # (a one-letter unit, S or H, is more often a table alias: not highlighted)
@@ -51,11 +52,11 @@ COMMANDS: dict[str, str] = {
     "\\q": "leave the shell (or Ctrl-D)",
 }
 
-#: the grammar's only words after these (dfsql/grammar/dfsql.lark): no Spark keyword
-#: such as SESSION is offered where only SESSIONS fits
-_NEXT_WORDS = {"WINDOW": ["FIXED", "GLOBAL", "SESSIONS", "SLIDING"],
-               "EMIT": ["ACCUMULATING", "DISCARDING"], "ALLOWED": ["LATENESS"],
-               "PROCESSING": ["TIME"]}
+#: the grammar's only words after a clause word (dfsql/grammar/dfsql.lark): no Spark
+#: keyword such as SESSION is offered where only SESSIONS fits. Not after WATERMARK (a
+#: column may follow: Spark's ``WATERMARK ts DELAY OF``) nor TRIGGER (a parenthesis may)
+_NEXT_WORDS = {word: sorted(after) for word, after in CLAUSE_FOLLOWERS.items()
+               if all(w.isalpha() for w in after) and word != "WATERMARK"}
 
 #: words after which a table name comes
 _TABLE_CONTEXT = {"FROM", "JOIN", "INTO", "TABLE", "VIEW", "\\D", "DESCRIBE", "UPDATE"}

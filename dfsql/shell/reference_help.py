@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from dfsql.language.parse import ALL_KEYWORDS
+from dfsql.language.vocabulary import KEYWORDS as ALL_KEYWORDS
 
 REFERENCE = "docs/reference.md"
 

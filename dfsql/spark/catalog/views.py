@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
+from dfsql.language.vocabulary import CLAUSE_WORDS
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan.parsed_plan import relations_read
 
@@ -38,9 +39,9 @@ _NOT_ALIAS = {
     "WHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "OFFSET", "JOIN", "LEFT", "RIGHT", "FULL",
     "INNER", "CROSS", "OUTER", "NATURAL", "SEMI", "ANTI", "ON", "USING", "UNION", "INTERSECT",
     "EXCEPT", "MINUS", "WINDOW", "WATERMARK", "LATERAL", "PIVOT", "UNPIVOT", "TABLESAMPLE",
-    "CLUSTER", "DISTRIBUTE", "SORT", "SELECT", "INSERT", "PROCESSING", "TRIGGER", "EMIT",
-    "ALLOWED", "FOR", "VERSION", "TIMESTAMP",
-}
+    "CLUSTER", "DISTRIBUTE", "SORT", "SELECT", "INSERT", "FOR", "VERSION",
+    "TIMESTAMP",
+} | CLAUSE_WORDS
 _MAX_DEPTH = 16
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from dfsql.errors import SourceError, WatermarkError
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.language.registered import registered_defaults
+from dfsql.language.vocabulary import CLAUSE_WORDS
 from dfsql.model import clauses as c
 from dfsql.model.result import end_floor_of
 from dfsql.model.trigger_notation import duration_text
@@ -119,8 +120,8 @@ def _own_label(plan: BlockPlan) -> str:
     return f"{said} (the query's)"
 
 
-#: the words that end a WATERMARK clause: the next clause's
-_NEXT_CLAUSE = ("PROCESSING", "ALLOWED", "TRIGGER", "EMIT")
+#: the words that end a WATERMARK clause: a later clause's
+_NEXT_CLAUSE = tuple(CLAUSE_WORDS - {"WINDOW", "WATERMARK"})
 
 
 def _timelines(plan: BlockPlan, inp: DataFrame,
