@@ -31,12 +31,10 @@ registration's two expressions, parsed once per registration and qualified as tr
 
 from __future__ import annotations
 
-import sys
-from collections import Counter
-from collections.abc import Callable
-
 import pytest
 from in_process import shell_on
+
+from tests.language.counts import _count
 
 STATEMENT = ("SELECT key, SUM(value) AS total FROM count_scores GROUP BY key\n"
              "WINDOW FIXED(2 MINUTES) ON event_time\n"
@@ -66,39 +64,8 @@ def count_scores(spark):
     spark.catalog.dropTempView("count_registered")
 
 
-def _counted(monkeypatch, counts: Counter, what: str, owner: object, name: str) -> None:
-    """Count the calls of ``owner.name`` (a class's method or a module's function)."""
-    real = getattr(owner, name)
-
-    def counting(*args, **kwargs):
-        counts[what] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counting)
 
 
-def _count(monkeypatch, run: Callable[[], object]) -> Counter:
-    """The scans, parses and renders while ``run()`` runs (everything it loads is loaded
-    already: a function bound by ``from … import`` in any module is wrapped there too)."""
-    import lark
-    import sqlglot.parser
-    from sqlglot import exp
-
-    from dfsql.language import scan as scan_module
-
-    counts: Counter = Counter()
-    real_scan = scan_module.scan
-    for module in [m for n, m in list(sys.modules.items()) if n.startswith("dfsql")]:
-        if getattr(module, "scan", None) is real_scan:
-            _counted(monkeypatch, counts, "scan", module, "scan")
-    _counted(monkeypatch, counts, "lark", lark.Lark, "parse")
-    _counted(monkeypatch, counts, "sqlglot", sqlglot.parser.Parser, "parse")
-    _counted(monkeypatch, counts, "render", exp.Expression, "sql")
-    try:
-        run()
-    finally:
-        monkeypatch.undo()
-    return counts
 
 
 def test_dfsql_sql_reads_the_statement_once(spark, count_scores, monkeypatch) -> None:

@@ -16,7 +16,7 @@ from dfsql.model import group_also_by_window, timeline_for
 from dfsql.model.result import canonical, end_floor_of
 from dfsql.model.windows import POS_INF
 from tests.model.conftest import FIGURE_CLAUSES, paper_events, paper_watermarks
-from tests.model.test_properties import (
+from tests.model.strategies import (
     FAST_TRIGGERS,
     OTHER_TRIGGERS,
     WINDOWS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pyhive.exc import OperationalError
 
-from tests.server.test_continuous_restart import (
+from tests.server.restarts import (
     FRONTIER,
     QUERY,
     T0,

@@ -28,7 +28,7 @@ import pytest
 from dfsql.server.service import Service
 from dfsql.server.tcli import ttypes as tt
 from tests.conftest import paper_stream_dir, register_paper_tables
-from tests.language.test_statement_counts import _count, _counted
+from tests.language.counts import _count, _counted
 
 WINDOWED = ("SELECT key, SUM(value) AS total FROM scores GROUP BY key\n"
             "WINDOW FIXED(2 MINUTES) ON event_time\n"

@@ -24,12 +24,8 @@ import pytest
 from dfsql.server import Server
 from dfsql.server.auth import hash_line
 from tests.conftest import register_paper_tables
-from tests.server.test_thrift import (
-    COLUMNS,
-    FIGURES,
-    _beeline,
-    operation_rows,
-)
+from tests.paper import FIGURES
+from tests.server.clients import COLUMNS, _beeline, operation_rows
 
 PASSWORD = "s3cret"
 

@@ -25,7 +25,7 @@ import time
 import pytest
 
 from dfsql.server.metadata import name_matcher
-from tests.server.test_thrift import operation_rows
+from tests.server.clients import operation_rows
 
 # (pattern, kind, names that match, names that do not)
 CASES = [

@@ -7,7 +7,6 @@ Expected panes are the paper's (examples/paper/figures.json), not the server's o
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import re
@@ -34,13 +33,10 @@ from tests.conftest import (
     register_sample_tables,
     wait_until,
 )
+from tests.paper import FIGURES
+from tests.server.clients import COLUMNS, ROOT, _beeline, operation_rows
 
-ROOT = Path(__file__).resolve().parents[2]
-FIGURES = {f["name"]: f for f in json.loads(
-    (ROOT / "examples" / "paper" / "figures.json").read_text())["figures"]}
 FIG14 = FIGURES["fig14_sessions_retracting"]
-COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
-           "emit_time", "is_retraction"]
 
 
 def _setup(spark) -> None:
@@ -382,16 +378,6 @@ def test_unknown_method_leaves_the_connection_open(endpoint):
     conn.close()
 
 
-def operation_rows(conn, resp) -> list[tuple]:
-    """The rows of a metadata call's operation (``resp``), fetched through PyHive's
-    cursor on ``conn``; the call must have succeeded."""
-    from dfsql.server.tcli import ttypes as tt
-
-    assert resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS, resp.status
-    cur = conn.cursor()
-    cur._operationHandle = resp.operationHandle
-    cur._state = cur._STATE_RUNNING
-    return cur.fetchall()
 
 
 def test_metadata_calls(endpoint):
@@ -515,12 +501,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _beeline() -> str:
-    import pyspark
-
-    path = Path(pyspark.__file__).parent / "bin" / "beeline"
-    assert path.exists(), path
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -149,7 +149,7 @@ def two_keys(spark, paper_tables):
     scores and three elements of a second key j; the result's rows and its plan."""
     import dfsql
     from dfsql.spark.plan.planner import top_plan
-    from tests.shell.test_script_and_display import FIGURES
+    from tests.paper import FIGURES
 
     values = ", ".join(f"('j', {v}, TIMESTAMP '2015-09-01 {e}', TIMESTAMP '2015-09-01 {a}')"
                        for v, e, a in J_ELEMENTS)

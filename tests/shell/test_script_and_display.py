@@ -4,7 +4,6 @@ Figure 14 (its panes and retractions are the paper's)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from prompt_toolkit.document import Document
 from dfsql.errors import DfsqlError
 from dfsql.shell.display import caret_lines, make_console, print_error, print_result
 from dfsql.shell.script import Piece, is_complete, split
+from tests.paper import FIGURES
 
 ROOT = Path(__file__).resolve().parents[2]
-FIGURES = {f["name"]: f for f in json.loads(
-    (ROOT / "examples" / "paper" / "figures.json").read_text())["figures"]}
 
 
 @pytest.mark.parametrize(("text", "complete"), [

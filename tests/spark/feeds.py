@@ -4,7 +4,6 @@ started and run up to their input. One home, so no test module imports another's
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,10 +12,8 @@ import pandas as pd
 
 import dfsql
 from tests.conftest import modified_in_order
+from tests.paper import FIGURES, PAPER
 
-PAPER = Path(__file__).resolve().parents[2] / "examples" / "paper"
-#: the paper's figures by name (examples/paper/figures.json: queries and expected rows)
-FIGURES = {f["name"]: f for f in json.loads((PAPER / "figures.json").read_text())["figures"]}
 FIG14 = FIGURES["fig14_sessions_retracting"]["query"]
 #: Figure 14 with sessions of a 5-minute gap: the paper's rows make one session of 22
 GAP5 = FIG14.replace("GAP 1 MINUTE", "GAP 5 MINUTES")
@@ -101,3 +98,30 @@ def start(spark, name: str, query: str, head: str = "") -> None:
 
 def t(hms: str) -> datetime:
     return datetime.strptime("2015-09-01 " + hms, "%Y-%m-%d %H:%M:%S")
+
+
+def stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
+                       arrival: str = "arrival_time"):
+    """(the stream's rows, batch by batch in order; the replay's rows before the stream's
+    frontier, the sentinel's arrival). ``query`` reads the table ``{t}``."""
+    sentinel = frame.iloc[-1:].copy()
+    for col in frame.columns:
+        if col == arrival:
+            sentinel[col] = frame[arrival].max() + pd.Timedelta(hours=1)
+        elif col == "event_time":
+            sentinel[col] = pd.NaT
+    frame = pd.concat([frame, sentinel], ignore_index=True)
+    src = tmp / "in"
+    write_parts(frame, [*cuts, len(frame) - 1], src)
+    schema = spark.read.parquet(str(src)).schema
+    spark.read.parquet(str(src)).createOrReplaceTempView("bounded_src")
+    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+     .createOrReplaceTempView("live_src"))
+    batches: list[list] = []
+    q = dfsql.start(query.format(t="live_src"), sink=lambda b, i: batches.append(b.collect()),
+                    checkpoint=str(tmp / "ck"), trigger={"availableNow": True}, spark=spark)
+    q.awaitTermination()
+    frontier = frame[arrival].max().to_pydatetime().replace(tzinfo=None)
+    replay = [r for r in dfsql.sql(query.format(t="bounded_src"), spark).collect()
+              if r.emit_time < frontier]
+    return [r for b in batches for r in b], replay, len(batches)

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 import pytest
-import test_streaming as streaming
 
 import dfsql
+from tests.spark import feeds
 
 T0 = datetime(2024, 1, 1)
 
@@ -104,10 +104,10 @@ def test_late_rows_into_names_keys_as_the_query_does(spark, drops):
 def test_a_sliding_stream_counts_each_dropped_row_once(spark, tmp_path, agg):
     """The stream's metric ``late_dropped`` and its LATE ROWS INTO rows equal the replay's
     (the stream's last rows wait for a later arrival: a sentinel row, NULL event time)."""
-    frame = streaming._with_sentinel(_frame(ROWS).rename(
+    frame = feeds.with_sentinel(_frame(ROWS).rename(
         columns={"et": "event_time", "at": "arrival_time"}))
     frame = frame.rename(columns={"event_time": "et", "arrival_time": "at"})
-    streaming._write_parts(frame, [2, 4], tmp_path / "in")
+    feeds.write_parts(frame, [2, 4], tmp_path / "in")
     schema = spark.read.parquet(str(tmp_path / "in")).schema
     (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
      .parquet(str(tmp_path / "in")).createOrReplaceTempView("drops_live"))

@@ -12,12 +12,11 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 import pytest
-import test_stream_engine_clock as engine_clock
-import test_streaming as streaming
 
 import dfsql
 from dfsql.errors import AnalysisError
 from dfsql.spark.errors import map_spark_error
+from tests.spark import engine_clock, feeds
 
 
 def _t(hh: int, mm: int = 0, ss: int = 0) -> datetime:
@@ -97,7 +96,7 @@ def test_replayed_sampling_windows(spark, samples, on):
 def test_engine_clock_stream_of_sampling_windows_equals_the_replay(spark, tmp_path):
     # not Spark's own operator (its window would end at the period): dfsql's executor, on
     # Spark's watermark, checked against the bounded replay on that clock
-    engine_clock.test_engine_clock_stream_equals_the_replay_on_sparks_watermark(
+    engine_clock.engine_clock_equals_replay(
         spark, tmp_path, 21, "SLIDING(20 SECONDS, EVERY 1 MINUTE, OFFSET 10 SECONDS)", 5)
 
 
@@ -131,13 +130,13 @@ def test_engine_clock_stream_sums_only_elements_in_windows(spark, tmp_path):
 
 
 def test_processing_time_stream_of_sampling_windows_equals_the_replay(spark, tmp_path):
-    frame = streaming._workload(23)
+    frame = feeds.workload(23)
     rng = np.random.default_rng(123)
     cuts = sorted(rng.choice(np.arange(1, len(frame)), 5, replace=False).tolist())
-    q = streaming.QUERY.format(window="SLIDING(30 SECONDS, EVERY 100 SECONDS, OFFSET 7 SECONDS)",
+    q = feeds.STREAM_QUERY.format(window="SLIDING(30 SECONDS, EVERY 100 SECONDS, OFFSET 7 SECONDS)",
                                trigger="EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK",
                                emit="ACCUMULATING AND RETRACTING")
-    stream, replay, _ = streaming._stream_and_replay(spark, frame, q, cuts, tmp_path)
+    stream, replay, _ = feeds.stream_and_replay(spark, frame, q, cuts, tmp_path)
     assert len(replay) > 10
     # every window is 30 s long, starting 7 s past a multiple of 100 s
     assert all(r.window_end - r.window_start == timedelta(seconds=30)

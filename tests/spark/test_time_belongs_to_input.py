@@ -17,12 +17,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_stream_engine_clock import P0, _batches, _instant
-from test_stream_engine_clock import _run as _run_engine_clock
-from test_streaming import _stream_and_replay, _workload
 
 import dfsql
 from dfsql.language.model_run import run
+from tests.spark.engine_clock import P0, _batches, _instant
+from tests.spark.engine_clock import _run as _run_engine_clock
+from tests.spark.feeds import stream_and_replay as _stream_and_replay
+from tests.spark.feeds import workload as _workload
 
 T = datetime(2024, 1, 1, 12)
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from stream_job import QUERY
-from test_streaming import _workload, _write_parts
 
 import dfsql
 from dfsql.session import setting_while
+from tests.spark.feeds import workload as _workload
+from tests.spark.feeds import write_parts as _write_parts
 
 #: restarts of state kept in several partitions (tests/conftest.py)
 pytestmark = pytest.mark.shuffle_partitions(2)

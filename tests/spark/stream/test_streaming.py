@@ -25,6 +25,7 @@ from dfsql.errors import DfsqlError
 from tests.spark.feeds import STREAM_QUERY as QUERY
 from tests.spark.feeds import in_arrival_order as _in_arrival_order
 from tests.spark.feeds import paper_events as _paper_events
+from tests.spark.feeds import stream_and_replay as _stream_and_replay
 from tests.spark.feeds import with_sentinel as _with_sentinel
 from tests.spark.feeds import workload as _workload
 from tests.spark.feeds import write_parts as _write_parts
@@ -44,31 +45,6 @@ STREAMED = [f for f in FIGURES if "PROCESSING TIME" in f["query"]
 
 
 
-def _stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], tmp: Path,
-                       arrival: str = "arrival_time"):
-    """(the stream's rows, batch by batch in order; the replay's rows before the stream's
-    frontier, the sentinel's arrival). ``query`` reads the table ``{t}``."""
-    sentinel = frame.iloc[-1:].copy()
-    for col in frame.columns:
-        if col == arrival:
-            sentinel[col] = frame[arrival].max() + pd.Timedelta(hours=1)
-        elif col == "event_time":
-            sentinel[col] = pd.NaT
-    frame = pd.concat([frame, sentinel], ignore_index=True)
-    src = tmp / "in"
-    _write_parts(frame, [*cuts, len(frame) - 1], src)
-    schema = spark.read.parquet(str(src)).schema
-    spark.read.parquet(str(src)).createOrReplaceTempView("bounded_src")
-    (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
-     .createOrReplaceTempView("live_src"))
-    batches: list[list] = []
-    q = dfsql.start(query.format(t="live_src"), sink=lambda b, i: batches.append(b.collect()),
-                    checkpoint=str(tmp / "ck"), trigger={"availableNow": True}, spark=spark)
-    q.awaitTermination()
-    frontier = frame[arrival].max().to_pydatetime().replace(tzinfo=None)
-    replay = [r for r in dfsql.sql(query.format(t="bounded_src"), spark).collect()
-              if r.emit_time < frontier]
-    return [r for b in batches for r in b], replay, len(batches)
 
 
 
