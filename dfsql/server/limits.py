@@ -25,6 +25,7 @@ much of a result the server holds at once.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING
 
@@ -165,9 +166,16 @@ def fair_scheduling(spark) -> bool:
     return mode.upper() == "FAIR"
 
 
+def user_pool(user: str) -> str:
+    """The FAIR scheduler pool of ``user``'s statements: one per user, whatever the
+    number of their sessions (a digest: a user name is the client's text)."""
+    return "dfsql-" + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def drop_pool(spark, name: str) -> None:
-    """Forget a closed session's scheduler pool: Spark keeps every pool it was ever
-    given, and walks (and sorts) all of them on each free task slot."""
+    """Forget a scheduler pool no session uses any more (its user's last session
+    closed): Spark keeps every pool it was ever given, and walks (and sorts) all of
+    them on each free task slot."""
     try:
         root = spark.sparkContext._jsc.sc().taskScheduler().rootPool()
         pool = root.getSchedulableByName(name)
