@@ -26,6 +26,7 @@ from dfsql.server.limits import (
     MAX_STATEMENT_KB,
     MAX_STREAMING_QUERIES_PER_USER,
 )
+from dfsql.server.lobby import Lobby
 from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView
 from dfsql.server.watchdog import Watchdog
@@ -117,6 +118,9 @@ class Server:
             max_streaming_queries_per_user=max_streaming_queries_per_user)
         #: login deadlines and per-user connection counts
         self.admission = Admission(login_timeout, max_connections_per_user)
+        #: the connections past max_connections, waiting for a slot in arrival order
+        self.lobby = Lobby(login_timeout or LOGIN_TIMEOUT, max_connections, self._refuse)
+        self._slots = threading.Lock()  # a slot's count and the lobby, changed together
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)
@@ -146,6 +150,7 @@ class Server:
         self._thread = threading.Thread(target=self._accept, name="dfsql-accept", daemon=True)
         self._thread.start()
         self.admission.start()
+        self.lobby.start()
         self.watchdog.start()
         return self
 
@@ -180,6 +185,7 @@ class Server:
         self.watchdog.stop()
         self.admission.stop()
         self._close_listener()
+        self.lobby.stop()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
         if self.state is not None:  # kept for the next start on the state directory
@@ -219,20 +225,43 @@ class Server:
                 conn, peer = self._sock.accept()
             except OSError:
                 return
-            if len(self._connections) >= self.max_connections:
+            with self._slots:
+                # every slot taken, or others already waiting: it waits behind them
+                if len(self._connections) < self.max_connections and not len(self.lobby):
+                    self._open(conn, peer)
+                    continue
+                waits = self.lobby.wait(conn, peer)
+            if not waits:
                 self._refuse(conn, peer)
-                continue
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            # every read and write of the connection's thread waits at most this long
-            conn.settimeout(self.idle_timeout)
-            self._connections.add(conn)
-            self.admission.arrived(conn, _peer(peer))
-            threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
-                             daemon=True).start()
+
+    def _open(self, conn: socket.socket, peer) -> None:
+        """Serve ``conn`` on a thread of its own: its login deadline starts now."""
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # every read and write of the connection's thread waits at most this long
+        conn.settimeout(self.idle_timeout)
+        self._connections.add(conn)
+        self.admission.arrived(conn, _peer(peer))
+        threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
+                         daemon=True).start()
+
+    def _admit(self) -> None:
+        """A slot freed: let in the connections waiting longest."""
+        with self._slots:
+            while len(self._connections) < self.max_connections and \
+                    not self._stopping.is_set():
+                waiting = self.lobby.next()
+                if waiting is None:
+                    return
+                try:
+                    self._open(*waiting)
+                except OSError:  # it went away while it waited
+                    self._connections.discard(waiting[0])
+                    waiting[0].close()
 
     def _refuse(self, conn: socket.socket, peer) -> None:
-        """Over ``max_connections``: closed at once, the ones open go on. One log line
-        per 10 s at most, with the count, so that a flood does not flood the log too."""
+        """Over ``max_connections`` with the lobby full, or waited there too long: closed,
+        the ones open go on. One log line per 10 s at most, with the count, so that a
+        flood does not flood the log too."""
         try:
             conn.close()
         except OSError:
@@ -273,11 +302,13 @@ class Server:
                 self.service.connection_closed()
             finally:
                 self.admission.left(conn, counted[0] if counted else None)
-                self._connections.discard(conn)
+                with self._slots:
+                    self._connections.discard(conn)
                 try:
                     conn.close()
                 except OSError:
                     pass
+                self._admit()
 
     def _serve_binary(self, conn: socket.socket, peer: str,
                       logged_in: Callable[[str], str | None]) -> None:
