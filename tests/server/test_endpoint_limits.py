@@ -544,7 +544,8 @@ def test_the_new_limits_are_flags_of_dfsql_serve(capsys):
                           ("--max-fetch-rows N", "(default 10000; 0: no limit)"),
                           ("--max-statement-kb KB", "(default 1024; 0: no limit)"),
                           ("--max-nesting N", "(default 256; 0: no limit)"),
-                          ("--max-partition-mb MB", "(default 128; 0: no limit)")):
+                          ("--max-partition-mb MB", "(default 128; 0: no limit)"),
+                          ("--task-slots N", "(default 8;")):
         assert flag in text
         assert default in text.rsplit(flag, 1)[1].split(" --", 1)[0], flag
     with pytest.raises(DfsqlError) as info:
