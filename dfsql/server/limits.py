@@ -43,7 +43,11 @@ if TYPE_CHECKING:
 #: for two per running statement (the one sent and the next, prefetched) in a 4 GB heap
 MAX_STATEMENT_KB, MAX_NESTING, MAX_FETCH_ROWS, MAX_PARTITION_MB = 1024, 256, 10_000, 128
 #: the default of ``dfsql serve --max-sessions-per-user``: a JDBC connection pool's worth
-#: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours)
+#: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours).
+#: Its sessions times their operations (4 each) is what one user may have running or
+#: waiting at once: a user's first statement waits for no one's, the others for a
+#: shared thread given to the user running fewest (:mod:`dfsql.server.fair`), and their
+#: tasks share one FAIR pool (:func:`user_pool`)
 MAX_SESSIONS_PER_USER = 20
 #: the default of ``dfsql serve --max-streaming-queries-per-user``: each continuous query
 #: holds threads, state and a view for as long as it runs (20 held 3 GB and 366 threads)

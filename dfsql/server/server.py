@@ -55,6 +55,9 @@ IDLE_OPERATION_TIMEOUT = 3600.0
 class Server:
     """A running endpoint: ``start()`` listens and returns; ``stop()`` ends it."""
 
+    _sock: socket.socket | None
+    _thread: threading.Thread | None
+
     def __init__(self, spark: SparkSession | None = None, host: str = "127.0.0.1",
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
                  workers: int = 8, max_operations_per_session: int = 4,
@@ -116,11 +119,9 @@ class Server:
             max_nesting=max_nesting, max_partition_mb=max_partition_mb,
             max_sessions_per_user=max_sessions_per_user,
             max_streaming_queries_per_user=max_streaming_queries_per_user)
-        #: login deadlines and per-user connection counts
+        #: login deadlines, per-user connection counts, connections waiting for a slot
         self.admission = Admission(login_timeout, max_connections_per_user)
-        #: the connections past max_connections, waiting for a slot in arrival order
         self.lobby = Lobby(login_timeout or LOGIN_TIMEOUT, max_connections, self._refuse)
-        self._slots = threading.Lock()  # a slot's count and the lobby, changed together
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)
@@ -128,14 +129,13 @@ class Server:
         self.state = None if state_dir is None else _state_dir(state_dir, streams)
         #: what became of each kept query when the server started
         self.restarted: list[Restarted] = []
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
+        self._sock, self._thread = None, None
         self._connections: set[socket.socket] = set()
-        self._stopping = threading.Event()
+        self._stopping, self._slots = threading.Event(), threading.Lock()
         #: why the server stopped by itself (Spark died under it), else None
         self.failure: str | None = None
-        #: called with the reason, from the watchdog's thread, once the server has stopped
-        #: accepting (``dfsql serve`` logs it and exits non-zero)
+        #: called with the reason, from the watchdog's thread, once the server has
+        #: stopped accepting (``dfsql serve`` logs it and exits non-zero)
         self.on_spark_death = on_spark_death
         self.watchdog = Watchdog.of(spark, self._spark_died)
 
@@ -228,7 +228,11 @@ class Server:
             with self._slots:
                 # every slot taken, or others already waiting: it waits behind them
                 if len(self._connections) < self.max_connections and not len(self.lobby):
-                    self._open(conn, peer)
+                    try:
+                        self._open(conn, peer)
+                    except OSError:  # reset before it was served
+                        self._connections.discard(conn)
+                        conn.close()
                     continue
                 waits = self.lobby.wait(conn, peer)
             if not waits:

@@ -4,9 +4,10 @@ and their operations.
 One Spark application serves every client; each client session gets its own
 ``SparkSession`` (``newSession()``: temp views and SQL settings isolated, one
 SparkContext shared), as Spark's own Thrift server does. A statement runs synchronously
-or on a pool (``runAsync``) as an :class:`~dfsql.server.operations.Operation`; metadata
-calls are answered by :mod:`dfsql.server.metadata`; statement deadlines and idle sessions
-and operations are :mod:`dfsql.server.timeouts`'s.
+or on threads shared fairly per user (``runAsync``: :mod:`dfsql.server.fair`) as an
+:class:`~dfsql.server.operations.Operation`; metadata calls are answered by
+:mod:`dfsql.server.metadata`; statement deadlines and idle sessions and operations are
+:mod:`dfsql.server.timeouts`'s.
 """
 
 from __future__ import annotations
