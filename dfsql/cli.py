@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING
 import dfsql
 from dfsql.errors import DfsqlError
 from dfsql.language.costs import set_max_trigger_nodes, set_max_windows_per_row
-from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
+from dfsql.session import (  # dfsql.cli.EXAMPLES, as before
+    EXAMPLES,
+    SERVE_TASK_SLOTS,
+    register_paper_tables,
+)
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
 )
@@ -123,7 +127,7 @@ def serve(args: argparse.Namespace) -> int:
         raise DfsqlError("--http-path is the path of the HTTP transport",
                          hint="add --transport-mode http")
     streams = parse_streams(args.stream)
-    spark = dfsql.session()
+    spark = dfsql.session(task_slots=args.task_slots)
     for view in streams:  # columns Spark cannot read: one error now, not one per login
         view.struct(spark)
 
@@ -204,8 +208,9 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
                         "larger announcement closes its connection before anything is "
                         "read (default 64)")
     p.add_argument("--max-connections", type=int, metavar="N",
-                   help="connections served at once; more are closed on arrival, with a "
-                        "log line (default 100)")
+                   help="connections served at once; more wait for a slot, in arrival "
+                        "order, up to the login timeout, then are closed with a log line "
+                        "(default 100)")
     p.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
                    help="close a connection that sends nothing (or takes no reply) for "
                         "this long, one stuck in its SASL handshake too (default 3600; 0: "
@@ -411,6 +416,11 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
     p_srv.add_argument("--idle-operation-timeout", type=_seconds, default=3600.0,
                        metavar="SECONDS", help="close an ended operation without a call "
                        "for this long (default: 3600, 1 hour; 0: never)")
+    p_srv.add_argument("--task-slots", type=int, default=SERVE_TASK_SLOTS, metavar="N",
+                       help="Spark task threads on local Spark (without a master given): more than the "
+                            "cores, so that one client's few long tasks leave slots for "
+                            f"the others' (default {SERVE_TASK_SLOTS}; the parallelism "
+                            "stays 2)")
     _limit_flags(p_srv)
 
 

@@ -21,7 +21,8 @@ again with it (:mod:`dfsql.server.state`).
 Bounded against what a client sends: no SASL frame, Thrift string or method name over
 ``max_message_mb`` is read (the announcement ends the connection before anything is
 set aside: :mod:`dfsql.server.transport`), at most ``max_connections`` connections at
-once (more are closed on arrival), a connection not logged in within
+once (more wait for a slot in arrival order, up to the login timeout:
+:mod:`dfsql.server.lobby`), a connection not logged in within
 ``login_timeout`` seconds is closed, as is one of a user already holding
 ``max_connections_per_user`` (:mod:`dfsql.server.admission`), and a connection silent
 for ``idle_connection_timeout`` seconds is closed (a socket timeout, so a reply the

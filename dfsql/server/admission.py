@@ -4,11 +4,12 @@ login timeout and the per-user connection cap.
 ``--max-connections`` counts every open connection, logged in or not, so 100 sockets that
 send four bytes and stop locked every real client out for ``--idle-connection-timeout``
 (an hour). A connection now has ``--login-timeout`` seconds (HiveServer2's
-``hive.server2.thrift.login.timeout``: 20) from its arrival to log in — finish the SASL
-handshake, or, without SASL, have its first call read whole; over HTTP, have its first
-request read whole and its credentials accepted. Past that one thread shuts its socket,
-whatever the client trickles meanwhile (a deadline, not a socket timeout a byte a
-second would renew). After the login ``--idle-connection-timeout`` applies as before,
+``hive.server2.thrift.login.timeout``: 20) from when it is let in (one past the cap
+waits for a slot first, as long again at most: :mod:`dfsql.server.lobby`) to log in —
+finish the SASL handshake, or, without SASL, have its first call read whole; over HTTP,
+have its first request read whole and its credentials accepted. Past that one thread
+shuts its socket, whatever the client trickles meanwhile (a deadline, not a socket
+timeout a byte a second would renew). After the login ``--idle-connection-timeout`` applies as before,
 and a user (SASL's or HTTP Basic's; NOSASL has none) may hold at most
 ``--max-connections-per-user`` connections, so one account cannot take every slot
 either.
@@ -52,7 +53,7 @@ class Admission:
         self._wake.set()
 
     def arrived(self, conn: socket.socket, peer: str) -> None:
-        """A connection was accepted: its login deadline starts now."""
+        """A connection was let in (given a slot): its login deadline starts now."""
         if self.login_timeout > 0:
             with self._lock:
                 self._pending[conn] = (time.monotonic() + self.login_timeout, peer)

@@ -25,6 +25,7 @@ much of a result the server holds at once.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,11 @@ if TYPE_CHECKING:
 #: for two per running statement (the one sent and the next, prefetched) in a 4 GB heap
 MAX_STATEMENT_KB, MAX_NESTING, MAX_FETCH_ROWS, MAX_PARTITION_MB = 1024, 256, 10_000, 128
 #: the default of ``dfsql serve --max-sessions-per-user``: a JDBC connection pool's worth
-#: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours)
+#: (HiveServer2 keeps no such limit, and a forgotten client piled up 150 for 8 hours).
+#: Its sessions times their operations (4 each) is what one user may have running or
+#: waiting at once: a user's first statement waits for no one's, the others for a
+#: shared thread given to the user running fewest (:mod:`dfsql.server.fair`), and their
+#: tasks share one FAIR pool (:func:`user_pool`)
 MAX_SESSIONS_PER_USER = 20
 #: the default of ``dfsql serve --max-streaming-queries-per-user``: each continuous query
 #: holds threads, state and a view for as long as it runs (20 held 3 GB and 366 threads)
@@ -165,9 +170,16 @@ def fair_scheduling(spark) -> bool:
     return mode.upper() == "FAIR"
 
 
+def user_pool(user: str) -> str:
+    """The FAIR scheduler pool of ``user``'s statements: one per user, whatever the
+    number of their sessions (a digest: a user name is the client's text)."""
+    return "dfsql-" + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def drop_pool(spark, name: str) -> None:
-    """Forget a closed session's scheduler pool: Spark keeps every pool it was ever
-    given, and walks (and sorts) all of them on each free task slot."""
+    """Forget a scheduler pool no session uses any more (its user's last session
+    closed): Spark keeps every pool it was ever given, and walks (and sorts) all of
+    them on each free task slot."""
     try:
         root = spark.sparkContext._jsc.sc().taskScheduler().rootPool()
         pool = root.getSchedulableByName(name)

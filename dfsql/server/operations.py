@@ -32,6 +32,7 @@ from dfsql.server.limits import (
     MAX_STREAMING_QUERIES_PER_USER,
     bounded_partitions,
     partition_refusal,
+    user_pool,
 )
 from dfsql.server.owners import streaming_slot
 from dfsql.server.settings import text_only
@@ -192,9 +193,9 @@ class Operation:
         try:
             sc = spark.sparkContext
             sc.setJobGroup(self.group, self.statement[:200], interruptOnCancel=True)
-            # the session's own FAIR pool (Spark's Thrift server does the same): a free
-            # task slot goes to the session running the fewest tasks, not to the oldest
-            # job, so one session's many-task statement does not hold every other's
+            # its user's FAIR pool (Spark's Thrift server gives each session one): a free
+            # task slot goes to the user running the fewest tasks, not to the oldest
+            # job, so one user's many-task statement does not hold every other's
             sc.setLocalProperty("spark.scheduler.pool", self.session.pool)
         except Exception:  # Spark Connect: no job groups; tags instead
             try:
@@ -451,8 +452,9 @@ class Session:
         self.operations: dict[bytes, Operation] = {}
         #: the continuous queries its user may hold (``--max-streaming-queries-per-user``)
         self.max_streaming_queries = MAX_STREAMING_QUERIES_PER_USER
-        #: its FAIR scheduler pool (spark.scheduler.pool), one per client session
-        self.pool = f"dfsql-{self.key.hex()[:16]}"
+        #: its FAIR scheduler pool (spark.scheduler.pool): its user's, shared by the
+        #: user's sessions, so that more sessions are not a larger share of the slots
+        self.pool = user_pool(user)
 
     def judging(self, statement: Statement | ContinuousStatement):
         """While ``statement`` runs: refusals are placed in its text."""

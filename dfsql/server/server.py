@@ -26,6 +26,7 @@ from dfsql.server.limits import (
     MAX_STATEMENT_KB,
     MAX_STREAMING_QUERIES_PER_USER,
 )
+from dfsql.server.lobby import Lobby
 from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView
 from dfsql.server.watchdog import Watchdog
@@ -53,6 +54,9 @@ IDLE_OPERATION_TIMEOUT = 3600.0
 
 class Server:
     """A running endpoint: ``start()`` listens and returns; ``stop()`` ends it."""
+
+    _sock: socket.socket | None
+    _thread: threading.Thread | None
 
     def __init__(self, spark: SparkSession | None = None, host: str = "127.0.0.1",
                  port: int = 10000, auth: str = "NONE", password_file: str | None = None,
@@ -115,8 +119,9 @@ class Server:
             max_nesting=max_nesting, max_partition_mb=max_partition_mb,
             max_sessions_per_user=max_sessions_per_user,
             max_streaming_queries_per_user=max_streaming_queries_per_user)
-        #: login deadlines and per-user connection counts
+        #: login deadlines, per-user connection counts, connections waiting for a slot
         self.admission = Admission(login_timeout, max_connections_per_user)
+        self.lobby = Lobby(login_timeout or LOGIN_TIMEOUT, max_connections, self._refuse)
         #: what the HTTP transport's connections share (None over the binary transport)
         self.http = None if path is None else http_transport.Endpoint(
             self.service, auth, self.check, path, self.max_message)
@@ -124,14 +129,13 @@ class Server:
         self.state = None if state_dir is None else _state_dir(state_dir, streams)
         #: what became of each kept query when the server started
         self.restarted: list[Restarted] = []
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
+        self._sock, self._thread = None, None
         self._connections: set[socket.socket] = set()
-        self._stopping = threading.Event()
+        self._stopping, self._slots = threading.Event(), threading.Lock()
         #: why the server stopped by itself (Spark died under it), else None
         self.failure: str | None = None
-        #: called with the reason, from the watchdog's thread, once the server has stopped
-        #: accepting (``dfsql serve`` logs it and exits non-zero)
+        #: called with the reason, from the watchdog's thread, once the server has
+        #: stopped accepting (``dfsql serve`` logs it and exits non-zero)
         self.on_spark_death = on_spark_death
         self.watchdog = Watchdog.of(spark, self._spark_died)
 
@@ -146,6 +150,7 @@ class Server:
         self._thread = threading.Thread(target=self._accept, name="dfsql-accept", daemon=True)
         self._thread.start()
         self.admission.start()
+        self.lobby.start()
         self.watchdog.start()
         return self
 
@@ -180,6 +185,7 @@ class Server:
         self.watchdog.stop()
         self.admission.stop()
         self._close_listener()
+        self.lobby.stop()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
         if self.state is not None:  # kept for the next start on the state directory
@@ -219,20 +225,47 @@ class Server:
                 conn, peer = self._sock.accept()
             except OSError:
                 return
-            if len(self._connections) >= self.max_connections:
+            with self._slots:
+                # every slot taken, or others already waiting: it waits behind them
+                if len(self._connections) < self.max_connections and not len(self.lobby):
+                    try:
+                        self._open(conn, peer)
+                    except OSError:  # reset before it was served
+                        self._connections.discard(conn)
+                        conn.close()
+                    continue
+                waits = self.lobby.wait(conn, peer)
+            if not waits:
                 self._refuse(conn, peer)
-                continue
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            # every read and write of the connection's thread waits at most this long
-            conn.settimeout(self.idle_timeout)
-            self._connections.add(conn)
-            self.admission.arrived(conn, _peer(peer))
-            threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
-                             daemon=True).start()
+
+    def _open(self, conn: socket.socket, peer) -> None:
+        """Serve ``conn`` on a thread of its own: its login deadline starts now."""
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # every read and write of the connection's thread waits at most this long
+        conn.settimeout(self.idle_timeout)
+        self._connections.add(conn)
+        self.admission.arrived(conn, _peer(peer))
+        threading.Thread(target=self._serve, args=(conn, _peer(peer)), name="dfsql-conn",
+                         daemon=True).start()
+
+    def _admit(self) -> None:
+        """A slot freed: let in the connections waiting longest."""
+        with self._slots:
+            while len(self._connections) < self.max_connections and \
+                    not self._stopping.is_set():
+                waiting = self.lobby.next()
+                if waiting is None:
+                    return
+                try:
+                    self._open(*waiting)
+                except OSError:  # it went away while it waited
+                    self._connections.discard(waiting[0])
+                    waiting[0].close()
 
     def _refuse(self, conn: socket.socket, peer) -> None:
-        """Over ``max_connections``: closed at once, the ones open go on. One log line
-        per 10 s at most, with the count, so that a flood does not flood the log too."""
+        """Over ``max_connections`` with the lobby full, or waited there too long: closed,
+        the ones open go on. One log line per 10 s at most, with the count, so that a
+        flood does not flood the log too."""
         try:
             conn.close()
         except OSError:
@@ -273,11 +306,13 @@ class Server:
                 self.service.connection_closed()
             finally:
                 self.admission.left(conn, counted[0] if counted else None)
-                self._connections.discard(conn)
+                with self._slots:
+                    self._connections.discard(conn)
                 try:
                     conn.close()
                 except OSError:
                     pass
+                self._admit()
 
     def _serve_binary(self, conn: socket.socket, peer: str,
                       logged_in: Callable[[str], str | None]) -> None:

@@ -4,9 +4,10 @@ and their operations.
 One Spark application serves every client; each client session gets its own
 ``SparkSession`` (``newSession()``: temp views and SQL settings isolated, one
 SparkContext shared), as Spark's own Thrift server does. A statement runs synchronously
-or on a pool (``runAsync``) as an :class:`~dfsql.server.operations.Operation`; metadata
-calls are answered by :mod:`dfsql.server.metadata`; statement deadlines and idle sessions
-and operations are :mod:`dfsql.server.timeouts`'s.
+or on threads shared fairly per user (``runAsync``: :mod:`dfsql.server.fair`) as an
+:class:`~dfsql.server.operations.Operation`; metadata calls are answered by
+:mod:`dfsql.server.metadata`; statement deadlines and idle sessions and operations are
+:mod:`dfsql.server.timeouts`'s.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Scanned
 from dfsql.server import metadata, rowsets
+from dfsql.server.fair import WORKERS, FairPool
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.limits import (
@@ -86,7 +87,7 @@ def _unsupported(response: type):
 class Service:
     """The TCLIService handler (the generated Processor calls these by name)."""
 
-    def __init__(self, spark: SparkSession, workers: int = 8,
+    def __init__(self, spark: SparkSession, workers: int = WORKERS,
                  max_operations_per_session: int = 4, session_setup=None,
                  data_roots: list[str] | None = None, allow_jvm_functions: bool = False,
                  statement_timeout: float = 0,
@@ -120,7 +121,8 @@ class Service:
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dfsql-op")
+        #: the async statements' threads, shared per user fairly (:mod:`dfsql.server.fair`)
+        self.pool = FairPool(workers)
         self.max_operations = max_operations_per_session
         self.lock = threading.Lock()
         self.local = threading.local()  # the calling connection's sessions and user
@@ -151,7 +153,7 @@ class Service:
         self.timeouts.stop()
         for key in list(self.sessions):
             self._close_session(key)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
         stop_all()
 
     # ---------------------------------------------------------------- helpers
@@ -195,7 +197,11 @@ class Service:
             op.close()
             self.operations.pop(op.key, None)
         s.operations.clear()
-        drop_pool(self.spark, s.pool)
+        # the user's pool, once none of their sessions is left (locked: a session
+        # the user opens meanwhile runs its jobs in the pool made again after)
+        with self.lock:
+            if not any(o.pool == s.pool for o in self.sessions.values()):
+                drop_pool(self.spark, s.pool)
         sessions = getattr(self.local, "sessions", None)
         if sessions is not None:
             sessions.discard(key)
@@ -292,7 +298,7 @@ class Service:
             return tt.TExecuteStatementResp(status=_error_status(*describe(e)))
         if req.runAsync:
             op.state = S.PENDING_STATE
-            self.pool.submit(op.run)
+            self.pool.submit(s.user, op.run)
             return tt.TExecuteStatementResp(status=OK, operationHandle=op.handle)
         op.run()
         if op.state == S.ERROR_STATE:

@@ -154,6 +154,57 @@ def test_a_long_statement_does_not_hold_another_sessions_select_1(spark, server)
     assert spark.sparkContext._jsc.sc().getPoolForName(pool).isEmpty()
 
 
+#: a statement of many short tasks (about 0.2 s each here) that runs for many minutes
+SLOW = "SELECT count(*) FROM range(0, 200000, 1, 20000) a CROSS JOIN range(200000) b"
+
+
+def _running(server: Server, user: str) -> int:
+    from TCLIService import ttypes as tt
+
+    return sum(op.state == tt.TOperationState.RUNNING_STATE and op.session.user == user
+               for op in list(server.service.operations.values()))
+
+
+def test_one_user_filling_the_async_threads_does_not_hold_another_users_select_1(
+        spark, server):
+    """Issue #52, item 8: hog, within every per-user limit (2 connections, 4 operations
+    each), runs 8 slow async statements: the endpoint's 8 threads. With one first come,
+    first served pool bob's async SELECT 1 waited behind them (57-60 s measured, here
+    many minutes); a user with nothing running now gets a thread at once, and its task
+    the next free task slot (FAIR pools)."""
+    from TCLIService import ttypes as tt
+
+    hogs = [_connect(server, "hog") for _ in range(2)]
+    curs = []
+    bob = None
+    try:
+        for conn in hogs:
+            for _ in range(4):  # --max-operations-per-session's 4
+                cur = conn.cursor()
+                cur.execute(SLOW, async_=True)
+                curs.append(cur)
+        assert _wait(lambda: _running(server, "hog") == 8, 60), _running(server, "hog")
+        bob = _connect(server, "bob")
+        cur = bob.cursor()
+        t0 = time.monotonic()
+        cur.execute("SELECT 1 AS one", async_=True)
+        finished = tt.TOperationState.FINISHED_STATE
+        assert _wait(lambda: cur.poll().operationState == finished, 15), \
+            f"bob's SELECT 1 still {cur.poll().operationState} after {time.monotonic() - t0:.0f} s"
+        assert cur.fetchall() == [(1,)]
+        # hog's statements all still run: nothing was taken from them
+        assert _running(server, "hog") == 8
+    finally:
+        for c in curs:
+            with contextlib.suppress(Exception):
+                c.cancel()
+        for conn in [*hogs, bob]:
+            if conn is not None:
+                conn.close()
+    assert _no_jobs(spark), "hog's statements still run"
+    assert _select_one(server, "hog") == [(1,)]
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -379,32 +430,46 @@ def _answers_select_1(conn) -> None:
 
 def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
     """100 sockets that send SASL's first four bytes and stop fill --max-connections
-    (100): a real client is refused until they are closed, 2 s (--login-timeout) after
-    they came, however long they stay silent or trickle."""
+    (100), and the attacker opens another each time one is closed (2 s, --login-timeout,
+    after it came, however long it stays silent or trickles). A real client's single
+    attempt is not refused (issue #52, item 11): it waits, in arrival order, ahead of
+    the sockets opened after it, and is let in once the first ones are closed."""
     socks = _lock_out(server.port, 100, b"\x01\x00\x00\x00")
     opened = time.monotonic()
     assert _wait(lambda: server.connections() == 100, 60)
     trickler = socks[0]
     trickler.sendall(b"\x40")  # a mechanism name of 64 bytes announced ...
     stop = threading.Event()
+    again: list[socket.socket] = []
 
     def trickle() -> None:  # ... and a byte of it every 0.5 s: no socket timeout fires
         with contextlib.suppress(OSError):
             while not stop.wait(0.5):
                 trickler.sendall(b"P")
 
-    threading.Thread(target=trickle, daemon=True).start()
+    def reopen(sock: socket.socket) -> None:  # a new socket each time one is closed
+        with contextlib.suppress(OSError):
+            while not stop.is_set() and _eof(sock, 60):
+                sock = _lock_out(server.port, 1, b"\x01\x00\x00\x00")[0]
+                again.append(sock)
+
+    threads = [threading.Thread(target=trickle, daemon=True),
+               *(threading.Thread(target=reopen, args=(s,), daemon=True) for s in socks[1:])]
+    for t in threads:
+        t.start()
     try:
-        conn = _first_success(lambda: _connect(server))  # logged in, a session open
+        conn = _connect(server)  # one attempt: logged in, a session open
         since = time.monotonic() - opened
         assert since < LOGIN_TIMEOUT + 10, since  # generous: a loaded machine
         _answers_select_1(conn)
-        assert all(_eof(s, 5) for s in socks)
+        assert again, "the attacker opened no socket after the first were closed"
+        assert _eof(socks[0], 5)
     finally:
         stop.set()
-        for s in socks:
+        for s in [*socks, *again]:
             s.close()
     assert _wait(lambda: server.connections() == 0)
+    assert _select_one(server, "bob") == [(1,)]
 
 
 def test_half_open_http_requests_lock_nobody_out_past_the_login_timeout(http_server):
@@ -479,7 +544,8 @@ def test_the_new_limits_are_flags_of_dfsql_serve(capsys):
                           ("--max-fetch-rows N", "(default 10000; 0: no limit)"),
                           ("--max-statement-kb KB", "(default 1024; 0: no limit)"),
                           ("--max-nesting N", "(default 256; 0: no limit)"),
-                          ("--max-partition-mb MB", "(default 128; 0: no limit)")):
+                          ("--max-partition-mb MB", "(default 128; 0: no limit)"),
+                          ("--task-slots N", "(default 8;")):
         assert flag in text
         assert default in text.rsplit(flag, 1)[1].split(" --", 1)[0], flag
     with pytest.raises(DfsqlError) as info:

@@ -375,17 +375,19 @@ def _recv_eof(s: socket.socket) -> bool:
     return True
 
 
-def test_connections_beyond_the_limit_are_closed_the_others_go_on(spark, caplog):
+def test_connections_beyond_the_limit_wait_then_are_closed_the_others_go_on(spark, caplog):
+    """One more than --max-connections waits for a slot (issue #52, item 11) unanswered;
+    none frees within the login timeout (1 s here): it is closed, with one warning."""
     from pyhive import hive
 
     caplog.set_level(logging.INFO, logger="dfsql.server")
-    server = Server(spark, port=0, auth="NOSASL", max_connections=3).start()
+    server = Server(spark, port=0, auth="NOSASL", max_connections=3, login_timeout=1).start()
     try:
         conns = [hive.connect(host="127.0.0.1", port=server.port, auth="NOSASL")
                  for _ in range(3)]
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
             extra.sendall(_message("OpenSession", tt.TOpenSessionReq(client_protocol=9)))
-            assert _recv_eof(extra)  # closed at once: no answer
+            assert _recv_eof(extra)  # closed after the login timeout: no answer
         assert server.connections() == 3
         for i, conn in enumerate(conns):
             cur = conn.cursor()
