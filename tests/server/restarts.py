@@ -63,6 +63,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for(path: Path, text: str, proc: subprocess.Popen, seconds: float) -> None:
+    """Until the log at ``path`` says ``text`` (the process still alive), or fail."""
+    deadline = time.time() + seconds
+    while text not in path.read_text():
+        assert proc.poll() is None, path.read_text()
+        assert time.time() < deadline, path.read_text()
+        time.sleep(0.25)
+
+
 class Served:
     """``dfsql serve`` as a command in a process group of its own (its JVM and Python
     workers in it), so that one SIGKILL ends all of it, as a machine's OOM killer or a

@@ -16,7 +16,7 @@ import time
 
 from dfsql.server.auth import hash_line
 from tests.conftest import wait_until
-from tests.server.test_spark_death import ROOT, _free_port, _wait_for
+from tests.server.restarts import ROOT, _free_port, _wait_for
 
 PASSWORD = "s3cret"
 JOIN = "SELECT count(*) FROM range(200000) a CROSS JOIN range(200000) b"

@@ -28,14 +28,7 @@ from dfsql.server.watchdog import (
     jvm_process,
     spark_gone,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.server.restarts import ROOT, _free_port, _wait_for
 
 
 def _children(pid: int) -> list[tuple[int, str]]:
@@ -205,14 +198,6 @@ def test_a_healthy_spark_is_not_reported(spark) -> None:
 
 
 # ------------------------------------------------------------------ dfsql serve
-
-
-def _wait_for(path: Path, text: str, proc: subprocess.Popen, seconds: float) -> None:
-    deadline = time.time() + seconds
-    while text not in path.read_text():
-        assert proc.poll() is None, path.read_text()
-        assert time.time() < deadline, path.read_text()
-        time.sleep(0.25)
 
 
 def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
