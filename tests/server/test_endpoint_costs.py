@@ -150,3 +150,134 @@ def test_a_trigger_tree_over_the_bound_is_refused_with_54000(server):
         assert cur.fetchall() == [(1,)]
     finally:
         ada.close()
+
+
+# ------------------------------------------------------------------ Spark's own window()
+#: rows for plain Spark's window(): hand-derived windows in the legitimate test
+ROWS = ("FROM VALUES (TIMESTAMP '2026-01-01 00:00:00', 1), (TIMESTAMP '2026-01-01 00:04:00', 2),"
+        " (TIMESTAMP '2026-01-01 00:07:00', 4) AS t(ts, v)")
+#: (statement, the text its refused call starts with, the windows per row it asks for):
+#: Spark's window() expands each row into ceil(size / slide) windows in the driver, so the
+#: same bound holds, at the call, in every form Spark accepts
+SPARK_WINDOWS = [
+    (f"SELECT window(ts, '1 hour', '1 millisecond') AS w, COUNT(*) AS n {ONE_ROW} "
+     "GROUP BY 1", "window(", "3,600,000"),
+    (f"select WINDOW(ts, '1 HOUR', '1 MILLISECOND').start as s {ONE_ROW}", "WINDOW(",
+     "3,600,000"),
+    (f"SELECT COUNT(*) AS n {ONE_ROW} GROUP BY window(ts, '1001 seconds', '1 second')",
+     "window(", "1,001"),
+    (f"SELECT window(ts, 3600000000, 1000) AS w {ONE_ROW}", "window(", "3,600,000"),
+    (f"SELECT window(ts, '1 hour', 1000L, '0 seconds') AS w {ONE_ROW}", "window(",
+     "3,600,000"),
+    (f"SELECT window(ts, /* a comment */ 'interval 1 hour',\n  'interval 1 millisecond') AS w"
+     f" {ONE_ROW}", "window(", "3,600,000"),
+    (f"SELECT window(timeColumn => ts, slideDuration => '1 millisecond', windowDuration => "
+     f"'1 hour') AS w {ONE_ROW}", "window(", "3,600,000"),
+    (f"SELECT system.builtin.window(ts, '1 hour', '1 millisecond') AS w {ONE_ROW}",
+     "system.builtin.window(", "3,600,000"),
+    (f"SELECT IDENTIFIER('window')(ts, '1 hour', '1 millisecond') AS w {ONE_ROW}",
+     "IDENTIFIER(", "3,600,000"),
+    (f"WITH c AS (SELECT window(ts, '1 hour', '1 millisecond') AS w {ONE_ROW}) "
+     "SELECT COUNT(*) FROM c", "window(", "3,600,000"),
+    (f"CREATE OR REPLACE TEMP VIEW spark_w AS SELECT window(ts, '1 hour', '1 millisecond') "
+     f"AS w {ONE_ROW}", "window(", "3,600,000"),
+    (f"EXPLAIN SELECT window(ts, '1 hour', '1 millisecond') AS w {ONE_ROW}", "window(",
+     "3,600,000"),
+    ("EXECUTE IMMEDIATE 'SELECT window(ts, ''1 hour'', ''1 millisecond'') AS w "
+     + ONE_ROW.replace("'", "''") + "'", "window(", "3,600,000"),
+]
+
+
+def _at(statement: str, call: str) -> str:
+    at = statement.index(call)
+    return f"line {statement.count(chr(10), 0, at) + 1}, col {at - statement.rfind(chr(10), 0, at)}"
+
+
+def test_spark_window_over_the_bound_is_refused_fast_with_54000_at_the_call(server):
+    from pyhive.exc import OperationalError
+
+    ada = _connect(server, "ada")
+    try:
+        cur = ada.cursor()
+        for statement, call, n in SPARK_WINDOWS:
+            t0 = time.perf_counter()
+            with pytest.raises(OperationalError) as info:
+                cur.execute(statement)
+            took = time.perf_counter() - t0
+            status = info.value.args[0].status
+            assert status.sqlState == "54000", (statement, status.errorMessage)
+            # judged on the parsed tree (a few py4j calls), never analysed: planning
+            # 3,600,000 windows would take hours
+            assert took < 5.0, (statement, took)
+            assert status.errorMessage.startswith(
+                f"{_at(statement, call)}: window(…) puts each row in {n} windows "
+                "(size / slide); the bound is 1,000 windows per row (dfsql serve "
+                "--max-windows-per-row)"), (statement, status.errorMessage)
+        cur.execute("SHOW VIEWS LIKE 'spark_w'")
+        assert cur.fetchall() == []  # nothing written
+    finally:
+        ada.close()
+    bob = _connect(server, "bob")
+    try:
+        cur = bob.cursor()
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        bob.close()
+
+
+def test_a_duration_known_only_when_it_runs_is_refused(server):
+    """Spark's window() takes only literals, but a parameter marker is bound to one before
+    the window is built: EXECUTE IMMEDIATE … USING would build any number of windows, so a
+    duration that is not written as a literal cannot be bounded and is refused."""
+    from pyhive.exc import OperationalError
+
+    ada = _connect(server, "ada")
+    try:
+        cur = ada.cursor()
+        for statement in (
+                "EXECUTE IMMEDIATE 'SELECT window(ts, ?, ?) AS w "
+                + ONE_ROW.replace("'", "''") + "' USING '1 hour', '1 millisecond'",
+                "EXECUTE IMMEDIATE 'SELECT window(ts, :size, :slide) AS w "
+                + ONE_ROW.replace("'", "''") + "' USING '1 hour' AS size, "
+                "'1 millisecond' AS slide"):
+            t0 = time.perf_counter()
+            with pytest.raises(OperationalError) as info:
+                cur.execute(statement)
+            assert time.perf_counter() - t0 < 5.0
+            status = info.value.args[0].status
+            assert status.sqlState == "54000", status.errorMessage
+            assert "window(…)'s durations are known only when the statement runs" in \
+                status.errorMessage, status.errorMessage
+        cur.execute("SELECT 2 AS two")
+        assert cur.fetchall() == [(2,)]
+    finally:
+        ada.close()
+
+
+def test_a_legitimate_spark_window_and_what_only_spells_one_still_run(server):
+    ada = _connect(server, "ada")
+    try:
+        cur = ada.cursor()
+        # size 10 min, slide 5: 00:00 and 00:04 are in [23:55, 00:05) and [00:00, 00:10),
+        # 00:07 in [00:00, 00:10) and [00:05, 00:15)
+        cur.execute(f"SELECT window.start AS s, window.end AS e, SUM(v) AS total {ROWS} "
+                    "GROUP BY window(ts, '10 minutes', '5 minutes') ORDER BY s")
+        assert [(str(s), str(e), total) for s, e, total in cur.fetchall()] == [
+            ("2025-12-31 23:55:00", "2026-01-01 00:05:00", 3),
+            ("2026-01-01 00:00:00", "2026-01-01 00:10:00", 7),
+            ("2026-01-01 00:05:00", "2026-01-01 00:15:00", 4)]
+        # a tumbling window (slide = size) and session_window: one window per row
+        cur.execute(f"SELECT window.start AS s, COUNT(*) AS n {ROWS} "
+                    "GROUP BY window(ts, '5 minutes') ORDER BY s")
+        assert [(str(s), n) for s, n in cur.fetchall()] == [
+            ("2026-01-01 00:00:00", 2), ("2026-01-01 00:05:00", 1)]
+        cur.execute(f"SELECT session_window.start AS s, COUNT(*) AS n {ROWS} "
+                    "GROUP BY session_window(ts, '1 millisecond') ORDER BY s")
+        assert [n for _, n in cur.fetchall()] == [1, 1, 1]
+        # only spelt: a string, a column and an alias named window
+        cur.execute("SELECT 'window(ts, ''1 hour'', ''1 millisecond'')' AS window, "
+                    "q.window AS w FROM (SELECT 3 AS window) AS q")
+        assert cur.fetchall() == [("window(ts, '1 hour', '1 millisecond')", 3)]
+    finally:
+        ada.close()
