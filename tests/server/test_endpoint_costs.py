@@ -281,3 +281,56 @@ def test_a_legitimate_spark_window_and_what_only_spells_one_still_run(server):
         assert cur.fetchall() == [("window(ts, '1 hour', '1 millisecond')", 3)]
     finally:
         ada.close()
+
+
+# ------------------------------------------------------------------ planning and the timeout
+#: a legitimate statement that is slow to plan: Spark's analyser builds a projection per
+#: window for each of the six windows at the bound (over 2 s each on an idle 2-core
+#: machine, far more on a loaded one); it runs no job until its plan is made
+SLOW_TO_PLAN = " UNION ALL ".join(
+    f"SELECT window(ts, '1000 seconds', '1 second') AS w, {i} AS i {ONE_ROW}"
+    for i in range(6))
+
+
+def _planning_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("dfsql-statement")]
+
+
+def test_a_statement_planning_past_its_timeout_is_answered_at_the_deadline(spark):
+    """PyHive runs a statement synchronously (runAsync false): the client waits on the
+    ExecuteStatement call itself. Its deadline answers it with HYT00 while Spark still
+    analyses (which no cancel interrupts), and the INSERT's write, which starts once the
+    analysis ends, is cancelled: the table stays empty."""
+    from pyhive import hive
+    from pyhive.exc import OperationalError
+
+    server = Server(spark, port=0, auth="NOSASL", statement_timeout=3).start()
+    try:
+        cur = hive.connect(host="127.0.0.1", port=server.port, auth="NOSASL").cursor()
+        cur.execute("CREATE TABLE slow_sink (i INT) USING parquet")
+        t0 = time.monotonic()
+        with pytest.raises(OperationalError) as info:
+            cur.execute(f"INSERT INTO slow_sink SELECT i FROM ({SLOW_TO_PLAN}) AS q")
+        took = time.monotonic() - t0
+        status = info.value.args[0].status
+        assert (status.sqlState, status.errorMessage) == (
+            "HYT00", "the statement ran past its 3 s timeout (dfsql serve "
+            "--statement-timeout) and was cancelled")
+        assert 3 <= took < 6, took
+        cur.execute("SELECT 1 AS one")  # the session goes on meanwhile
+        assert cur.fetchall() == [(1,)]
+        # its planning goes on in the background, its result discarded
+        deadline = time.monotonic() + 600
+        while _planning_threads() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        planned = time.monotonic() - t0
+        print(f"\nanswered after {took:.1f} s; its planning ended after {planned:.1f} s")
+        assert not _planning_threads()
+        assert planned > 6  # answered well before its planning ended
+        cur.execute("SELECT COUNT(*) FROM slow_sink")
+        assert cur.fetchall() == [(0,)]  # nothing written
+        cur.execute("DROP TABLE slow_sink")
+    finally:
+        server.stop()
