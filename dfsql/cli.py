@@ -115,6 +115,7 @@ def serve(args: argparse.Namespace) -> int:
     import threading
 
     from dfsql.server import EXIT_SPARK_DIED, Server, parse_streams
+    from dfsql.server.shutdown import end_spark, stop_on_sigterm
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
@@ -169,8 +170,12 @@ def serve(args: argparse.Namespace) -> int:
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
           f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
+    stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
-    return EXIT_SPARK_DIED if server.failure else 0
+    if server.failure:
+        return EXIT_SPARK_DIED
+    end_spark(spark)
+    return 0
 
 
 def _seconds(text: str) -> float:
