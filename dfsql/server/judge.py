@@ -16,6 +16,9 @@ refused. What is refused, each with SQLSTATE 42501 at the place it was written:
   names — ``format.`path``` tables, ``path``/``paths`` options, table, partition and
   database ``LOCATION``\\ s, insert and load targets — as Hadoop will read it
   (:mod:`dfsql.server.paths`).
+
+And with SQLSTATE 54000 what would cost more than a bound lets it: Spark's own
+``window()`` over ``--max-windows-per-row`` (:mod:`dfsql.server.judge_windows`).
 """
 
 from __future__ import annotations
