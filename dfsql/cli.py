@@ -114,8 +114,13 @@ def serve(args: argparse.Namespace) -> int:
     # shell's prompt_toolkit and rich in shell()
     import threading
 
-    from dfsql.server import EXIT_SPARK_DIED, Server, parse_streams
-    from dfsql.server.shutdown import end_spark, stop_on_sigterm
+    from dfsql.server import (
+        EXIT_SPARK_DIED,
+        Server,
+        end_spark,
+        parse_streams,
+        stop_on_sigterm,
+    )
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",

@@ -310,9 +310,12 @@ def test_serve_stops_on_sigterm_while_a_statement_is_planned(tmp_path) -> None:
         java = [pid for pid, comm in _children(proc.pid) if comm == "java"]
         assert len(java) == 1, _children(proc.pid)
         outcome: list[BaseException | object] = []
+        # connected (its USE run) and warmed before: the slow part is the statement's
+        c = hive.connect(host="127.0.0.1", port=port, auth="NOSASL").cursor()
+        c.execute("SELECT 1 AS one")
+        assert c.fetchall() == [(1,)]
 
         def planned() -> None:
-            c = hive.connect(host="127.0.0.1", port=port, auth="NOSASL").cursor()
             try:
                 c.execute(SLOW_TO_PLAN)
                 outcome.append(c.fetchall())
