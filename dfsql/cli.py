@@ -22,7 +22,11 @@ from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
-from dfsql.language.costs import set_max_trigger_nodes, set_max_windows_per_row
+from dfsql.language.costs import (
+    set_max_trigger_nodes,
+    set_max_windowed_queries,
+    set_max_windows_per_row,
+)
 from dfsql.session import EXAMPLES, register_paper_tables  # dfsql.cli.EXAMPLES, as before
 from dfsql.shell import (
     reference_help as docs_help,  # re and importlib.resources only: light at start-up
@@ -153,6 +157,8 @@ def serve(args: argparse.Namespace) -> int:
         set_max_windows_per_row(args.max_windows_per_row)
     if args.max_trigger_nodes is not None:
         set_max_trigger_nodes(args.max_trigger_nodes)
+    if args.max_windowed_queries is not None:
+        set_max_windowed_queries(args.max_windowed_queries)
     roots = None if args.allow_any_path else args.data_root
     # the limits given (the parser's defaults are None: the Server's own hold)
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
@@ -250,6 +256,10 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-trigger-nodes", type=_bound, metavar="N",
                    help="refuse a TRIGGER clause whose tree has more nodes, SQLSTATE "
                         "54000, before it is planned (default 1000; 0: no limit)")
+    p.add_argument("--max-windowed-queries", type=_bound, metavar="N",
+                   help="refuse a statement with more windowed queries (WINDOW clauses), "
+                        "SQLSTATE 54000, before they are planned (default 100; 0: no "
+                        "limit)")
     p.add_argument("--max-partition-mb", type=float, metavar="MB",
                    help="fail a statement one of whose result partitions grows past "
                         "this (estimated from its column types), SQLSTATE 54000, "

@@ -119,6 +119,7 @@ def test_serve_names_the_flag_and_its_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--max-windows-per-row N" in text and "(default 1000; 0: no limit)" in text
     assert "--max-trigger-nodes N" in text
+    assert "--max-windowed-queries N" in text and "(default 100; 0: no limit)" in text
     with pytest.raises(SystemExit):
         main(["serve", "--max-windows-per-row", "-1"])
     assert "a bound is 0 (none) or more" in capsys.readouterr().err
@@ -334,3 +335,27 @@ def test_a_statement_planning_past_its_timeout_is_answered_at_the_deadline(spark
         cur.execute("DROP TABLE slow_sink")
     finally:
         server.stop()
+
+
+def test_a_statement_of_too_many_windowed_queries_is_refused_with_54000(server):
+    from pyhive.exc import OperationalError
+
+    one = f"SELECT SUM(v) AS s {ONE_ROW} WINDOW FIXED(1 MINUTE) ON ts"
+    text = " UNION ALL ".join(f"SELECT * FROM ({one}) AS q{i}" for i in range(101))
+    ada = _connect(server, "ada")
+    try:
+        cur = ada.cursor()
+        t0 = time.perf_counter()
+        with pytest.raises(OperationalError) as info:
+            cur.execute(text)
+        assert time.perf_counter() - t0 < 5.0
+        status = info.value.args[0].status
+        assert status.sqlState == "54000", status.errorMessage
+        assert status.errorMessage.startswith(
+            f"line 1, col {text.rindex('WINDOW') + 1}: the statement has more than 100 "
+            "windowed queries; the bound is 100 (dfsql serve --max-windowed-queries)"), \
+            status.errorMessage
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        ada.close()
