@@ -39,8 +39,9 @@ EXIT_TERMINATED = 143
 
 
 def stop_on_sigterm(server: Server, spark: SparkSession) -> None:
-    """From now on SIGTERM (and SIGINT's second press is Python's own) stops ``server``:
-    ``serve_forever`` returns once it has stopped; then :func:`end_spark`."""
+    """From now on SIGTERM stops ``server`` (SIGINT stays Python's KeyboardInterrupt,
+    which ``serve_forever`` takes the same way): ``serve_forever`` returns once it has
+    stopped, and the caller then ends Spark (:func:`end_spark`)."""
     proc = jvm_process(spark)
 
     def on_term(signum: int, _frame) -> None:
