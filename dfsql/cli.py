@@ -22,7 +22,11 @@ from typing import TYPE_CHECKING
 
 import dfsql
 from dfsql.errors import DfsqlError
-from dfsql.language.costs import set_max_trigger_nodes, set_max_windows_per_row
+from dfsql.language.costs import (
+    set_max_trigger_nodes,
+    set_max_windowed_queries,
+    set_max_windows_per_row,
+)
 from dfsql.session import (  # dfsql.cli.EXAMPLES, as before
     EXAMPLES,
     SERVE_TASK_SLOTS,
@@ -118,7 +122,13 @@ def serve(args: argparse.Namespace) -> int:
     # shell's prompt_toolkit and rich in shell()
     import threading
 
-    from dfsql.server import EXIT_SPARK_DIED, Server, parse_streams
+    from dfsql.server import (
+        EXIT_SPARK_DIED,
+        Server,
+        end_spark,
+        parse_streams,
+        stop_on_sigterm,
+    )
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
@@ -151,6 +161,8 @@ def serve(args: argparse.Namespace) -> int:
         set_max_windows_per_row(args.max_windows_per_row)
     if args.max_trigger_nodes is not None:
         set_max_trigger_nodes(args.max_trigger_nodes)
+    if args.max_windowed_queries is not None:
+        set_max_windowed_queries(args.max_windowed_queries)
     roots = None if args.allow_any_path else args.data_root
     # the limits given (the parser's defaults are None: the Server's own hold)
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
@@ -173,8 +185,12 @@ def serve(args: argparse.Namespace) -> int:
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
           f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
+    stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
-    return EXIT_SPARK_DIED if server.failure else 0
+    if server.failure:
+        return EXIT_SPARK_DIED
+    end_spark(spark)
+    return 0
 
 
 def _seconds(text: str) -> float:
@@ -245,6 +261,10 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-trigger-nodes", type=_bound, metavar="N",
                    help="refuse a TRIGGER clause whose tree has more nodes, SQLSTATE "
                         "54000, before it is planned (default 1000; 0: no limit)")
+    p.add_argument("--max-windowed-queries", type=_bound, metavar="N",
+                   help="refuse a statement with more windowed queries (WINDOW clauses), "
+                        "SQLSTATE 54000, before they are planned (default 100; 0: no "
+                        "limit)")
     p.add_argument("--max-partition-mb", type=float, metavar="MB",
                    help="fail a statement one of whose result partitions grows past "
                         "this (estimated from its column types), SQLSTATE 54000, "

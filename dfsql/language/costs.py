@@ -30,8 +30,14 @@ MAX_WINDOWS_PER_ROW = 1_000
 #: row, 10,000 in 4.6 s (measured for #52); no trigger written by hand comes near
 MAX_TRIGGER_NODES = 1_000
 
+#: the default bound on a statement's windowed queries (blocks): dfsql plans each in
+#: Python, holding the GIL; measured for #52 on a loaded 2-core machine, 10 UNION ALL'd
+#: blocks plan in 24 s, 50 in 31 s, and a 1 MB statement could hold thousands
+MAX_WINDOWED_QUERIES = 100
+
 _bound = [MAX_WINDOWS_PER_ROW]
 _trigger_bound = [MAX_TRIGGER_NODES]
+_blocks_bound = [MAX_WINDOWED_QUERIES]
 
 
 class CostError(DfsqlError):
@@ -99,3 +105,23 @@ def check_trigger_nodes(trigger: Trigger, line: int | None, column: int | None) 
             "--max-trigger-nodes)", line, column,
             "a trigger of the same firings is usually far smaller: AFTER n ROWS once, "
             "rather than ANY of many counts")
+
+
+def set_max_windowed_queries(n: int) -> None:
+    """Set the bound on a statement's windowed queries for this process (``dfsql serve
+    --max-windowed-queries``; 0: none)."""
+    if n < 0:
+        raise ValueError(f"a bound is 0 (none) or more: {n}")
+    _blocks_bound[0] = n
+
+
+def check_windowed_queries(count: int, line: int | None, column: int | None) -> None:
+    """Refuse the ``count``-th windowed query of a statement when it is one over the
+    bound, at its start (before it, and those after it, are parsed)."""
+    bound = _blocks_bound[0]
+    if 0 < bound < count:
+        raise CostError(
+            f"the statement has more than {bound:,} windowed queries; the bound is "
+            f"{bound:,} (dfsql serve --max-windowed-queries)", line, column,
+            "run them as separate statements, or put the rows together first and "
+            "window them once")

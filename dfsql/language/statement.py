@@ -19,6 +19,7 @@ from sqlglot.errors import SqlglotError
 
 from dfsql.errors import NotSupportedError, WindowedQueryError
 from dfsql.language.blocks import PLACEHOLDER, SparkWatermark, WindowedBlock
+from dfsql.language.costs import check_windowed_queries
 from dfsql.language.heads import check_windowed_view, statement_kind
 from dfsql.language.parse import parse_region
 from dfsql.language.regions import find_regions, spark_watermarks
@@ -141,6 +142,8 @@ def _parse(text: str, scanned: Scanned) -> Statement:
     # TIME and the stages made of them, for the planner.
     blocks = []
     for b in _blocks(regions, tokens, src, cleaned, body_start):
+        at = src.pos(b.region[0])  # each costs its planning: bounded before it is parsed
+        check_windowed_queries(len(blocks) + 1, at.line, at.column)
         b = replace(b, select=parse_select(b, src))
         stages = rewrite(b, src)
         blocks.append(replace(b, trees=stages.clause_trees,

@@ -47,9 +47,10 @@ from dfsql.server.server import (
     Server,
     serve,
 )
+from dfsql.server.shutdown import end_spark, stop_on_sigterm
 from dfsql.server.streams import StreamView, parse_streams
 from dfsql.server.watchdog import EXIT_SPARK_DIED
 
 __all__ = ["AUTH_MODES", "EXIT_SPARK_DIED", "IDLE_CONNECTION_TIMEOUT", "IDLE_OPERATION_TIMEOUT",
            "IDLE_SESSION_TIMEOUT", "MAX_CONNECTIONS", "MAX_MESSAGE_MB", "Server", "StreamView",
-           "TRANSPORT_MODES", "parse_streams", "serve"]
+           "TRANSPORT_MODES", "end_spark", "parse_streams", "serve", "stop_on_sigterm"]

@@ -16,6 +16,9 @@ refused. What is refused, each with SQLSTATE 42501 at the place it was written:
   names — ``format.`path``` tables, ``path``/``paths`` options, table, partition and
   database ``LOCATION``\\ s, insert and load targets — as Hadoop will read it
   (:mod:`dfsql.server.paths`).
+
+And with SQLSTATE 54000 what would cost more than a bound lets it: Spark's own
+``window()`` over ``--max-windows-per-row`` (:mod:`dfsql.server.judge_windows`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dfsql.server.judge_text import (
     start_of,
     unjudged,
 )
+from dfsql.server.judge_windows import window_refusal
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
 from dfsql.spark.plan.parsed_plan import (
@@ -204,6 +208,10 @@ class Judge:
             parts = node.values_under("nameParts")
             if parts and parts[-1].lower() in JVM_FUNCTIONS:
                 return jvm_call(text, node, parts[-1])
+        if name in ("UnresolvedFunction", "ExpressionWithUnresolvedIdentifier"):
+            found = window_refusal(spark, text, tree, node)  # Spark's window(): its cost
+            if found is not None:
+                return found
         if name in ("ExpressionWithUnresolvedIdentifier", "PlanWithUnresolvedIdentifier"):
             found = self._identifier(spark, text, tree, node)
             if found is not None:

@@ -361,7 +361,9 @@ class Operation:
                       "cancelled", "HYT00")
         self.state = S.ERROR_STATE
         self.done.set()
-        self._cancel_group()
+        # its thread may plan for long past the deadline (no cancel reaches planning):
+        # the jobs it starts then, a write's above all, are cancelled however late
+        self._cancel_group(seconds=3600.0)
 
     def _cancel_jobs(self) -> None:
         # cancelled: whatever it runs, planning's jobs too (those before its result);
@@ -370,12 +372,13 @@ class Operation:
                                               self._buf is not None):
             self._cancel_group()
 
-    def _cancel_group(self) -> None:
+    def _cancel_group(self, seconds: float = 60.0) -> None:
         """Its running jobs, and those its thread starts until it ends (a statement runs
-        several in turn): :func:`dfsql.session.cancel_until`, beside."""
+        several in turn), for at most ``seconds``: :func:`dfsql.session.cancel_until`,
+        beside."""
         def cancel() -> None:
             try:
-                cancel_until(self.session.spark, self.group, self._ran, seconds=60.0)
+                cancel_until(self.session.spark, self.group, self._ran, seconds=seconds)
             except Exception:  # noqa: BLE001 - a session already gone has nothing to cancel
                 pass
 

@@ -180,6 +180,11 @@ class Server:
         finally:
             self.stop()
 
+    def request_stop(self) -> None:
+        """Ask ``serve_forever`` to stop the server and return (a signal handler's call:
+        it only sets an event)."""
+        self._stopping.set()
+
     def stop(self) -> None:
         self._stopping.set()
         self.watchdog.stop()

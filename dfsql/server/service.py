@@ -41,7 +41,7 @@ from dfsql.server.owners import caller_owns, same_handle
 from dfsql.server.settings import setting_allowed, setting_refusal, text_only
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
-from dfsql.server.timeouts import Timeouts
+from dfsql.server.timeouts import Timeouts, run_until_deadline
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -300,7 +300,7 @@ class Service:
             op.state = S.PENDING_STATE
             self.pool.submit(s.user, op.run)
             return tt.TExecuteStatementResp(status=OK, operationHandle=op.handle)
-        op.run()
+        run_until_deadline(op)  # the deadline answers it even while it is planned
         if op.state == S.ERROR_STATE:
             assert op.error is not None
             self._forget(op)

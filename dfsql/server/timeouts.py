@@ -24,6 +24,23 @@ SWEPT_KEPT = 10_000
 ENDED = (S.FINISHED_STATE, S.ERROR_STATE, S.CANCELED_STATE, S.CLOSED_STATE)
 
 
+def run_until_deadline(op: Operation) -> None:
+    """Run a synchronous statement (``runAsync`` false: the client waits on
+    ExecuteStatement itself) so that its deadline answers the client even while it is
+    planned: Spark's analysis and dfsql's planning run in the driver, where no job-group
+    cancel reaches, and a thread in a py4j call cannot be interrupted (measured for #52:
+    ``Thread.interrupt()`` of the JVM thread running ``sql()`` leaves the analysis to run
+    to its end). So the statement runs on a thread of its own and the caller waits for the
+    operation to end, which :meth:`Operation.time_out` does at the deadline; the thread
+    runs on, its result discarded and its jobs cancelled as they start (the operation's
+    ``_abandoned``, ``_cancel_group``). Without a deadline it runs here, as before."""
+    if op.deadline is None:
+        op.run()
+        return
+    threading.Thread(target=op.run, name=f"dfsql-statement-{op.group}", daemon=True).start()
+    op.done.wait()
+
+
 class Timeouts:
     """The deadlines and idle sweeps over the service's sessions and operations (the
     service's own dicts, read here, changed only through ``close_session`` and

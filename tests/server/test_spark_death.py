@@ -266,3 +266,68 @@ def test_serve_exits_when_its_jvm_is_killed(tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+#: a legitimate statement slow to plan (Spark's analyser builds a projection per window:
+#: six windows at the --max-windows-per-row bound, tens of seconds on a loaded machine)
+SLOW_TO_PLAN = "SELECT COUNT(*) FROM (" + " UNION ALL ".join(
+    f"SELECT window(ts, '1000 seconds', '1 second') AS w, {i} AS i FROM VALUES "
+    "(TIMESTAMP '2026-01-01 00:00:00') AS t(ts)" for i in range(6)) + ") AS q"
+
+
+def test_serve_stops_on_sigterm_while_a_statement_is_planned(tmp_path) -> None:
+    """SIGTERM, as a supervisor stops a service: the server stops accepting, ends its
+    sessions and Spark, and exits 0 within seconds, with its JVM gone, even while a
+    client's statement is stuck in Spark's analysis (a py4j call no cancel reaches)."""
+    from pyhive import hive
+
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               DFSQL_WAREHOUSE=str(tmp_path / "warehouse"),
+               DFSQL_SPARK_LOG=str(tmp_path / "spark.log"))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dfsql.cli", "serve", "--port", str(port),
+                                 "--auth", "NOSASL", "--statement-timeout", "600"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        _wait_for(log, "dfsql serving", proc, 120)
+        java = [pid for pid, comm in _children(proc.pid) if comm == "java"]
+        assert len(java) == 1, _children(proc.pid)
+        outcome: list[BaseException | object] = []
+        # connected (its USE run) and warmed before: the slow part is the statement's
+        c = hive.connect(host="127.0.0.1", port=port, auth="NOSASL").cursor()
+        c.execute("SELECT 1 AS one")
+        assert c.fetchall() == [(1,)]
+
+        def planned() -> None:
+            try:
+                c.execute(SLOW_TO_PLAN)
+                outcome.append(c.fetchall())
+            except BaseException as e:  # noqa: BLE001 (what the client saw is the point)
+                outcome.append(e)
+
+        runner = threading.Thread(target=planned, daemon=True)
+        runner.start()
+        time.sleep(4)  # in Spark's analysis
+        assert runner.is_alive() and not outcome
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        status = proc.wait(60)
+        took = time.monotonic() - sent
+        print(f"\nSIGTERM mid-planning → dfsql serve exited {status} after {took:.2f} s")
+        assert took < 30, took
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{java[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{java[0]}").exists(), "the JVM outlived the server"
+        assert status == 0, log.read_text()
+        assert "stopping on SIGTERM" in log.read_text()
+        runner.join(30)
+        assert not runner.is_alive() and len(outcome) == 1
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
