@@ -237,8 +237,12 @@ def _refused(text: str, node: Node, key: str, what: str, why: str = "") -> Refus
     reason = why or ("is not an option this server lets a client give it (Spark hands a "
                      "source's options to Hadoop as its configuration, and some name "
                      "files)")
+    at = _locate_key(text, node, key)
+    begin = at + 1 if text[at:at + 1] in ("'", '"', "`") else at
+    if text[begin:begin + len(key)].lower() == key.lower():  # as written, not lowered
+        key = text[begin:begin + len(key)]
     return Refusal(PathNotAllowedError, f"the option {key!r} of {what} {reason}",
-                   _HINT, _locate_key(text, node, key), key)
+                   _HINT, at, key)
 
 
 def _locate_key(text: str, node: Node, key: str) -> int:

@@ -114,6 +114,12 @@ ATTACKS = [
     ("SELECT * FROM text.`{root}/t1` WITH ('hadoop.security.authentication' = 'simple')",
      None),
     ("SELECT * FROM scores WITH ('fs.defaultFS' = 'file:///')", "'fs.defaultFS'"),
+    ("CREATE TEMPORARY VIEW IDENTIFIER('v1') USING text OPTIONS (path '{root}/t1', "
+     "'fs.defaultFS' 'file:///')", "'fs.defaultFS'"),
+    ("ALTER TABLE IDENTIFIER('scores') SET SERDEPROPERTIES ('fs.file.impl' = 'x.Y')",
+     "'fs.file.impl'"),
+    ("/* 'fs.defaultFS' */ SELECT * FROM text.`{root}/t1` -- 'fs.defaultFS'\n"
+     "WITH ('fs.defaultFS' = 'file:///')", None),
     ("CREATE TABLE t_fs (value STRING) USING text OPTIONS ('fs.defaultFS' 'file:///') "
      "LOCATION '{root}/t1'", "'fs.defaultFS'"),
     ("CREATE TABLE t_fs USING parquet OPTIONS (mapreduce.input.fileinputformat.split."
@@ -207,6 +213,8 @@ def test_every_option_attack_is_refused_and_nothing_happens(server, cursor, plac
         status = _refused(cursor, statement)
         assert status.sqlState == "42501", (statement, status.errorMessage)
         assert SECRET not in status.errorMessage, statement
+        assert "option" in status.errorMessage or "map(" in status.errorMessage or \
+            "descriptor" in status.errorMessage, (statement, status.errorMessage)
         if at is not None:
             at = _fill(at, places)
             column = statement.index(at) + 1
