@@ -46,7 +46,7 @@ from dfsql.server.judge_text import (
     start_of,
     unjudged,
 )
-from dfsql.server.options import option_refusal
+from dfsql.server.options import option_refusal, reads_files
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
 from dfsql.spark.plan.parsed_plan import (
@@ -347,10 +347,11 @@ class Judge:
         return cls
 
     def _file_source(self, spark: SparkSession, name: str) -> str | None:
-        """Which of SOURCES ``name`` is: "" another data source, None none."""
+        """Which of SOURCES ``name`` is (:data:`dfsql.server.options.Sources`)."""
         cls = self._class_of(spark, name)
-        return None if cls is None else next(
-            (s for s in SOURCES if self._class_of(spark, s) == cls), "")
+        known = None if cls is None else next(
+            (s for s in SOURCES if self._class_of(spark, s) == cls), None)
+        return known if known or cls is None or reads_files(spark, cls) else ""
 
     def _working_dir(self) -> str:
         """What a relative path is relative to: the JVM's working directory (Hadoop's

@@ -25,17 +25,22 @@ variable, ``str_to_map(…)``) is known only when the statement runs, so it is r
 ``TBLPROPERTIES`` and ``DBPROPERTIES`` are not options (Spark hands them to no reader).
 
 The rule belongs to the data roots: ``--allow-any-path`` lifts it. Under
-``--allow-jvm-functions`` a data source other than the five may be used, with its own
-keys unjudged (such a source runs code of its own, which no root binds).
+``--allow-jvm-functions`` a data source other than the five may be used: a file source
+(the five by their class names, avro, binaryFile) is held to the five's keys; another
+one's keys are not judged (it runs code of its own, which no root binds).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from dfsql.server.judge_text import Refusal, start_of, unjudged
 from dfsql.server.paths import PathNotAllowedError
 from dfsql.spark.plan.parsed_plan import Node, Tree
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _keys(*names: str) -> frozenset[str]:
@@ -114,11 +119,28 @@ _MAPS = frozenset({"options", "storage.properties", "serdeproperties",
                    "serde.serdeproperties"})
 _HINT = "ask the operator to allow any option (dfsql serve --allow-any-path)"
 
-#: a data source's name -> the one of the five it is, "" for another data source (its
-#: keys unjudged), None for a name that is no data source (a database's, a table's)
+#: a data source's name -> the one of the five it is, "" for a source that reads no
+#: files (its keys unjudged), None for a file source spelt otherwise (``USING
+#: org.….TextFileFormat``) or a name that is no data source (a database's): held to
+#: every file source's keys
 Sources = Callable[[str], str | None]
 #: ``IDENTIFIER('…')``'s literal -> its name's parts
 Names = Callable[[str], Sequence[str]]
+
+
+def reads_files(spark: SparkSession, cls: str) -> bool:
+    """Is data-source class ``cls`` one of Spark's file sources (a ``FileFormat`` or a
+    ``FileDataSourceV2``): a spelling of the five by class, or another file source
+    (avro, binaryFile), whose options Spark hands to Hadoop just the same?"""
+    jvm = spark.sparkContext._jvm
+    try:
+        loaded = jvm.org.apache.spark.util.Utils.classForName(cls, True, False)
+    except Exception:  # noqa: BLE001 (not loadable here: Spark cannot load it either)
+        return False
+    pkg = "org.apache.spark.sql.execution.datasources."
+    return any(jvm.org.apache.spark.util.Utils.classForName(base, True, False)
+               .isAssignableFrom(loaded)
+               for base in (pkg + "FileFormat", pkg + "v2.FileDataSourceV2"))
 
 
 def option_refusal(text: str, tree: Tree, node: Node, source: Sources,

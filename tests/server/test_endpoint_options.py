@@ -275,6 +275,27 @@ def test_the_lists_are_sparks_own_keys(spark):
         assert not keys & {"cleansource", "sourcearchivedir", "rowvalidationxsdpath"}
 
 
+def test_with_jvm_functions_a_file_source_by_any_name_keeps_to_the_list(spark, places):
+    """``--allow-jvm-functions`` (roots kept) lets a client name any data source: a file
+    source spelt by its class is still held to the five's keys; JDBC's own are not
+    judged (it runs code of its own, which no root binds)."""
+    judge = Judge(Policy((str(places["root"]),), allow_code=True))
+    session = spark.newSession()
+    for cls in ("org.apache.spark.sql.execution.datasources.text.TextFileFormat",
+                "org.apache.spark.sql.execution.datasources.v2.text.TextDataSourceV2",
+                "binaryFile"):
+        found = judge.refusal(session, _fill(
+            f"CREATE TEMPORARY VIEW v USING {cls} OPTIONS (path '{{root}}/t1', "
+            "'fs.defaultFS' 'viewfs://a/')", places))
+        assert found is not None and "'fs.defaultFS'" in found.message, cls
+    assert judge.refusal(session, "CREATE TEMPORARY VIEW j USING jdbc OPTIONS (url "
+                                  "'jdbc:derby:memory:x', dbtable 't')") is None
+    assert judge.refusal(session, _fill("CREATE TEMPORARY VIEW v USING text OPTIONS (path "
+                                        "'{root}/t1', wholetext 'true')", places)) is None
+    assert Judge(Policy(None, allow_code=False)).refusal(
+        session, "SELECT * FROM scores WITH ('fs.defaultFS' = 'x')") is None
+
+
 # --------------------------------------------------------------------------- generated
 
 #: (key, a harmless value) a source or function may be given
