@@ -421,7 +421,8 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                        help="a directory under which statements may read and write files "
                             "(repeatable; none by default)")
     p_srv.add_argument("--allow-any-path", action="store_true",
-                       help="let statements read and write files anywhere")
+                       help="let statements read and write files anywhere and give "
+                            "data sources and functions any option key")
     p_srv.add_argument("--allow-jvm-functions", action="store_true",
                        help="trust clients to run code: reflect/java_method/try_reflect, "
                             "TRANSFORM/MAP/REDUCE ... USING, CREATE FUNCTION, ADD JAR/FILE/"

@@ -50,6 +50,7 @@ from dfsql.server.judge_text import (
     unjudged,
 )
 from dfsql.server.judge_windows import window_refusal
+from dfsql.server.options import option_refusal, reads_files
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
 from dfsql.spark.plan.parsed_plan import (
@@ -226,6 +227,9 @@ class Judge:
                 return Refusal(JvmNotAllowedError, refused[0], HINT,
                                locate(text, node, refused[1]), refused[1])
         found = owned_view_refusal(text, tree, node, self._global_temp)
+        if found is None and paths:  # option keys: lifted with the roots
+            found = option_refusal(text, tree, node, lambda n: self._file_source(spark, n),
+                                   lambda literal: parse_identifier(spark, literal))
         if found is not None:
             return found
         if name == "UnresolvedRelation":
@@ -349,6 +353,13 @@ class Judge:
         with self._lock:
             self._sources[key] = cls
         return cls
+
+    def _file_source(self, spark: SparkSession, name: str) -> str | None:
+        """Which of SOURCES ``name`` is (:data:`dfsql.server.options.Sources`)."""
+        cls = self._class_of(spark, name)
+        known = None if cls is None else next(
+            (s for s in SOURCES if self._class_of(spark, s) == cls), None)
+        return known if known or cls is None or reads_files(spark, cls) else ""
 
     def _working_dir(self) -> str:
         """What a relative path is relative to: the JVM's working directory (Hadoop's
