@@ -46,6 +46,8 @@ _CREATES = {"CreateTable": "table", "CreateTableAsSelect": "table", "CreateView"
             "CreateTableLike": "table"}
 _REPLACES = frozenset({"ReplaceTable", "ReplaceTableAsSelect"})
 _GLOBAL = "global temporary view"
+#: where a name dfsql's own parse placed stands (not a node of Spark's tree)
+_NOWHERE = Node(-1, -1, "", "", (-1, -1, -1, -1))
 ADMIN = "dfsql serve --admin"
 
 
@@ -80,18 +82,28 @@ def built(spark: SparkSession, plan: Any) -> Any:
 
 @dataclass(frozen=True)
 class Target:
-    """An object a node names: its registry key, its name to show, what the node does
-    to it, and where its name is written."""
+    """An object a node names: its database and name (a database: its name and ""),
+    what the node does to it, and where its name is written."""
 
-    key: str
-    shown: str
+    db: str
+    name: str
     kind: str
     how: str  # read | create | replace | change | drop | rename | drop_database
     node: Node
     written: str
-    #: a rename's new key; a DROP DATABASE's CASCADE
-    new_key: str = ""
+    #: a rename's new (database, name); a DROP DATABASE's CASCADE
+    renamed: tuple[str, str] = ("", "")
     cascade: bool = False
+
+    @property
+    def key(self) -> str:
+        return database_key(self.db) if self.kind == "database" else \
+            table_key(self.db, self.name)
+
+    @property
+    def shown(self) -> str:
+        return self.db.lower() if self.kind == "database" else \
+            f"{self.db.lower()}.{self.name.lower()}"
 
 
 class OwnerRule:
@@ -122,11 +134,14 @@ class OwnerRule:
         who = actor()
         if stmt.kind != "create" or stmt.name is None or who.user is None:
             return
-        t = Target(table_key(global_temp, stmt.name), f"{global_temp}.{stmt.name.lower()}",
-                   _GLOBAL, "replace", Node(-1, -1, "", "", (-1, -1, -1, -1)), stmt.name)
-        owner, known = self._owner(t.key, t.shown, global_temp=True)
-        if who.admin or owner == who.user or not (known or _exists(spark, t)):
-            self._plan("record", t.key, who.user if owner is None else owner, _GLOBAL)
+        t = Target(global_temp, stmt.name, _GLOBAL, "replace", _NOWHERE, stmt.name)
+        owner, known = self._owner(t)
+        if not (_query_of(t) is not None or _exists(spark, t)):  # a stale entry's, too
+            self._plan("record", t.key, who.user, _GLOBAL, t.shown)
+            return
+        if who.admin or owner == who.user:
+            self._plan("record", t.key, who.user if owner is None else owner, _GLOBAL,
+                       t.shown)
             return
         found = self._refused(stmt.name, t, owner, "change")
         raise Source(text).error(found.error, found.message, max(stmt.name_offset, 0),
@@ -152,7 +167,7 @@ class OwnerRule:
             elif df is None:
                 continue
             elif what == "describe":
-                df = described(spark, df, self.owner_of(effect[1]))
+                df = described(spark, df, self._owner(effect[1])[0])
             elif what == "show_tables":
                 df = tables_shown(df, self.registry.owners_of_tables())
         return df
@@ -160,13 +175,16 @@ class OwnerRule:
     # ---------------------------------------------------------------- the tree
     def refusal(self, spark: SparkSession, text: str, tree: Tree, node: Node,
                 global_temp: str) -> Refusal | None:
-        """Why ``node`` may not do what it does to another user's object, or None."""
+        """Why ``node`` may not do what it does to another user's object, or None
+        (EXPLAIN runs nothing: it changes, reads and records nothing)."""
+        if tree.nodes[0].name == "ExplainCommand":
+            return None
         if node.name == "DescribeRelation" and node.value("isExtended") == "true":
             rel = tree.child(node, "relation")
             target = None if rel is None else self._target(spark, tree, rel, global_temp,
                                                            describing=True)
             if target is not None:
-                self._plan("describe", target.key)
+                self._plan("describe", target)
         elif node.name == "ShowTables":
             self._plan("show_tables")
         if node.name not in _NAMES and node.name not in _VIEWS:
@@ -179,16 +197,15 @@ class OwnerRule:
 
     def _judge(self, spark: SparkSession, text: str, t: Target,
                who: Actor) -> Refusal | None:
-        owner, known = self._owner(t.key, t.shown, global_temp=t.kind == _GLOBAL)
+        owner, known = self._owner(t)
         mine = who.admin or (owner is not None and owner == who.user)
         if t.how == "read":
             if not self.private_objects or owner is None or mine:
                 return None
             return self._refused(text, t, owner, "read")
         if t.how in ("create", "replace"):
-            existed = known or _exists(spark, t)
-            if not existed:
-                self._plan("record", t.key, who.user, t.kind)
+            if not _exists(spark, t):  # new (a stale entry of a name now free: replaced)
+                self._plan("record", t.key, who.user, t.kind, t.shown)
                 return None
             if t.how == "create":  # Spark refuses it, or IF NOT EXISTS does nothing
                 return None
@@ -199,7 +216,8 @@ class OwnerRule:
         if t.how == "drop":
             self._plan("forget", t.key)
         elif t.how == "rename":
-            self._plan("move", t.key, t.new_key)
+            db, name = t.renamed
+            self._plan("move", t.key, table_key(db, name), f"{db.lower()}.{name.lower()}")
         elif t.how == "drop_database":
             return self._drop_database(spark, text, t, who)
         return None
@@ -207,35 +225,30 @@ class OwnerRule:
     def _drop_database(self, spark: SparkSession, text: str, t: Target,
                        who: Actor) -> Refusal | None:
         """DROP DATABASE … CASCADE drops every table in it: the dropper's to drop, each."""
-        db = t.shown
+        db = t.db
         inside = self.registry.under(db)
         if t.cascade and not who.admin:
-            for key, owner in sorted(inside.items()):
-                if owner != who.user:
-                    shown = key.split(":", 1)[1]
-                    kind = self.registry.kind(key) or "table"
-                    return self._refused(text, Target(key, shown, kind, "change", t.node,
-                                                      t.written), owner, "change")
+            for key, entry in sorted(inside.items()):
+                if entry.get("owner") != who.user:
+                    name = entry.get("shown", key).split(".", 1)[-1]
+                    return self._refused(text, Target(db, name, entry.get("kind", "table"),
+                                                      "change", t.node, t.written),
+                                         entry.get("owner"), "change")
             for name in _tables_in(spark, db):
                 if table_key(db, name) not in inside:
-                    return self._refused(text, Target(table_key(db, name), f"{db}.{name}",
-                                                      "table", "change", t.node, t.written),
-                                         None, "change")
+                    return self._refused(text, Target(db, name, "table", "change", t.node,
+                                                      t.written), None, "change")
         self._plan("forget", t.key, *inside)
         return None
 
-    def owner_of(self, key: str) -> str | None:
-        return self._owner(key, key.split(":", 1)[1], global_temp=True)[0]
-
-    def _owner(self, key: str, shown: str, global_temp: bool) -> tuple[str | None, bool]:
+    def _owner(self, t: Target) -> tuple[str | None, bool]:
         """(owner, known): a continuous query's view is its query's (known even without
         an owner: made by the process); else the registry's."""
-        if global_temp:
-            name = shown.split(".", 1)[-1].lower()
+        if t.kind == _GLOBAL:
             for query, owner in query_owners().items():
-                if query.lower() == name:
+                if query.lower() == t.name.lower():
                     return owner, True
-        owner = self.registry.owner(key)
+        owner = self.registry.owner(t.key)
         return owner, owner is not None
 
     def _refused(self, text: str, t: Target, owner: str | None, doing: str) -> Refusal:
@@ -278,12 +291,11 @@ class OwnerRule:
         db, name = where
         if db.lower() == global_temp:
             kind = _GLOBAL
-        new_key = ""
+        renamed = ("", "")
         if how == "rename" and parent is not None:
-            new = parent.values_under("newName")
-            new_key = table_key(new[-2] if len(new) > 1 else db, new[-1]) if new else ""
-        return Target(table_key(db, name), f"{db.lower()}.{name.lower()}", kind, how, node,
-                      parts[-1], new_key)
+            new = parent.values_under("newName") or [name]
+            renamed = (new[-2] if len(new) > 1 else db, new[-1])
+        return Target(db, name, kind, how, node, parts[-1], renamed)
 
 
 def _how(node: Node, pnode: Node | None) -> tuple[str, str]:
@@ -315,16 +327,13 @@ def _view_target(spark: SparkSession, node: Node, global_temp: str) -> Target | 
         if node.value("global") != "true":
             return None
         name = node.value("tableIdent.table") or ""
-        return Target(table_key(global_temp, name), f"{global_temp}.{name.lower()}", _GLOBAL,
-                      how, node, name)
+        return Target(global_temp, name, _GLOBAL, how, node, name)
     name = node.value("name.table") or ""
     kind = node.value("viewType")
     if kind == "GlobalTempView":
-        return Target(table_key(global_temp, name), f"{global_temp}.{name.lower()}", _GLOBAL,
-                      how, node, name)
+        return Target(global_temp, name, _GLOBAL, how, node, name)
     if kind == "PersistedView":
-        db = node.value("name.database") or _current(spark)
-        return Target(table_key(db, name), f"{db.lower()}.{name.lower()}", "view", how,
+        return Target(node.value("name.database") or _current(spark), name, "view", how,
                       node, name)
     return None
 
@@ -345,8 +354,7 @@ def _database_target(node: Node, parent: str, pnode: Node | None) -> Target | No
         how = "change"
     cascade = pnode is not None and pnode.value("cascade") == "true"
     name = parts[0]
-    return Target(database_key(name), name.lower(), "database", how, node, name,
-                  cascade=cascade)
+    return Target(name, "", "database", how, node, name, cascade=cascade)
 
 
 def _cte(tree: Tree, node: Node, parts: list[str]) -> bool:
@@ -386,8 +394,7 @@ def _resolve(spark: SparkSession, parts: list[str], temp_ok: bool) -> tuple[str,
 
 
 def _query_of(t: Target) -> str | None:
-    name = t.shown.split(".", 1)[-1]
-    return next((q for q in query_owners() if q.lower() == name), None)
+    return next((q for q in query_owners() if q.lower() == t.name.lower()), None)
 
 
 def _current(spark: SparkSession) -> str:
@@ -402,9 +409,8 @@ def _exists(spark: SparkSession, t: Target) -> bool:
     """Whether the object exists now (before the statement runs)."""
     try:
         if t.kind == "database":
-            return bool(spark.catalog.databaseExists("`" + t.shown.replace("`", "``") + "`"))
-        db, name = t.shown.split(".", 1)
-        return bool(spark.catalog._jcatalog.tableExists(db, name))
+            return bool(spark.catalog.databaseExists("`" + t.db.replace("`", "``") + "`"))
+        return bool(spark.catalog._jcatalog.tableExists(t.db, t.name))
     except Exception:  # noqa: BLE001 (a name Spark refuses: it refuses the statement)
         return False
 

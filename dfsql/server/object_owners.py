@@ -10,7 +10,8 @@ shell, a catalog registered from the warehouse) or before the registry was kept:
 no owner, and only an admin may change it (:mod:`dfsql.server.judge_owners`).
 
 Keys are ``table:<database>.<name>`` (tables, persistent and global temp views share a
-database's names) and ``database:<name>``, lower case as Spark's catalog keeps them.
+database's names) and ``database:<name>``, lower case as Spark's catalog keeps them, a
+part with a dot or a back-quote back-quoted.
 """
 
 from __future__ import annotations
@@ -24,12 +25,19 @@ from pathlib import Path
 FILE = "owners.json"
 
 
+def _part(name: str) -> str:
+    """A name in a key: back-quoted when it holds a dot or a back-quote, so that no two
+    objects share a key (database ``a.b``'s table ``c`` is not database ``a``'s ``b.c``)."""
+    name = name.lower()
+    return f"`{name.replace('`', '``')}`" if "." in name or "`" in name else name
+
+
 def table_key(database: str, name: str) -> str:
-    return f"table:{database.lower()}.{name.lower()}"
+    return f"table:{_part(database)}.{_part(name) if name else ''}"
 
 
 def database_key(name: str) -> str:
-    return f"database:{name.lower()}"
+    return f"database:{_part(name)}"
 
 
 class Registry:
@@ -58,24 +66,20 @@ class Registry:
         entry = self._objects.get(key)
         return None if entry is None else entry.get("owner")
 
-    def kind(self, key: str) -> str | None:
-        entry = self._objects.get(key)
-        return None if entry is None else entry.get("kind")
-
-    def under(self, database: str) -> dict[str, str]:
-        """{key: owner} of the objects registered in ``database``."""
+    def under(self, database: str) -> dict[str, dict[str, str]]:
+        """{key: entry} of the objects registered in ``database``."""
         prefix = table_key(database, "")
-        return {k: v.get("owner", "") for k, v in list(self._objects.items())
-                if k.startswith(prefix)}
+        return {k: dict(v) for k, v in list(self._objects.items()) if k.startswith(prefix)}
 
     def owners_of_tables(self) -> dict[str, str]:
         """{"<database>.<name>": owner} of every registered table or view (SHOW TABLES)."""
-        return {k[len("table:"):]: v.get("owner", "") for k, v in list(self._objects.items())
-                if k.startswith("table:")}
+        return {v.get("shown", k[len("table:"):]): v.get("owner", "")
+                for k, v in list(self._objects.items()) if k.startswith("table:")}
 
-    def record(self, key: str, owner: str, kind: str) -> None:
+    def record(self, key: str, owner: str, kind: str, shown: str) -> None:
+        """``key`` is ``owner``'s: a ``kind`` of object named ``shown`` (db.name)."""
         with self._lock:
-            self._objects[key] = {"owner": owner, "kind": kind}
+            self._objects[key] = {"owner": owner, "kind": kind, "shown": shown}
             self._save()
 
     def forget(self, *keys: str) -> None:
@@ -84,11 +88,12 @@ class Registry:
             if gone:
                 self._save()
 
-    def move(self, old: str, new: str) -> None:
+    def move(self, old: str, new: str, shown: str) -> None:
+        """A rename: ``old``'s entry is now ``new``'s, named ``shown``."""
         with self._lock:
             entry = self._objects.pop(old, None)
             if entry is not None:
-                self._objects[new] = entry
+                self._objects[new] = {**entry, "shown": shown}
                 self._save()
 
     def _save(self) -> None:

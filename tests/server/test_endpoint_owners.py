@@ -170,6 +170,12 @@ def test_another_users_table_is_hers(clients):
         _run(bob, "USE default")
         assert _run(alice, "SELECT a FROM own_t") == [(1,)]
         assert _run(bob, "SELECT a FROM default.own_t") == [(1,)]
+        # EXPLAIN runs nothing: it only spells the form, and claims no name
+        assert _run(bob, "EXPLAIN DROP TABLE own_t")
+        assert _run(bob, "EXPLAIN CREATE TABLE squat_t (a INT) USING parquet")
+        _run(alice, "CREATE TABLE squat_t (a INT) USING parquet")
+        _refused(bob, "DROP TABLE squat_t", "squat_t", "the table default.squat_t")
+        _run(alice, "DROP TABLE squat_t")
         _run(root, "INSERT INTO own_t VALUES (3)")
         _run(alice, "ALTER TABLE own_t RENAME TO own_t2")
         _refused(bob, "DROP TABLE own_t2", "own_t2", "the table default.own_t2")
