@@ -347,3 +347,35 @@ def test_owners_survive_a_restart_on_the_state_directory(spark, tmp_path):
     finally:
         second.stop()
         spark.sql("DROP TABLE IF EXISTS kept_t")
+
+
+def test_an_identifier_builder_hides_no_options(spark, tmp_path):
+    """``CREATE [GLOBAL] TEMPORARY VIEW IDENTIFIER('v') USING text OPTIONS (path …)``:
+    with the judge unfolding a root IDENTIFIER builder (which hides a view's type), the
+    view's options are still judged — a path outside the data root refused at it — and a
+    path inside still read. (This passed before too: Spark's parser folds a literal name
+    here itself; only CREATE VIEW IDENTIFIER('v') AS … keeps the builder.)"""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "in.txt").write_text("inside\n")
+    users = _users(tmp_path / "users")
+    server = Server(spark, port=0, auth="PLAIN", password_file=users,
+                    data_roots=[str(root)]).start()
+    bob = _connect(server, "bob")
+    try:
+        for statement in (
+                "CREATE TEMPORARY VIEW IDENTIFIER('leak') USING text OPTIONS "
+                "(path '/etc/passwd')",
+                "CREATE OR REPLACE GLOBAL TEMPORARY VIEW IDENTIFIER('leak') USING text "
+                "OPTIONS (path '/etc/passwd')"):
+            state, message = _refusal(bob, statement)
+            assert state == "42501", message
+            assert message.splitlines()[0].startswith(
+                f"{_col(statement, chr(39) + '/etc/passwd')}: this server reads and writes "
+                "files only under its data roots"), message
+        _run(bob, f"CREATE TEMPORARY VIEW IDENTIFIER('fine') USING text OPTIONS "
+                  f"(path '{root / 'in.txt'}')")
+        assert _run(bob, "SELECT value FROM fine") == [("inside",)]
+    finally:
+        bob.close()
+        server.stop()
