@@ -180,7 +180,7 @@ def serve(args: argparse.Namespace) -> int:
                     state_dir=args.state_dir, streams=streams,
                     transport_mode=args.transport_mode,
                     http_path=args.http_path or "cliservice", admins=args.admin,
-                    **limits).start()
+                    private_objects=args.private_objects, **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
@@ -428,6 +428,10 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                             "TRANSFORM/MAP/REDUCE ... USING, CREATE FUNCTION, ADD JAR/FILE/"
                             "ARCHIVE, data sources beyond parquet/orc/csv/json/text, SET of "
                             "any setting (refused by default)")
+    p_srv.add_argument("--private-objects", action="store_true",
+                       help="a client may not read another user's tables, views and global "
+                            "temp views either (changing them is their owner's or an "
+                            "--admin's always)")
     p_srv.add_argument("--statement-timeout", type=_seconds, default=0, metavar="SECONDS",
                        help="cancel a statement running longer (SQLSTATE HYT00); a client's "
                             "shorter query timeout wins (default: 0, no limit)")

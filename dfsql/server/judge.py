@@ -36,7 +36,7 @@ from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
-from dfsql.server.judge_owners import owned_view_refusal
+from dfsql.server.judge_owners import OwnerRule, built_tree
 from dfsql.server.judge_text import (
     Refusal,
     code_refusal,
@@ -59,7 +59,6 @@ from dfsql.spark.plan.parsed_plan import (
     Tree,
     parse_identifier,
     parse_plan,
-    walk,
 )
 
 if TYPE_CHECKING:
@@ -79,6 +78,8 @@ class Policy:
 
     data_roots: tuple[str, ...] | None = ()
     allow_code: bool = False
+    #: another user's objects may not even be read (``--private-objects``)
+    private_objects: bool = False
 
     @property
     def judges(self) -> bool:
@@ -97,6 +98,8 @@ class Judge:
         self._global_temp = "global_temp"
         self._local = threading.local()
         self._lock = threading.Lock()
+        #: who owns the objects clients create, and the rule on them
+        self.owners = OwnerRule(policy.private_objects)
 
     # ---------------------------------------------------------------- the session
     def guard(self, spark: SparkSession) -> None:
@@ -107,8 +110,9 @@ class Judge:
         run = spark.sql
 
         def sql(sqlQuery: str, args=None, **kwargs):  # noqa: N803 (Spark's name)
-            self.check(spark, sqlQuery)
-            return run(sqlQuery, args, **kwargs)
+            with self.owners.planning() as planned:  # what its success records
+                self.check(spark, sqlQuery)
+                return self.owners.done(spark, planned, run(sqlQuery, args, **kwargs))
 
         spark.sql = sql  # type: ignore[method-assign]
 
@@ -118,7 +122,9 @@ class Judge:
         placed where their fragment starts a token of it (:func:`placed`)."""
         self._local.statement = stmt
         try:
-            yield
+            with self.owners.planning() as planned:  # a windowed CREATE VIEW's, CREATE
+                yield                                # STREAMING QUERY's: not spark.sql's
+                self.owners.done(None, planned, None)
         finally:
             self._local.statement = None
 
@@ -141,6 +147,7 @@ class Judge:
             if stmt.kind not in ("create", "alter"):  # ALTER's query runs as CREATE's
                 return
             self.check_continuous(text, stmt)
+            self.owners.continuous_view(spark, text, stmt, self._global_temp)
             if stmt.backfill is not None and stmt.backfill.sql is not None:
                 # BACKFILL FROM's relation, as Spark will read it, at the offsets written
                 self.check(spark, stmt.backfill.sql, exact=True)
@@ -181,7 +188,7 @@ class Judge:
         """The first thing ``text`` may not do, or None. Spark's ParseException when
         Spark cannot parse it (as ``spark.sql`` would raise it: nothing runs)."""
         try:
-            tree = walk(spark, parse_plan(spark, text))
+            tree = built_tree(spark, parse_plan(spark, text))
         except PlanTooLarge as e:
             return Refusal(NotAllowedError, f"the statement's plan is {e}: this server "
                            "judges a statement before it runs and cannot read this one",
@@ -226,7 +233,7 @@ class Judge:
             if refused is not None:
                 return Refusal(JvmNotAllowedError, refused[0], HINT,
                                locate(text, node, refused[1]), refused[1])
-        found = owned_view_refusal(text, tree, node, self._global_temp)
+        found = self.owners.refusal(spark, text, tree, node, self._global_temp)
         if found is None and paths:  # option keys: lifted with the roots
             found = option_refusal(text, tree, node, lambda n: self._file_source(spark, n),
                                    lambda literal: parse_identifier(spark, literal))

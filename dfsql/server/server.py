@@ -63,7 +63,7 @@ class Server:
                  workers: int = 8, max_operations_per_session: int = 4,
                  session_setup=None, data_roots: list[str] | None = (),
                  on_spark_death: Callable[[str], None] | None = None,
-                 allow_jvm_functions: bool = False,
+                 allow_jvm_functions: bool = False, private_objects: bool = False,
                  statement_timeout: float = 0,
                  idle_session_timeout: float = IDLE_SESSION_TIMEOUT,
                  idle_operation_timeout: float = IDLE_OPERATION_TIMEOUT,
@@ -117,7 +117,7 @@ class Server:
             statement_timeout, idle_session_timeout, idle_operation_timeout, frozenset(admins),
             max_fetch_rows=max_fetch_rows, max_statement_kb=max_statement_kb,
             max_nesting=max_nesting, max_partition_mb=max_partition_mb,
-            max_sessions_per_user=max_sessions_per_user,
+            max_sessions_per_user=max_sessions_per_user, private_objects=private_objects,
             max_streaming_queries_per_user=max_streaming_queries_per_user)
         #: login deadlines, per-user connection counts, connections waiting for a slot
         self.admission = Admission(login_timeout, max_connections_per_user)
@@ -142,6 +142,7 @@ class Server:
     def start(self) -> Server:
         self.service.judge.prepare(self.spark)  # compiled once, before any client
         if self.state is not None:  # before listening: a client sees them running
+            self.service.judge.owners.registry.keep_in(self.state.root)  # and the owners
             self.restarted = self.state.open(self.spark, self.service.session_setup,
                                              self.service.judge)
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)

@@ -97,7 +97,8 @@ class Service:
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
                  max_partition_mb: float = MAX_PARTITION_MB,
                  max_sessions_per_user: int = MAX_SESSIONS_PER_USER,
-                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER) -> None:
+                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER,
+                 private_objects: bool = False) -> None:
         self.spark = spark
         #: the users who may stop any user's continuous queries (``--admin``)
         self.admins = frozenset(admins)
@@ -117,7 +118,10 @@ class Service:
         self.allow_jvm_functions = allow_jvm_functions
         #: what judges each statement on its plan before Spark runs it
         self.judge = Judge(Policy(None if data_roots is None else tuple(data_roots),
-                                  allow_jvm_functions))
+                                  allow_jvm_functions, private_objects))
+        if private_objects and not self.judge.policy.judges:
+            raise DfsqlError("--private-objects needs statements judged: not with both "
+                             "--allow-any-path and --allow-jvm-functions")
         self.session_setup = session_setup  # run on every new client session's SparkSession
         self.sessions: dict[bytes, Session] = {}
         self.operations: dict[bytes, Operation] = {}  # every session's, for fast look-ups
