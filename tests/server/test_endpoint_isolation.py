@@ -32,25 +32,22 @@ from dfsql.server.logins import Backoff
 from dfsql.server.streams import StreamView
 from dfsql.server.tcli import ttypes as tt
 from tests.conftest import paper_stream_dir, register_paper_tables
+from tests.server.users import (
+    LIVE_QUERY,
+    PASSWORDS,
+    _connect,
+    _refusal,
+    _run,
+    _setup,
+    _users,
+)
 
-PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "root": "root-pw", "carol": "carol-pw"}
 INVALID_OP = "invalid operation handle: closed, or from another server"
 INVALID_SESSION = "invalid session handle: closed, or from another server"
-ROOT = Path(__file__).resolve().parents[2]
-FIG14 = next(f for f in json.loads((ROOT / "examples" / "paper" / "figures.json")
-                                   .read_text())["figures"]
-             if f["name"] == "fig14_sessions_retracting")
-#: Figure 14's windowed query over the paper's scores as a stream
-LIVE_QUERY = " ".join(FIG14["query"].replace("FROM scores", "FROM scores_live").split())
 #: the back-off test's lock: carol's fourth try within 3 s is refused
 LOCK = 3.0
 
 
-def _users(path: Path, iterations: int = 1000) -> str:
-    # few iterations: the hash is not what is tested (the back-off test uses the real one)
-    path.write_text("".join(hash_line(u, p, iterations) + "\n"
-                            for u, p in PASSWORDS.items()))
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +56,6 @@ def stream(tmp_path_factory) -> StreamView:
                       "parquet")
 
 
-def _setup(stream: StreamView):
-    """Every session's: the paper's tables (Figure 14 reads its watermarks) and the
-    stream of its scores."""
-    def setup(session) -> None:
-        register_paper_tables(session)
-        stream.register(session)
-
-    return setup
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +68,6 @@ def server(spark, tmp_path_factory, stream):
     s.stop()
 
 
-def _connect(server: Server, user: str, password: str | None = None) -> hive.Connection:
-    return hive.connect(host="127.0.0.1", port=server.port, username=user, auth="CUSTOM",
-                        password=password or PASSWORDS[user])
 
 
 def _forged(handle: tt.TOperationHandle, secret: bytes | None = None) -> tt.TOperationHandle:
@@ -207,18 +193,8 @@ def test_over_http_the_user_comes_from_each_request(http_server):
 # --------------------------------------------------------------------------- continuous
 
 
-def _run(conn: hive.Connection, statement: str) -> list[tuple]:
-    cur = conn.cursor()
-    cur.execute(statement)
-    return cur.fetchall() if cur.description else []
 
 
-def _refusal(conn: hive.Connection, statement: str) -> tuple[str, str]:
-    """(SQLSTATE, message) of a statement the server refuses."""
-    with pytest.raises(OperationalError) as info:
-        conn.cursor().execute(statement)
-    status = info.value.args[0].status
-    return status.sqlState, status.errorMessage
 
 
 def test_a_continuous_query_is_its_creators(server):

@@ -20,7 +20,7 @@ from pyhive.exc import OperationalError
 from dfsql.server import Server
 from dfsql.server.streams import StreamView
 from tests.conftest import paper_stream_dir
-from tests.server.test_endpoint_isolation import (
+from tests.server.users import (
     LIVE_QUERY,
     _connect,
     _refusal,
