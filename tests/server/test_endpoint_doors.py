@@ -1,0 +1,178 @@
+"""One door (issue #52): every relation dfsql reads for a client passes the judgement
+its statement's text does, not only what ``spark.sql`` runs. ``WATERMARK FROM t`` and
+``EXPLAIN WATERMARK … TRY FROM t`` name a relation that dfsql reads itself (the
+watermark's timeline), never in the Spark SQL of the statement's blocks: a name Spark
+reads as ``format.`path``` there is judged as if ``SELECT * FROM <name>`` were written
+in its place, and refused with SQLSTATE 42501 at the name, before anything is read.
+
+Each attack is sent by an authenticated PLAIN user over PyHive (the server and users of
+test_endpoint_judge.py); the canary files' content and their JSON column name never
+reach the reply, and the server goes on serving another user. Positions are the
+statement's own: where the refused path's (or data source's) token starts in it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.server import test_endpoint_judge as judged
+from tests.server.test_endpoint_judge import SECRET, _connect_as
+
+#: that module's data root and its canary, server and PLAIN users (its fixtures)
+places, server, cursor = judged.places, judged.server, judged.cursor
+
+#: a JSON file outside the root whose one column is named by the canary: a schema that
+#: Spark infers from it would quote it back ("it has (…)")
+COLUMN = "TOP_SECRET_COLUMN_52"
+#: the paper's watermarks (examples/paper/watermarks.csv) as JSON lines
+MARKS = [("2015-09-01 12:04:00", "2015-09-01 12:00:00"),
+         ("2015-09-01 12:05:00", "2015-09-01 12:01:40"),
+         ("2015-09-01 12:06:00", "2015-09-01 12:02:00"),
+         ("2015-09-01 12:07:00", "2015-09-01 12:05:10"),
+         ("2015-09-01 12:08:00", "2015-09-01 12:06:00"),
+         ("2015-09-01 12:09:00", "2015-09-01 12:09:00")]
+QUERY = ("SELECT key, SUM(value) AS total FROM scores GROUP BY key "
+         "WINDOW FIXED(2 MINUTES) ON event_time WATERMARK FROM {name} "
+         "PROCESSING TIME arrival_time ALLOWED LATENESS 10 MINUTES")
+
+
+@pytest.fixture(scope="module")
+def doors(places) -> dict[str, Path]:
+    (places["outside"] / "secret.json").write_text(json.dumps({COLUMN: SECRET}) + "\n")
+    (places["root"] / "marks").mkdir(exist_ok=True)
+    (places["root"] / "marks" / "marks.json").write_text("".join(
+        json.dumps({"processing_time": p, "watermark": w}) + "\n" for p, w in MARKS))
+    return places
+
+
+#: (a name Spark reads as files, the token the refusal stands at); {root}, {outside}
+NAMES = [
+    ("text.`{outside}/secret.txt`", "`{outside}/secret.txt`"),
+    ("`text`.`{outside}/secret.txt`", "`{outside}/secret.txt`"),
+    ("TEXT.`{outside}/secret.txt`", "`{outside}/secret.txt`"),
+    ("json.`{outside}/secret.json`", "`{outside}/secret.json`"),
+    ("Json.`{root}/link/secret.json`", "`{root}/link/secret.json`"),
+    ("json.`{root}/../outside/secret.json`", "`{root}/../outside/secret.json`"),
+    ("json.`/etc`", "`/etc`"),
+    # a class name: not one of the data sources' names a client may use
+    ("`org.apache.spark.sql.execution.datasources.json.JsonFileFormat`."
+     "`{outside}/secret.json`", "`org.apache.spark.sql.execution.datasources.json."),
+    ("binaryFile.`{root}/t1`", "binaryFile"),  # not a data source a client may read
+    ("`binaryfile`.`{root}/t1`", "`binaryfile`"),
+]
+
+
+def _fill(text: str, places: dict[str, Path]) -> str:
+    return text.format(root=places["root"], outside=places["outside"])
+
+
+def _refused(cursor, statement: str):
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError) as info:
+        cursor.execute(statement)
+        cursor.fetchall()
+    return info.value.args[0].status
+
+
+def _column_of(statement: str, token: str) -> str:
+    """``line 1, col C`` of ``token``'s last place in the (one-line) statement."""
+    return f"line 1, col {statement.rindex(token) + 1}:"
+
+
+def _assert_refused_at(cursor, statement: str, token: str) -> None:
+    status = _refused(cursor, statement)
+    assert status.sqlState == "42501", (statement, status.errorMessage)
+    assert status.errorMessage.startswith(_column_of(statement, token)), \
+        (statement, status.errorMessage)
+    assert SECRET not in status.errorMessage and COLUMN not in status.errorMessage
+
+
+def _still_served(server) -> None:
+    conn = _connect_as(server, "walter", "pw2")
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        conn.close()
+
+
+def test_watermark_from_a_file_name_is_refused_at_the_name(server, cursor, doors):
+    for name, token in NAMES:
+        statement = _fill(QUERY.format(name=name), doors)
+        _assert_refused_at(cursor, statement, _fill(token, doors))
+        # the same as a windowed view's body: refused when it is made
+        _assert_refused_at(cursor, "CREATE OR REPLACE VIEW wm_door AS " + statement,
+                           _fill(token, doors))
+    _still_served(server)
+
+
+def test_try_from_a_file_name_is_refused_at_the_name(server, cursor, doors):
+    query = QUERY.format(name="paper_watermarks")
+    for name, token in NAMES:
+        for tries in ("FROM {name}", "DELAY 1 MINUTE, FROM {name}, PERFECT"):
+            statement = _fill(f"EXPLAIN WATERMARK {query} TRY " + tries.format(name=name),
+                              doors)
+            _assert_refused_at(cursor, statement, _fill(token, doors))
+    _still_served(server)
+
+
+def test_disguised_in_a_cte_or_a_view_the_path_is_refused_where_written(server, cursor,
+                                                                         doors):
+    """The name dfsql reads is a CTE's or a view's: the CTE's body is the statement's
+    own Spark SQL, and a view naming the path is refused when it is made (so the
+    WATERMARK FROM that names it finds no such table, and reads nothing)."""
+    path = _fill("`{outside}/secret.json`", doors)
+    cte = (f"WITH m AS (SELECT * FROM json.{path}) " + QUERY.format(name="m"))
+    _assert_refused_at(cursor, cte, path)
+    for view in (f"CREATE OR REPLACE TEMP VIEW m2 AS SELECT * FROM json.{path}",
+                 f"CREATE OR REPLACE TEMP VIEW m2 AS SELECT * FROM `json`.{path}",
+                 f"CREATE OR REPLACE GLOBAL TEMP VIEW m2 AS SELECT * FROM JSON.{path}"):
+        _assert_refused_at(cursor, view, path)
+    status = _refused(cursor, QUERY.format(name="m2"))
+    assert SECRET not in status.errorMessage and COLUMN not in status.errorMessage
+    _still_served(server)
+
+
+def test_backfill_from_a_file_name_is_refused_at_the_name(server, cursor, doors):
+    for name, token in NAMES:
+        statement = _fill(f"CREATE STREAMING QUERY q_door BACKFILL FROM {name} AS SELECT "
+                          "key, COUNT(*) AS n FROM scores GROUP BY key WINDOW GLOBAL", doors)
+        _assert_refused_at(cursor, statement, _fill(token, doors))
+    _still_served(server)
+
+
+#: Figure 12 (docs/reference.md, WATERMARK, ``FROM``): the paper's watermarks with ten
+#: minutes of lateness: (total, window_start, pane_timing) of each pane
+FIGURE_12 = [(5, "2015-09-01 12:00:00", "ON_TIME"), (22, "2015-09-01 12:02:00", "ON_TIME"),
+             (14, "2015-09-01 12:00:00", "LATE"), (3, "2015-09-01 12:04:00", "ON_TIME"),
+             (12, "2015-09-01 12:06:00", "ON_TIME")]
+
+
+def _marks_view(cursor, doors) -> None:
+    cursor.execute(_fill("CREATE OR REPLACE TEMP VIEW marks AS SELECT CAST(processing_time "
+                         "AS TIMESTAMP) AS processing_time, CAST(watermark AS TIMESTAMP) "
+                         "AS watermark FROM json.`{root}/marks`", doors))
+
+
+def test_watermark_from_a_view_under_the_root_runs(cursor, doors):
+    _marks_view(cursor, doors)
+    cursor.execute(QUERY.format(name="marks") + " EMIT ACCUMULATING")
+    rows = [(r[1], str(r[2]), r[5]) for r in cursor.fetchall()]
+    assert sorted(rows) == sorted(FIGURE_12)
+
+
+def test_try_from_a_view_under_the_root_runs(cursor, doors):
+    """docs/reference.md, EXPLAIN WATERMARK: the paper's watermark lets the 9 in late
+    (1 of 10 rows), fires 5 panes, its on-time panes 240, 180, 120 and 60 s after their
+    windows end (p50 120, p90 and p99 240)."""
+    _marks_view(cursor, doors)
+    query = QUERY.format(name="marks")
+    cursor.execute(f"EXPLAIN WATERMARK {query} TRY FROM marks, DELAY 2 MINUTES")
+    rows = {r[0]: tuple(r[1:]) for r in cursor.fetchall()}
+    assert rows["FROM marks"] == (1, 0.1, 0, 0.0, 5, 0, 120.0, 240.0, 240.0), rows
+    assert rows["DELAY 2 MINUTES"] == (1, 0.1, 0, 0.0, 5, 0, 160.0, 220.0, 220.0), rows
