@@ -33,6 +33,7 @@ from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
+from dfsql.server.judge_door import HEAD, JudgedDoor, named_relations
 from dfsql.server.judge_owners import owned_view_refusal
 from dfsql.server.judge_text import (
     Refusal,
@@ -48,6 +49,7 @@ from dfsql.server.judge_text import (
 )
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
+from dfsql.spark import door
 from dfsql.spark.plan.parsed_plan import (
     Node,
     PlanTooLarge,
@@ -95,17 +97,11 @@ class Judge:
 
     # ---------------------------------------------------------------- the session
     def guard(self, spark: SparkSession) -> None:
-        """From now on every text ``spark.sql`` runs on this (client's) session is
-        judged first (dfsql's catalog bookkeeping runs on the server's own session)."""
-        if not self.policy.judges:
-            return
-        run = spark.sql
-
-        def sql(sqlQuery: str, args=None, **kwargs):  # noqa: N803 (Spark's name)
-            self.check(spark, sqlQuery)
-            return run(sqlQuery, args, **kwargs)
-
-        spark.sql = sql  # type: ignore[method-assign]
+        """From now on every text and every relation dfsql reads for this (client's)
+        session passes the judgement first: its door (:mod:`dfsql.spark.door`) is this
+        judge's (dfsql's catalog bookkeeping runs on the server's own session)."""
+        if self.policy.judges:
+            door.keep(spark, JudgedDoor(self))
 
     @contextmanager
     def statement(self, stmt: Statement | ContinuousStatement) -> Iterator[None]:
@@ -145,6 +141,8 @@ class Judge:
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
             return
         self.check(spark, stmt.spark_sql(), exact=True)
+        for name, at in named_relations(stmt):  # WATERMARK FROM t, TRY FROM t
+            self.check_name(spark, name, (stmt.written, at))
         # its WHERE, blanked in the query's text
         self._check_events_where(spark, text, stmt.firings_where)
 
@@ -169,6 +167,25 @@ class Judge:
                                                                 None)
         if shown is not None and shown.written != text and not exact:
             where, offset = shown.written, placed(shown, found.fragment)
+        raise Source(where).error(found.error, found.message, offset, found.hint)
+
+    def check_name(self, spark: SparkSession, name: str,
+                   written: tuple[str, int] | None = None) -> None:
+        """Raise the refusal of reading the relation ``name`` as ``spark.table`` does:
+        judged as ``SELECT * FROM <name>``, placed in the client's statement (``written``:
+        its text and the name's offset in it; else where the name starts a token)."""
+        found = self.refusal(spark, HEAD + name)
+        if found is None:
+            return
+        inner = max(found.offset - len(HEAD), 0)
+        shown = getattr(self._local, "statement", None)
+        if written is None and shown is not None:
+            written = (shown.written, placed(shown, name))
+        if written is None or written[1] < 0:
+            where, offset = HEAD + name, found.offset
+        else:
+            where, offset = written[0], written[1] + (
+                inner if written[0].startswith(name, written[1]) else 0)
         raise Source(where).error(found.error, found.message, offset, found.hint)
 
     # ---------------------------------------------------------------- the tree

@@ -41,6 +41,7 @@ from dfsql.server.settings import setting_allowed, setting_refusal, text_only
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.timeouts import Timeouts
+from dfsql.spark import door
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -196,6 +197,7 @@ class Service:
             self.operations.pop(op.key, None)
         s.operations.clear()
         drop_pool(self.spark, s.pool)
+        door.release(s.spark)  # its continuous queries' plans were judged when made
         sessions = getattr(self.local, "sessions", None)
         if sessions is not None:
             sessions.discard(key)
