@@ -176,3 +176,31 @@ def test_try_from_a_view_under_the_root_runs(cursor, doors):
     rows = {r[0]: tuple(r[1:]) for r in cursor.fetchall()}
     assert rows["FROM marks"] == (1, 0.1, 0, 0.0, 5, 0, 120.0, 240.0, 240.0), rows
     assert rows["DELAY 2 MINUTES"] == (1, 0.1, 0, 0.0, 5, 0, 160.0, 220.0, 220.0), rows
+
+
+# --------------------------------------------------------------------------- the catalog
+
+def test_a_clients_stored_view_is_not_substituted_when_made_again(server, cursor):
+    """A client's persistent view keeps ``${env:…}`` as text (its session substitutes
+    nothing), and so does its definition in the warehouse; made again from it — by
+    another process, or this one after a restart (here: the file changed, so the next
+    statement's sync reads it again) — it is still text, never the server's variable."""
+    from dfsql.spark.catalog.warehouse import VIEWS, warehouse_dir
+    from tests.server.test_endpoint_judge import CANARY, ENV
+
+    cursor.execute(f"CREATE OR REPLACE VIEW subst_kept AS SELECT '{ENV}' AS c")
+    try:
+        kept = warehouse_dir() / VIEWS / "default.subst_kept.sql"
+        assert ENV in kept.read_text()
+        kept.write_text(kept.read_text() + "\n")  # changed elsewhere: made again
+        cursor.execute("SELECT c FROM subst_kept")
+        assert cursor.fetchall() == [(ENV,)]
+        conn = _connect_as(server, "walter", "pw2")
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT c FROM subst_kept")
+            assert cur.fetchall() == [(ENV,)] != [(CANARY,)]
+        finally:
+            conn.close()
+    finally:
+        cursor.execute("DROP VIEW IF EXISTS subst_kept")
