@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -145,7 +147,7 @@ class Catalog:
     def sync(self, statement: Statement | str | None = None) -> None:
         """Bring the session's catalog and the warehouse's definitions in line (see the
         module doc); after a DDL ``statement``, write this process's tables' definitions."""
-        with self.lock:
+        with self.lock, _verbatim(self.spark):
             self._sync(statement)
 
     def _sync(self, statement: Statement | str | None) -> None:
@@ -310,6 +312,25 @@ class Catalog:
         if self._exists(seen.db, seen.table):
             self._set_type(seen.db, seen.table, "EXTERNAL")
             self.spark.sql(f"DROP TABLE IF EXISTS {seen.name}")
+
+
+#: Spark's substitution of ``${…}`` in a statement's text
+_SUBSTITUTE = "spark.sql.variable.substitute"
+
+
+@contextmanager
+def _verbatim(spark: SparkSession) -> Iterator[None]:
+    """No ``${…}`` substitution while the catalog runs the definitions it keeps: each is
+    Spark's ``SHOW CREATE TABLE`` of an object, substituted already (or not: an endpoint
+    client's text) when it was made; run on this process's session, whose substitution
+    is on, a client's ``${env:…}`` would become the server's environment."""
+    conf = spark.conf
+    was = conf.get(_SUBSTITUTE, "true")
+    conf.set(_SUBSTITUTE, "false")
+    try:
+        yield
+    finally:
+        conf.set(_SUBSTITUTE, was)
 
 
 def _is_ddl(statement: Statement | str) -> bool:
