@@ -204,3 +204,33 @@ def test_a_clients_stored_view_is_not_substituted_when_made_again(server, cursor
             conn.close()
     finally:
         cursor.execute("DROP VIEW IF EXISTS subst_kept")
+
+
+# --------------------------------------------------------------------------- --state-dir
+
+def test_a_kept_query_reading_a_file_name_is_refused_when_started_again(spark, doors,
+                                                                       tmp_path):
+    """A record in --state-dir is a client's statement: started again after a restart,
+    it is judged as a whole first (WATERMARK FROM's name included), and fails as
+    refused, its files unread."""
+    from dfsql.server.judge import Judge, Policy
+    from dfsql.server.state import VERSION, StateDir
+    from tests.conftest import register_paper_tables
+
+    statement = _fill("CREATE STREAMING QUERY q_kept AS " + QUERY.format(
+        name="json.`{outside}/secret.json`"), doors)
+    state = StateDir(tmp_path / "state")
+    try:
+        (state.root / "queries" / "q_kept.json").write_text(json.dumps({
+            "version": VERSION, "name": "q_kept", "statement": statement, "owner": "mallory",
+            "sink": "table", "directory": None, "checkpoint": "checkpoints/q_kept",
+            "table": "tables/q_kept", "streams": [], "created": "2026-12-02T00:00:00Z",
+            "altered": None}))
+        judge = Judge(Policy((str(doors["root"]),)))
+        judge.prepare(spark)
+        [done] = state.restart_all(spark, register_paper_tables, judge)
+    finally:
+        state.close()
+    assert not done.ok
+    assert "only under its data roots" in done.detail, done.detail
+    assert SECRET not in done.detail and COLUMN not in done.detail
