@@ -234,3 +234,30 @@ def test_a_kept_query_reading_a_file_name_is_refused_when_started_again(spark, d
     assert not done.ok
     assert "only under its data roots" in done.detail, done.detail
     assert SECRET not in done.detail and COLUMN not in done.detail
+
+
+# --------------------------------------------------------------------------- metadata
+
+def test_get_columns_of_a_view_whose_name_spells_a_file_reads_no_file(server, doors):
+    """A temp view named ``json`.`<path>`` (a back-quote in a name is Spark's to allow):
+    GetColumns opens each listed view by its name, which must stay that one name, not
+    become ``json.`<path>``` (a file read for its schema)."""
+    from dfsql.server.tcli import ttypes as tt
+    from tests.server.test_thrift import operation_rows
+
+    outside = doors["outside"]
+    conn = _connect_as(server, "mallory", "pw")
+    try:
+        conn.cursor().execute(f"CREATE OR REPLACE TEMP VIEW `json``.``{outside}/secret.json`"
+                              " AS SELECT 1 AS x")
+        resp = conn.client.GetColumns(tt.TGetColumnsReq(
+            sessionHandle=conn.sessionHandle, tableName="json%"))
+        seen = repr(resp.status)
+        if resp.status.statusCode == tt.TStatusCode.SUCCESS_STATUS:
+            rows = operation_rows(conn, resp)
+            seen += repr(rows)
+            assert [r[3] for r in rows] == ["x"], rows
+        assert SECRET not in seen and COLUMN not in seen, seen
+    finally:
+        conn.close()
+    _still_served(server)
