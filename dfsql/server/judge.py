@@ -1,7 +1,9 @@
 """The endpoint judges every statement a client's session hands to Spark on the plan
-Spark will run, not on its text. Each text that ``spark.sql`` would run for a client — the statement itself, and every
-query dfsql builds from a windowed statement — is parsed first by the session's own
-parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
+Spark will run, not on its text. Each text dfsql runs for a client — the statement
+itself, and every query dfsql builds from a windowed statement — and each relation it
+opens by name (``WATERMARK FROM t``: as ``SELECT * FROM t``) passes through the
+session's door (:mod:`dfsql.spark.door`, :mod:`dfsql.server.judge_door`) and is parsed
+first by the session's own parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
 the same way; a name or statement that exists only when the statement runs
 (``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
@@ -121,7 +123,7 @@ class Judge:
         of it — an aggregate's argument, a source in a subquery — waits for dfsql's
         planning to be seen; a continuous query's paths and its query too (the query
         parsed with the statement: :attr:`ContinuousStatement.statement`). A plain
-        statement is judged as ``spark.sql`` runs it (:meth:`guard`); a query dfsql
+        statement is judged as dfsql hands it to Spark, at its door (:meth:`guard`); a query dfsql
         cannot parse is dfsql's to report, and runs nothing."""
         if not self.policy.judges:
             return

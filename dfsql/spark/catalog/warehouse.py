@@ -147,7 +147,7 @@ class Catalog:
     def sync(self, statement: Statement | str | None = None) -> None:
         """Bring the session's catalog and the warehouse's definitions in line (see the
         module doc); after a DDL ``statement``, write this process's tables' definitions."""
-        with self.lock, _verbatim(self.spark):
+        with self.lock:
             self._sync(statement)
 
     def _sync(self, statement: Statement | str | None) -> None:
@@ -196,7 +196,8 @@ class Catalog:
             if self.views_seen.get(fname) == mtime:
                 continue
             try:
-                self.spark.sql(_or_replace(path.read_text()))
+                with _verbatim(self.spark):
+                    self.spark.sql(_or_replace(path.read_text()))
             except (OSError, DfsqlError, PySparkException):
                 continue
             self.views_seen[fname] = mtime
@@ -264,7 +265,8 @@ class Catalog:
                 tokens = scan_text(text).tokens
                 if fname in self.external_seen:  # changed elsewhere: read it again
                     self.spark.sql(f"DROP TABLE IF EXISTS {name}")
-                self.spark.sql(_if_not_exists(text, tokens, name))
+                with _verbatim(self.spark):
+                    self.spark.sql(_if_not_exists(text, tokens, name))
                 if _partitioned(tokens):
                     self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
             except (OSError, DfsqlError, PySparkException):  # its database not made yet,
@@ -297,7 +299,8 @@ class Catalog:
             # SHOW CREATE TABLE's text, made IF NOT EXISTS and placed at the directory
             tokens = scan_text(text).tokens
             text = _if_not_exists(text, tokens, name)
-            self.spark.sql(f"{text}\nLOCATION '{location}'")
+            with _verbatim(self.spark):
+                self.spark.sql(f"{text}\nLOCATION '{location}'")
             if _partitioned(tokens):
                 self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
             self._set_type(db, table, "MANAGED")
