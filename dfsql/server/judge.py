@@ -37,6 +37,7 @@ from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
 from dfsql.server.judge_door import HEAD, JudgedDoor, named_relations
 from dfsql.server.judge_owners import owned_view_refusal
+from dfsql.server.judge_scans import FILE_CLASSES, scan_refusal, scans, trusted_views
 from dfsql.server.judge_text import (
     Refusal,
     code_refusal,
@@ -62,7 +63,7 @@ from dfsql.spark.plan.parsed_plan import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: the data sources a client may read and write
 SOURCES = ("parquet", "orc", "csv", "json", "text")
@@ -103,7 +104,36 @@ class Judge:
         session passes the judgement first: its door (:mod:`dfsql.spark.door`) is this
         judge's (dfsql's catalog bookkeeping runs on the server's own session)."""
         if self.policy.judges:
-            door.keep(spark, JudgedDoor(self))
+            door.keep(spark, JudgedDoor(self, trusted_views(spark)))
+
+    def check_scans(self, spark: SparkSession, df: DataFrame, trusted: object) -> None:
+        """Raise a refusal when Spark's analysed plan of ``df`` (about to run) scans a
+        file outside the roots or with a data source a client may not use
+        (:mod:`dfsql.server.judge_scans`): the second line behind :meth:`check`, while
+        a client's statement is planned (not in a stream's micro-batches, or a kept
+        query's restart: their texts are dfsql's, made from a statement judged whole)."""
+        shown = getattr(self._local, "statement", None)
+        if shown is None:
+            return
+        roots, cwd = self.policy.data_roots, self._working_dir()
+
+        def allowed(kind: str, cls: str) -> bool:
+            if self.policy.allow_code:
+                return True
+            if kind == "stream":
+                return self._class_of(spark, cls) in self._allowed(spark)
+            return cls in FILE_CLASSES
+
+        found = scan_refusal(scans(spark, df, trusted), allowed, None if roots is None
+                             else lambda path: outside(path, roots, cwd))
+        if found is None:
+            return
+        error, hint = (JvmNotAllowedError, HINT) if found[1] else \
+            (PathNotAllowedError, ROOT_HINT)
+        raise Source(shown.written).error(
+            error, f"this server reads and writes files only under its data roots "
+            f"({roots_text(roots)}) and with its data sources ({', '.join(SOURCES)}): "
+            f"{found[0]}" if roots is not None else found[0], 0, hint)
 
     @contextmanager
     def statement(self, stmt: Statement | ContinuousStatement) -> Iterator[None]:

@@ -27,21 +27,30 @@ class _Judging(Protocol):
 
     def check_name(self, spark: SparkSession, name: str) -> None: ...
 
+    def check_scans(self, spark: SparkSession, df: DataFrame, trusted: object) -> None: ...
+
 
 class JudgedDoor:
     """A client session's door: each text and each name judged, then Spark's own call
-    (the class's method: a session's instance attributes are no door)."""
+    (the class's method: a session's instance attributes are no door), then the files
+    Spark's analysed plan of it scans, before it runs (``trusted``: the operator's temp
+    views, as the session had them when it was handed to the client)."""
 
-    def __init__(self, judge: _Judging) -> None:
+    def __init__(self, judge: _Judging, trusted: object) -> None:
         self.judge = judge
+        self.trusted = trusted
 
     def sql(self, spark: SparkSession, text: str) -> DataFrame:
         self.judge.check(spark, text)
-        return type(spark).sql(spark, text)
+        df = type(spark).sql(spark, text)
+        self.judge.check_scans(spark, df, self.trusted)
+        return df
 
     def table(self, spark: SparkSession, name: str) -> DataFrame:
         self.judge.check_name(spark, name)
-        return type(spark).table(spark, name)
+        df = type(spark).table(spark, name)
+        self.judge.check_scans(spark, df, self.trusted)
+        return df
 
 
 def named_relations(stmt: Statement) -> list[tuple[str, int]]:

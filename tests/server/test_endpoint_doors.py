@@ -327,3 +327,37 @@ def test_a_client_sessions_methods_are_sparks_own(server, cursor):
     cursor.fetchall()
     for s in list(server.service.sessions.values()):
         assert "sql" not in vars(s.spark) and "table" not in vars(s.spark)
+
+
+# --------------------------------------------------------------------------- analysed plan
+
+def test_a_scan_the_analysed_plan_moves_outside_the_root_does_not_run(spark, server,
+                                                                     cursor, doors):
+    """Issue #52's item 1 as the second line sees it: Hadoop options on a view move its
+    path (under the root as written) to a mount of the directory outside; Spark's
+    analysed plan of a read of it scans ``viewfs://…``, another file system, and the
+    query does not run — whether through the statement or WATERMARK FROM (unless the
+    view's options are refused when it is made: either way, 42501 and no secret)."""
+    root, out = doors["root"], doors["outside"]
+    view = (f"CREATE OR REPLACE TEMPORARY VIEW vfs USING text OPTIONS (path "
+            f"'{root}/mnt/secret.txt', 'fs.default.name' 'viewfs://a/', "
+            f"'fs.viewfs.mounttable.a.link.{root}/mnt' 'file://{out}')")
+    own = spark.newSession()  # the attack is live: an unjudged session reads the secret
+    own.sql(view)
+    assert [r[0] for r in own.sql("SELECT * FROM vfs").collect()] == [SECRET]
+    from pyhive.exc import OperationalError
+
+    try:
+        cursor.execute(view)
+    except OperationalError as e:  # refused at its options: nothing more to try
+        assert e.args[0].status.sqlState == "42501"
+        return
+    for statement in ("SELECT * FROM vfs", "SELECT upper(value) AS v FROM vfs",
+                      "WITH c AS (SELECT * FROM vfs) SELECT * FROM c",
+                      "SELECT 1 AS one WHERE EXISTS (SELECT * FROM vfs)",
+                      QUERY.format(name="vfs")):
+        status = _refused(cursor, statement)
+        assert status.sqlState == "42501", (statement, status.errorMessage)
+        assert "viewfs://" in status.errorMessage, status.errorMessage
+        assert SECRET not in status.errorMessage
+    _still_served(server)
