@@ -29,6 +29,7 @@ from dfsql.language.scan import Scanned, Source, scan_text
 from dfsql.model.clauses import SlidingWindows, Watermark
 from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import active_session, session
+from dfsql.spark import door
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
@@ -138,7 +139,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None,
         if shown is not None:
             return Planned(shown)
         with spark_errors(stmt.source, text=text):
-            df = s.sql(text)
+            df = door.sql(s, text)
         sync_catalog(s, stmt)  # a table this statement made: its definition, for later runs
         return Planned(df)
     if stmt.kind == "explain":

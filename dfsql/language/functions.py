@@ -34,6 +34,7 @@ from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Source
 from dfsql.language.select_tree import SPARK_AGGREGATES, parse_select, unknown_calls
 from dfsql.language.stages import with_views
+from dfsql.spark import door
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,8 +112,8 @@ def _planning_error(spark: SparkSession, sql: str) -> str | None:
     from pyspark.errors import PySparkException  # here: parsing needs no Spark loaded
 
     try:
-        spark.sql(sql).schema  # noqa: B018 - analysis only
-        plan = spark.sql(f"EXPLAIN {sql}").collect()[0][0]
+        door.sql(spark, sql).schema  # noqa: B018 - analysis only
+        plan = door.sql(spark, f"EXPLAIN {sql}").collect()[0][0]
     except PySparkException as exc:
         return _first_line(exc)
     if plan.startswith("Error occurred during query planning"):
@@ -162,7 +163,7 @@ def _is_aggregate(spark: SparkSession, select: exp.Select, call: exp.Anonymous, 
         return False  # f(SUM(x)): an aggregate cannot take an aggregate, so f is scalar
     probe = _probe(select, [exp.Window(this=call.copy())])
     try:
-        spark.sql(with_views(probe, views).sql("spark")).schema  # noqa: B018 - analysis only
+        door.sql(spark, with_views(probe, views).sql("spark")).schema  # noqa: B018 - analysis only
     except PySparkException:
         return False
     return True

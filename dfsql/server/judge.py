@@ -1,7 +1,9 @@
 """The endpoint judges every statement a client's session hands to Spark on the plan
-Spark will run, not on its text. Each text that ``spark.sql`` would run for a client — the statement itself, and every
-query dfsql builds from a windowed statement — is parsed first by the session's own
-parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
+Spark will run, not on its text. Each text dfsql runs for a client — the statement
+itself, and every query dfsql builds from a windowed statement — and each relation it
+opens by name (``WATERMARK FROM t``: as ``SELECT * FROM t``) passes through the
+session's door (:mod:`dfsql.spark.door`, :mod:`dfsql.server.judge_door`) and is parsed
+first by the session's own parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
 the same way; a name or statement that exists only when the statement runs
 (``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
@@ -36,7 +38,9 @@ from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
+from dfsql.server.judge_door import HEAD, JudgedDoor, named_relations
 from dfsql.server.judge_owners import OwnerRule, built_tree
+from dfsql.server.judge_scans import FILE_CLASSES, scan_refusal, scans, trusted_views
 from dfsql.server.judge_text import (
     Refusal,
     code_refusal,
@@ -53,6 +57,7 @@ from dfsql.server.judge_windows import window_refusal
 from dfsql.server.options import option_refusal, reads_files
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
+from dfsql.spark import door
 from dfsql.spark.plan.parsed_plan import (
     Node,
     PlanTooLarge,
@@ -62,7 +67,7 @@ from dfsql.spark.plan.parsed_plan import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: the data sources a client may read and write
 SOURCES = ("parquet", "orc", "csv", "json", "text")
@@ -103,18 +108,40 @@ class Judge:
 
     # ---------------------------------------------------------------- the session
     def guard(self, spark: SparkSession) -> None:
-        """From now on every text ``spark.sql`` runs on this (client's) session is
-        judged first (dfsql's catalog bookkeeping runs on the server's own session)."""
-        if not self.policy.judges:
+        """From now on every text and every relation dfsql reads for this (client's)
+        session passes the judgement first: its door (:mod:`dfsql.spark.door`) is this
+        judge's (dfsql's catalog bookkeeping runs on the server's own session)."""
+        if self.policy.judges:
+            door.keep(spark, JudgedDoor(self, trusted_views(spark)))
+
+    def check_scans(self, spark: SparkSession, df: DataFrame, trusted: object) -> None:
+        """Raise a refusal when Spark's analysed plan of ``df`` (about to run) scans a
+        file outside the roots or with a data source a client may not use
+        (:mod:`dfsql.server.judge_scans`): the second line behind :meth:`check`, while
+        a client's statement is planned (not in a stream's micro-batches, or a kept
+        query's restart: their texts are dfsql's, made from a statement judged whole)."""
+        shown = getattr(self._local, "statement", None)
+        if shown is None:
             return
-        run = spark.sql
+        roots, cwd = self.policy.data_roots, self._working_dir()
 
-        def sql(sqlQuery: str, args=None, **kwargs):  # noqa: N803 (Spark's name)
-            with self.owners.planning() as planned:  # what its success records
-                self.check(spark, sqlQuery)
-                return self.owners.done(spark, planned, run(sqlQuery, args, **kwargs))
+        def allowed(kind: str, cls: str) -> bool:
+            if self.policy.allow_code:
+                return True
+            if kind == "stream":
+                return self._class_of(spark, cls) in self._allowed(spark)
+            return cls in FILE_CLASSES
 
-        spark.sql = sql  # type: ignore[method-assign]
+        found = scan_refusal(scans(spark, df, trusted), allowed, None if roots is None
+                             else lambda path: outside(path, roots, cwd))
+        if found is None:
+            return
+        error, hint = (JvmNotAllowedError, HINT) if found[1] else \
+            (PathNotAllowedError, ROOT_HINT)
+        raise Source(shown.written).error(
+            error, f"this server reads and writes files only under its data roots "
+            f"({roots_text(roots)}) and with its data sources ({', '.join(SOURCES)}): "
+            f"{found[0]}" if roots is not None else found[0], 0, hint)
 
     @contextmanager
     def statement(self, stmt: Statement | ContinuousStatement) -> Iterator[None]:
@@ -136,7 +163,7 @@ class Judge:
         of it — an aggregate's argument, a source in a subquery — waits for dfsql's
         planning to be seen; a continuous query's paths and its query too (the query
         parsed with the statement: :attr:`ContinuousStatement.statement`). A plain
-        statement is judged as ``spark.sql`` runs it (:meth:`guard`); a query dfsql
+        statement is judged as dfsql hands it to Spark, at its door (:meth:`guard`); a query dfsql
         cannot parse is dfsql's to report, and runs nothing."""
         if not self.policy.judges:
             return
@@ -157,6 +184,8 @@ class Judge:
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
             return
         self.check(spark, stmt.spark_sql(), exact=True)
+        for name, at in named_relations(stmt):  # WATERMARK FROM t, TRY FROM t
+            self.check_name(spark, name, (stmt.written, at))
         # its WHERE, blanked in the query's text
         self._check_events_where(spark, text, stmt.firings_where)
 
@@ -181,6 +210,25 @@ class Judge:
                                                                 None)
         if shown is not None and shown.written != text and not exact:
             where, offset = shown.written, placed(shown, found.fragment)
+        raise Source(where).error(found.error, found.message, offset, found.hint)
+
+    def check_name(self, spark: SparkSession, name: str,
+                   written: tuple[str, int] | None = None) -> None:
+        """Raise the refusal of reading the relation ``name`` as ``spark.table`` does:
+        judged as ``SELECT * FROM <name>``, placed in the client's statement (``written``:
+        its text and the name's offset in it; else where the name starts a token)."""
+        found = self.refusal(spark, HEAD + name)
+        if found is None:
+            return
+        inner = max(found.offset - len(HEAD), 0)
+        shown = getattr(self._local, "statement", None)
+        if written is None and shown is not None:
+            written = (shown.written, placed(shown, name))
+        if written is None or written[1] < 0:
+            where, offset = HEAD + name, found.offset
+        else:
+            where, offset = written[0], written[1] + (
+                inner if written[0].startswith(name, written[1]) else 0)
         raise Source(where).error(found.error, found.message, offset, found.hint)
 
     # ---------------------------------------------------------------- the tree

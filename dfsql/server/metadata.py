@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dfsql.server.patterns import compile_regex
+from dfsql.spark import door
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -175,8 +176,9 @@ def columns(spark: SparkSession, schema_pattern, table_pattern, column_pattern):
     crx = name_matcher(column_pattern, "column")
     rows = []
     for schema, name, _, _ in _tables(spark, schema_pattern, table_pattern):
-        full = f"`{schema}`.`{name}`" if schema else f"`{name}`"
-        for i, f in enumerate(spark.table(full).schema.fields):
+        # each part one name, back-quotes doubled (a view may be named json`.`/etc)
+        full = ".".join(f"`{p.replace('`', '``')}`" for p in (schema, name) if p)
+        for i, f in enumerate(door.table(spark, full).schema.fields):
             if not crx(f.name):
                 continue
             dt = f.dataType

@@ -42,6 +42,7 @@ from dfsql.server.settings import setting_allowed, setting_refusal, text_only
 from dfsql.server.tcli import TCLIService, encode
 from dfsql.server.tcli import ttypes as tt
 from dfsql.server.timeouts import Timeouts, run_until_deadline
+from dfsql.spark import door
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -206,6 +207,7 @@ class Service:
         with self.lock:
             if not any(o.pool == s.pool for o in self.sessions.values()):
                 drop_pool(self.spark, s.pool)
+        door.release(s.spark)  # its continuous queries' plans were judged when made
         sessions = getattr(self.local, "sessions", None)
         if sessions is not None:
             sessions.discard(key)

@@ -246,7 +246,8 @@ class StateDir:
         text_only(session)  # a client's statement, read as the client's session reads it
         for s in record["streams"]:
             StreamView(s["name"], s["path"], s["format"]).register(session, s["schema"])
-        judge.guard(session)  # its query is judged again, as a client's would be
+        judge.guard(session)  # what it reads is judged, as a client's would be
+        judge.check_statement(session, stmt)  # and the whole statement again, first
         checkpoint = self.root / record["checkpoint"]
         drop_unfinished_writes(checkpoint)
         altered, history = _altered(record.get("altered"), session, str(checkpoint))

@@ -39,6 +39,7 @@ from dfsql.model.firings import time_text, zone
 from dfsql.model.lexsort import lexsort
 from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags, round_delay
 from dfsql.session import spark_context
+from dfsql.spark import door
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan.values import late_row_columns
 
@@ -324,7 +325,7 @@ def watermark_table(plan: ReplayPlan, wm: c.WatermarkFrom) -> DataFrame:
     want = ["processing_time", "watermark"] if wm.writer is None else [
         wm.writer, "processing_time", "noted_time"]
     with spark_errors(plan.src, lambda k: pos.offset):
-        df = plan.spark.table(wm.table)
+        df = door.table(plan.spark, wm.table)
         cols = [x.lower() for x in df.columns]
     missing = [w for w in want if w.lower() not in cols]
     if missing:

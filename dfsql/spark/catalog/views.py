@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
 from dfsql.language.vocabulary import CLAUSE_WORDS
+from dfsql.spark import door
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan.parsed_plan import relations_read
 
@@ -56,7 +57,7 @@ def definition(spark: SparkSession, name: str) -> str | None:
         return None
     if table.isTemporary or table.tableType != "VIEW":
         return None
-    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    props = {r[0]: r[1] for r in door.sql(spark, f"SHOW TBLPROPERTIES {name}").collect()}
     parts = props.get(PARTS)
     if parts is None or not parts.isdigit():
         return None
@@ -84,7 +85,7 @@ def create(stmt: Statement, spark: SparkSession, body: str, schema: StructType) 
     ddl = (f"{head}{exists} {name} TBLPROPERTIES ({', '.join(props)}) AS SELECT {columns} "
            f"FROM range(1) WHERE raise_error({refusal}) IS NULL")
     with spark_errors(stmt.source, lambda k: stmt.view_name_offset):
-        return spark.sql(ddl)
+        return door.sql(spark, ddl)
 
 
 def show_create(stmt: Statement, spark: SparkSession) -> DataFrame | None:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -194,7 +196,8 @@ class Catalog:
             if self.views_seen.get(fname) == mtime:
                 continue
             try:
-                self.spark.sql(_or_replace(path.read_text()))
+                with _verbatim(self.spark):
+                    self.spark.sql(_or_replace(path.read_text()))
             except (OSError, DfsqlError, PySparkException):
                 continue
             self.views_seen[fname] = mtime
@@ -262,7 +265,8 @@ class Catalog:
                 tokens = scan_text(text).tokens
                 if fname in self.external_seen:  # changed elsewhere: read it again
                     self.spark.sql(f"DROP TABLE IF EXISTS {name}")
-                self.spark.sql(_if_not_exists(text, tokens, name))
+                with _verbatim(self.spark):
+                    self.spark.sql(_if_not_exists(text, tokens, name))
                 if _partitioned(tokens):
                     self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
             except (OSError, DfsqlError, PySparkException):  # its database not made yet,
@@ -295,7 +299,8 @@ class Catalog:
             # SHOW CREATE TABLE's text, made IF NOT EXISTS and placed at the directory
             tokens = scan_text(text).tokens
             text = _if_not_exists(text, tokens, name)
-            self.spark.sql(f"{text}\nLOCATION '{location}'")
+            with _verbatim(self.spark):
+                self.spark.sql(f"{text}\nLOCATION '{location}'")
             if _partitioned(tokens):
                 self.spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
             self._set_type(db, table, "MANAGED")
@@ -310,6 +315,25 @@ class Catalog:
         if self._exists(seen.db, seen.table):
             self._set_type(seen.db, seen.table, "EXTERNAL")
             self.spark.sql(f"DROP TABLE IF EXISTS {seen.name}")
+
+
+#: Spark's substitution of ``${…}`` in a statement's text
+_SUBSTITUTE = "spark.sql.variable.substitute"
+
+
+@contextmanager
+def _verbatim(spark: SparkSession) -> Iterator[None]:
+    """No ``${…}`` substitution while the catalog runs the definitions it keeps: each is
+    Spark's ``SHOW CREATE TABLE`` of an object, substituted already (or not: an endpoint
+    client's text) when it was made; run on this process's session, whose substitution
+    is on, a client's ``${env:…}`` would become the server's environment."""
+    conf = spark.conf
+    was = conf.get(_SUBSTITUTE, "true")
+    conf.set(_SUBSTITUTE, "false")
+    try:
+        yield
+    finally:
+        conf.set(_SUBSTITUTE, was)
 
 
 def _is_ddl(statement: Statement | str) -> bool:

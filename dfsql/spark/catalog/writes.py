@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.language.scan import Token, name_end, splice
 from dfsql.language.statement import Statement
+from dfsql.spark import door
 from dfsql.spark.errors import spark_errors
 
 if TYPE_CHECKING:
@@ -85,15 +86,15 @@ def write(stmt: Statement, text: str, spark: SparkSession) -> DataFrame:
         return _cache(stmt, text, head, spark)
     with spark_errors(stmt.source):
         try:
-            return spark.sql(text)
+            return door.sql(spark, text)
         except AnalysisException as exc:
             if head.replace is None or "TABLE_OPERATION" not in (exc.getCondition() or ""):
                 raise
     # the session catalog's file tables cannot be replaced in one step: drop, then create
     # (the head's words before TABLE become CREATE, offsets kept)
     with spark_errors(stmt.source):
-        spark.sql(f"DROP TABLE IF EXISTS {text[head.name[0]:head.name[1]]}")
-        return spark.sql(splice(text, [(*head.replace, "CREATE ")]))
+        door.sql(spark, f"DROP TABLE IF EXISTS {text[head.name[0]:head.name[1]]}")
+        return door.sql(spark, splice(text, [(*head.replace, "CREATE ")]))
 
 
 def _cache(stmt: Statement, text: str, head: _Head, spark: SparkSession) -> DataFrame:
@@ -101,9 +102,9 @@ def _cache(stmt: Statement, text: str, head: _Head, spark: SparkSession) -> Data
     which keeps the windowed blocks' plans; :func:`finish` caches it. (q is the text
     with the head blanked: Spark's positions are the user's.)"""
     with spark_errors(stmt.source):
-        spark.sql(splice(text, [(0, stmt.body_start, "")])).createTempView(
+        door.sql(spark, splice(text, [(0, stmt.body_start, "")])).createTempView(
             text[head.name[0]:head.name[1]].strip("`"))
-    return spark.sql("SELECT 1 AS ok WHERE false").drop("ok")
+    return door.sql(spark, "SELECT 1 AS ok WHERE false").drop("ok")
 
 
 def finish(stmt: Statement, spark: SparkSession) -> None:
@@ -122,4 +123,4 @@ def finish(stmt: Statement, spark: SparkSession) -> None:
         else:
             spark.catalog.cacheTable(name)
         if not head.lazy:
-            spark.table(name).count()
+            door.table(spark, name).count()

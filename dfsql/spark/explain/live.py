@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dfsql.model import clauses as c
+from dfsql.spark import door
 from dfsql.spark.explain.firings import in_order, with_values
 from dfsql.spark.stream.live_state import (
     EVENT,
@@ -74,7 +75,7 @@ def _bounded_writers(plan: BlockPlan) -> tuple | None:
     state); None for every other watermark."""
     wm = plan.clauses.watermark
     if not isinstance(wm, c.WatermarkFrom) or wm.writer is None or \
-            plan.spark.table(wm.table).isStreaming:
+            door.table(plan.spark, wm.table).isStreaming:
         return None
     t = watermark_table(plan, wm).toArrow()
     return t.column(0).to_pylist(), us(t.column(1), null=0), us(t.column(2), null=0)

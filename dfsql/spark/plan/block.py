@@ -40,6 +40,7 @@ from dfsql.language.stages import with_relations, with_views
 from dfsql.language.statement import Statement, WindowedBlock
 from dfsql.language.tree_positions import written_at
 from dfsql.model import clauses as c
+from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.plan.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
 from dfsql.spark.plan.physical import choose
@@ -163,7 +164,7 @@ class BlockPlan:
 
         sql = self.block.sql_for(self.uid)
         try:
-            df = self.spark.sql(sql)
+            df = door.sql(self.spark, sql)
             return list(df.columns)
         except PySparkException as exc:
             if _unresolved_pane_column(exc):
@@ -239,7 +240,7 @@ class BlockPlan:
         from pyspark.errors import PySparkException
 
         try:
-            df = self.spark.sql(self.input_sql(timed, relations))
+            df = door.sql(self.spark, self.input_sql(timed, relations))
             df.schema  # noqa: B018 - analyses it: a mistake is reported here
         except PySparkException as exc:
             mapped = self._map_fragment(exc)
@@ -272,7 +273,7 @@ class BlockPlan:
         inp = self.name("__dfsql_in")
         self.temp_view(self.input_df(), inp)
         try:
-            return self.spark.sql(batch_panes_sql(self, inp))
+            return door.sql(self.spark, batch_panes_sql(self, inp))
         except PySparkException as exc:  # a generated stage: placed in the user's block
             mapped = self._map_fragment(exc)
             if mapped is None:
@@ -290,7 +291,7 @@ class BlockPlan:
         from pyspark.errors import PySparkException
 
         try:
-            return self.spark.sql(out_sql)
+            return door.sql(self.spark, out_sql)
         except PySparkException as exc:
             mapped = self._map_fragment(exc)
             if mapped is None:
@@ -371,7 +372,7 @@ class BlockPlan:
     def _batch_late_rows(self) -> DataFrame:
         """LATE ROWS INTO of a batch block: its elements without an event time (none for
         GLOBAL without ON)."""
-        late = self.spark.sql(null_time_rows_sql(self, self._input_subquery(),
+        late = door.sql(self.spark, null_time_rows_sql(self, self._input_subquery(),
                                                  EVENT_TIME in input_columns(self)))
         return late.withColumn("event_time", late["event_time"].cast("timestamp"))
 
@@ -431,7 +432,7 @@ class BlockPlan:
         if EVENT_TIME not in input_columns(self):
             return 0
         inp = self._input_subquery()
-        return self.spark.sql(f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
+        return door.sql(self.spark, f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
 
 
 @dataclass(frozen=True)

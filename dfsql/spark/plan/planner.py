@@ -24,6 +24,7 @@ from dfsql.language.scan import splice
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
 from dfsql.session import spark_context
+from dfsql.spark import door
 from dfsql.spark.catalog.writes import finish as finish_write
 from dfsql.spark.catalog.writes import write
 from dfsql.spark.errors import spark_errors
@@ -169,7 +170,7 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
             inner_views.append(executor_view(block.index, uid))
     if stmt.kind == "create_view" and result is not None:  # the view's body is windowed
         _create_view(stmt, result)
-        return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
+        return Planned(door.sql(spark, "SELECT 1 AS ok WHERE false").drop("ok"))
     if result is not None:
         return Planned(result, tuple(blocks))
     # Windowed blocks only inside a plain statement: run it over their views (each
@@ -184,12 +185,12 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         # which keeps their plans (a SQL view would keep their names, and this
         # statement's views are dropped once it is planned); its head blanked.
         with spark_errors(stmt.source):
-            _create_view(stmt, spark.sql(splice(final, [(0, stmt.body_start, "")])))
-        return Planned(spark.sql("SELECT 1 AS ok WHERE false").drop("ok"))
+            _create_view(stmt, door.sql(spark, splice(final, [(0, stmt.body_start, "")])))
+        return Planned(door.sql(spark, "SELECT 1 AS ok WHERE false").drop("ok"))
     if stmt.kind == "write":  # the rows written are the windowed result's, changelog and all
         return Planned(write(stmt, final, spark), tuple(blocks))
     with spark_errors(stmt.source):
-        return Planned(spark.sql(final), tuple(blocks))
+        return Planned(door.sql(spark, final), tuple(blocks))
 
 
 def physical_plans(stmt: Statement, spark: SparkSession,

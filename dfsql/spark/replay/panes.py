@@ -33,6 +33,7 @@ from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
 from dfsql.model.group_also_by_window import end_floor_of
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NEG_INF, AssignedWindows
+from dfsql.spark import door
 from dfsql.spark.plan.values import Replayed, in_query, late_row_columns
 from dfsql.spark.plan.window_assignment import grid_sql
 from dfsql.spark.replay.driver import ROW_ID, WINDOW_START, PartitionDriver
@@ -127,7 +128,7 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
         panes_sql = panes_two_level(view, keys, meta, merges, ranked)
     else:
         panes_sql = panes_exploded(plan, view, keys, payload, meta, ranked)
-    result = plan.spark.sql(_result_sql(plan, panes_sql, keys, retracting, ranked))
+    result = door.sql(plan.spark, _result_sql(plan, panes_sql, keys, retracting, ranked))
     if clauses.late_rows_into:
         _dropped_rows(plan, emitted).createOrReplaceTempView(clauses.late_rows_into)
     events = None if record is None else emitted.where(F.col("__kind") == KIND_EVENT)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import AnalysisError, NotSupportedError, SourceError
 from dfsql.language.continuous import Backfill
 from dfsql.model.clauses import Accumulation
+from dfsql.spark import door
 from dfsql.spark.progress import say
 from dfsql.spark.stream.backfill import stream_relations, unsupported
 from dfsql.spark.stream.checkpoint import last_committed
@@ -58,7 +59,7 @@ def file_stream(spark: SparkSession, name: str) -> FileStream | None:
     """The relation ``name`` as Spark's analysed plan has it, if it is one streaming
     file source (None: another source, a socket or Kafka, or several; or Spark Connect,
     whose plan this process does not hold)."""
-    jdf = getattr(spark.table(name), "_jdf", None)
+    jdf = getattr(door.table(spark, name), "_jdf", None)
     if jdf is None:
         return None
     jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
@@ -151,7 +152,7 @@ def history_of(spark: SparkSession, stream: FileStream, files: list[str],
     held = set(skip)
     frames = []
     if before is not None:
-        frames.append(before.frame if before.frame is not None else spark.sql(before.sql))
+        frames.append(before.frame if before.frame is not None else door.sql(spark, before.sql))
     fresh = [f for f in files if f not in held]
     say(f"ALTER: the changed query's history: {len(fresh)} file(s) of {stream.name} read "
         "again" + (" after the running query's own history" if before is not None else ""))

@@ -23,6 +23,7 @@ from sqlglot import exp
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.stages import relation_name
 from dfsql.model import clauses as c
+from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error
 from dfsql.spark.progress import say
 from dfsql.spark.stream.checkpoint import committed_batches
@@ -118,7 +119,7 @@ def stream_input(plan: ReplayPlan, backfill: Backfill | None) -> DataFrame:
     # Spark counts those rows among the batch's input too: the query's progress log
     # takes them out again (dfsql.spark.stream.progress_log), so a changed query counts
     # each row it read once
-    unread = plan.spark.table(stream).observe(
+    unread = door.table(plan.spark, stream).observe(
         REREAD, F.count(F.when(read_before, 1)).alias("rows")).where(~read_before)
     plan.temp_view(unread, view)
     return plan.timed_input_df({stream: view})
@@ -133,7 +134,7 @@ def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
         df = backfill.frame
     else:
         try:
-            df = plan.spark.sql(backfill.sql)
+            df = door.sql(plan.spark, backfill.sql)
             df.schema  # noqa: B018
         except PySparkException as exc:
             mapped = map_spark_error(exc, backfill.source)
@@ -157,7 +158,7 @@ def stream_relations(plan: ReplayPlan) -> list[str]:
         if not name or name in placeholders or name in found:
             continue
         try:
-            streaming = plan.spark.table(name).isStreaming
+            streaming = door.table(plan.spark, name).isStreaming
         except Exception:  # noqa: BLE001 - not a catalog relation (a CTE's name, a path)
             continue
         if streaming:
@@ -170,7 +171,7 @@ def _reads_marks_stream(plan: ReplayPlan) -> bool:
     if not isinstance(wm, c.WatermarkFrom):
         return False
     try:
-        return plan.spark.table(wm.table).isStreaming
+        return door.table(plan.spark, wm.table).isStreaming
     except Exception:  # noqa: BLE001 - its own error comes with planning
         return False
 

@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
+from dfsql.spark import door
 from dfsql.spark.plan.native_batch import batch_panes_sql
 from dfsql.spark.plan.values import late_row_columns
 from dfsql.spark.replay.ordering import shuffle_partitions
@@ -196,7 +197,7 @@ def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str
         F.unix_micros(F.col(PROCESSING_TIME)).alias(AT), *flag)
     static, marks = None, MARKS_NONE
     if isinstance(cl.watermark, c.WatermarkFrom):
-        if plan.spark.table(cl.watermark.table).isStreaming:
+        if door.table(plan.spark, cl.watermark.table).isStreaming:
             # a stream of marks joins the elements' stream (see Packer)
             marks = MARKS_SERIES if cl.watermark.writer is None else MARKS_WRITERS
             elements = elements.unionByName(
@@ -410,7 +411,7 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
     plan.temp_view(inp, view)
     # the progress' dfsql figures: panes; Spark's own progress has the rest (input rows,
     # state rows, rows dropped by the watermark, the watermark)
-    return plan.spark.sql(batch_panes_sql(plan, view, stream=True)).observe(
+    return door.sql(plan.spark, batch_panes_sql(plan, view, stream=True)).observe(
         METRICS, F.count(F.lit(1)).alias("panes"))
 
 
