@@ -27,7 +27,7 @@ once that second is over (:func:`released`), so up to a second of the first figu
 source's on every side, and the second is what the query's micro-batches and trigger add.
 
 ``EVERY 1 SECOND`` fires a window's early pane at the first processing-time second
-boundary after its new rows (LANGUAGE.md's aligned period): by design a row waits up to
+boundary after its new rows (docs/reference.md#trigger: an aligned period): by design a row waits up to
 a second more than in an operator that emits every micro-batch, so the native figures
 are the floor Spark's machinery allows, not the same semantics; ``engine_each_row`` is
 dfsql with native's semantics.

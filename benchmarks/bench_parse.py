@@ -1,4 +1,4 @@
-"""Front-end latency: parse_statement + rewrite for every LANGUAGE.md and figure query.
+"""Front-end latency: parse_statement + rewrite for every docs/reference.md and figure query.
 
 No Spark. Prints the median over ``--runs`` runs (after warm-up) per query and exits
 non-zero if any median exceeds the budget (5 ms). Run: ``python benchmarks/bench_parse.py``.
@@ -64,7 +64,7 @@ LIMIT 100""",
 
 
 def queries() -> dict[str, str]:
-    """Every query to time: LANGUAGE.md's and the paper figures'."""
+    """Every query to time: docs/reference.md's and the paper figures'."""
     out = dict(SPEC_QUERIES)
     for fig in json.loads(FIGURES.read_text())["figures"]:
         out[fig["name"]] = fig["query"]

@@ -1,6 +1,6 @@
 """dfsql on Spark against native Spark, in the same run, on the benchmark generator's data.
 
-Workloads (LANGUAGE.md queries over ``benchmarks/gen_events.py`` output, 10k keys):
+Workloads (docs/reference.md queries over ``benchmarks/gen_events.py`` output, 10k keys):
 
 * FIXED(1 MINUTE), default trigger, batch    vs  ``groupBy(key, window(event_time, '1 minute'))``
 * SESSIONS(GAP 30 SECONDS), default trigger  vs  ``groupBy(key, session_window(...))``
@@ -17,7 +17,7 @@ events table is cached in memory first (``--no-cache`` reads the parquet file ea
 ``--spark-aggregates`` times a third side: dfsql with its replay's aggregates left to
 Spark (``dfsql.replay.aggregateKernels=false``, the path before the driver computed them),
 so before and after are measured in one process too. ``--stages`` prints, for one more run of each side, every Spark job and stage it ran with
-its wall time, task time and shuffle records (Spark's status store: works without the UI). A replayed result comes in LANGUAGE.md §7's changelog order (emit time,
+its wall time, task time and shuffle records (Spark's status store: works without the UI). A replayed result comes in docs/reference.md#output-columns's changelog order (emit time,
 keys, window_start), a global sort that plain ``GROUP BY session_window()`` does not do;
 a batch result is unordered, as native's. The native query with ``ORDER BY key, start``
 is timed too (``native_ord_s``, ``ratio_ord``).

@@ -159,7 +159,7 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     table named ``name``), ``"console"``, a callable ``f(batch_df, batch_id)``
     (foreachBatch), or a :class:`dfsql.TableSink` (the current row of every live window,
     retractions applied). Console, callable and table sinks get each micro-batch in
-    LANGUAGE.md §7's changelog order. With ``LATE ROWS INTO v`` the dropped rows go to the
+    docs/reference.md#output-columns's changelog order. With ``LATE ROWS INTO v`` the dropped rows go to the
     temp view ``v`` (growing by each batch), the panes to ``sink`` — a directory then gets
     each batch as files named after its id, and "memory" a temp view ``name``.
     ``checkpoint``: where the query's state and progress live (restart from it after a
@@ -174,7 +174,7 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     is not scanned or parsed again.
 
     ``backfill``: the stream's history (a table's name or a bounded DataFrame with the
-    stream's columns, holding what arrived before its first row; LANGUAGE.md §8c): it is
+    stream's columns, holding what arrived before its first row; docs/guides/streams.md#continuous-queries-as-statements): it is
     replayed first, and its panes reach ``sink`` with the stream's first micro-batch.
     A restart whose checkpoint has committed a batch does not read it again. In a
     terminal its progress (the backfill's phases, its micro-batches' stages) shows as
@@ -347,7 +347,7 @@ def dropped_late(df: DataFrame, windows: bool = False) -> int:
 
 
 def dropped_warnings(df: DataFrame) -> list[str]:
-    """LANGUAGE.md §4, dropped rows are never silent: for each windowed block behind
+    """docs/reference.md#allowed-lateness, dropped rows are never silent: for each windowed block behind
     ``df`` that dropped rows, the line the shell prints under the result and the endpoint
     returns as a warning with it — how many, the clauses in force that dropped them
     (registered defaults marked) and how to keep them. The counts are

@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     progress_bar.disable()
     if args.master and args.remote:
         parser.error("give --master or --remote, not both")
-    # every command's dfsql.session() reads these (LANGUAGE.md's interfaces share them)
+    # every command's dfsql.session() reads these (every interface shares them)
     if args.warehouse:
         os.environ["DFSQL_WAREHOUSE"] = str(Path(args.warehouse).expanduser().resolve())
     if args.remote:

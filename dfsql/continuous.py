@@ -181,7 +181,7 @@ def _running(stmt: ContinuousStatement, src: Source, what: str) -> Running:
 
 def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
            alter: Alterer) -> DataFrame:
-    """ALTER STREAMING QUERY (LANGUAGE.md §8c): checked while the old query runs (a
+    """ALTER STREAMING QUERY (docs/guides/streams.md#continuous-queries-as-statements): checked while the old query runs (a
     refusal leaves it running unchanged); then it stops at its last completed
     micro-batch and the new query starts from everything it read, its sink restated by
     the new query's first micro-batch (a table whole; a directory by retractions and

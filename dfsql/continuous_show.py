@@ -131,7 +131,7 @@ def versions_shown(versions: tuple[tuple[int, str | None], ...]) -> str:
 def inputs_shown(t: Totals) -> tuple[str | None, str | None]:
     """SHOW's ``inputs`` (each input's latest processing time) and ``held_by`` (the
     input the frontier stands at: the one the query waits for; several inputs on one
-    clock stand at the earliest, LANGUAGE.md §4)."""
+    clock stand at the earliest, docs/reference.md#allowed-lateness)."""
     if t.rows_latest is None:
         return None, None
     if t.marks_latest is None and t.frontier == t.rows_latest:  # one input

@@ -48,7 +48,7 @@ class UnknownKeywordError(DfsqlSyntaxError):
 
 
 class ClauseOrderError(DfsqlSyntaxError):
-    """An extension clause is repeated or out of the order of LANGUAGE.md §1."""
+    """An extension clause is repeated or out of the order of docs/reference.md#query-shape."""
 
 
 class MissingOperandError(DfsqlSyntaxError):

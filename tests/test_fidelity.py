@@ -1,6 +1,6 @@
 r"""Plain Spark SQL through ``dfsql.sql`` behaves exactly as ``spark.sql``.
 
-LANGUAGE.md §1: a query without the WINDOW extension clause is plain Spark SQL and must
+docs/reference.md#query-shape: a query without the WINDOW extension clause is plain Spark SQL and must
 behave exactly as ``spark.sql`` would. The corpus leans on what could fool dfsql's front
 end: Spark's own named ``WINDOW w AS (...)`` clause, ``window()`` / ``session_window()``
 grouping, and string literals, comments and backquoted names spelling TRIGGER, EMIT,

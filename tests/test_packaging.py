@@ -300,7 +300,7 @@ print(len(list(paper.glob('*.sql'))), (paper / 'events.csv').is_file())
     r = _python(code, cwd=work, env=env, flags=("-S",))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    # The clauses and the trigger tree in the spec's notation (LANGUAGE.md §3): early
+    # The clauses and the trigger tree in the spec's notation (docs/reference.md#window): early
     # firings every minute until the window's end, then one late pane per row.
     assert "WINDOW FIXED(2m) ON event_time" in lines, r.stdout
     # (followed, over a bounded table, by the note that it has no effect there)

@@ -46,7 +46,7 @@ _READ = "SELECT * FROM"
 
 @dataclass(frozen=True)
 class Backfill:
-    """A continuous query's history (``BACKFILL FROM``, LANGUAGE.md §8c): a bounded
+    """A continuous query's history (``BACKFILL FROM``, docs/guides/streams.md#continuous-queries-as-statements): a bounded
     relation with the stream's columns holding what arrived before the stream's first
     row. ``sql`` reads it, with the relation at the offsets the user wrote it (the rest
     of the statement blanked), so Spark's errors about it are placed where it was

@@ -1,6 +1,6 @@
 """Which functions of a windowed SELECT are aggregates, asked of the Spark session.
 
-LANGUAGE.md §1 allows every Spark aggregate in a windowed query, user-defined ones
+docs/reference.md#query-shape allows every Spark aggregate in a windowed query, user-defined ones
 included (a pandas grouped-aggregate UDF or a Java ``Aggregator`` registered with
 ``spark.udf.register``, a Hive UDAF made by ``CREATE FUNCTION``). The rewrite must know
 which calls aggregate — they are computed per key, window and pane — but a registered

@@ -104,7 +104,7 @@ def statement_kind(tokens: list[Token], end: int) -> tuple[str, int, ViewHead]:
         kind = "explain_watermark"
         body_start = first[2].start if len(first) > 2 else end
     elif len(first) > 1 and first[0].is_word("EXPLAIN") and first[1].is_word("FIRINGS"):
-        kind = "explain_firings"  # LANGUAGE.md §8b
+        kind = "explain_firings"  # docs/reference.md#explaining-time
         body_start = first[2].start if len(first) > 2 else end
     elif first and first[0].is_word("EXPLAIN"):
         kind = "explain"
@@ -133,7 +133,7 @@ def _write_body(first: list[Token], tokens: list[Token]) -> int | None:
     """Where the query of a statement that writes a query's rows starts (an offset), or
     None: ``CREATE [OR REPLACE] TABLE … AS q``,
     ``REPLACE TABLE … AS q``, ``INSERT INTO|OVERWRITE [TABLE] t … q``, ``CACHE [LAZY]
-    TABLE t [OPTIONS (…)] [AS] q`` (LANGUAGE.md §8a: a windowed query stands there with
+    TABLE t [OPTIONS (…)] [AS] q`` (docs/reference.md#writing-results: a windowed query stands there with
     the meaning it has alone)."""
     words = [t.upper if t.kind == "word" else t.text for t in first[:6]]
     if words[:1] == ["CREATE"] and "TABLE" in words or words[:2] == ["REPLACE", "TABLE"]:

@@ -11,11 +11,11 @@ PANES_TABLE = "__dfsql_panes"
 #: The input stage's event-time and processing-time columns.
 EVENT_TIME = "__event_time"
 PROCESSING_TIME = "__processing_time"
-#: The input stage's flag of the rows its WHERE keeps, where time runs (LANGUAGE.md §4):
+#: The input stage's flag of the rows its WHERE keeps, where time runs (docs/reference.md#processing-time):
 #: every row of the FROM drives the watermark, the clock and the replay's end; only the
 #: rows with this flag true enter windows (:attr:`dfsql.language.stages.Stages.timed_input`).
 IN_QUERY = "__in_query"
-#: The pane columns every windowed result ends with (LANGUAGE.md §7).
+#: The pane columns every windowed result ends with (docs/reference.md#output-columns).
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
                 "emit_time", "is_retraction")
 #: Hidden column of a replay's panes table where windows merge and panes are retracted:
@@ -26,6 +26,6 @@ PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_l
 SORT_COLUMNS = ("__sort_rank",)
 #: a stream's dropped element riding with its panes to the LATE ROWS INTO side sink
 LATE_ROW = "__late_row"
-#: The columns of an EXPLAIN FIRINGS result after its group keys (LANGUAGE.md §8b).
+#: The columns of an EXPLAIN FIRINGS result after its group keys (docs/reference.md#explaining-time).
 FIRINGS_COLUMNS = ("window_start", "window_end", "at", "event", "watermark", "pane_index",
                    "pane_timing", "detail")

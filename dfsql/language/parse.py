@@ -1,7 +1,7 @@
 """Lark parse of the extension clauses (WINDOW … EMIT) into :mod:`clauses` objects.
 
 The grammar lives in ``dfsql/grammar/dfsql.lark`` (read by :mod:`dfsql.language.vocabulary`).
-A Transformer turns the parse tree into frozen dataclasses, desugaring LANGUAGE.md §5's trigger syntax into the nodes of the
+A Transformer turns the parse tree into frozen dataclasses, desugaring docs/reference.md#trigger's trigger syntax into the nodes of the
 trigger specification; nothing else touches the parse tree. Lark's exceptions are turned
 into :class:`~dfsql.errors.DfsqlError` subclasses with the line and column in the user's
 text and a hint (did-you-mean for misspelt keywords).

@@ -1,4 +1,4 @@
-"""Registered sources (LANGUAGE.md §8): the defaults ``dfsql.register`` (and the shell's
+"""Registered sources (docs/reference.md#sources): the defaults ``dfsql.register`` (and the shell's
 ``\\load``) give a table for ON, PROCESSING TIME and WATERMARK, and which of them a
 windowed block over that table takes.
 
@@ -37,7 +37,7 @@ CLAUSE_OF_FIELD = {"on": "ON", "processing_time": "PROCESSING TIME", "watermark"
 
 @dataclass(frozen=True)
 class Registration:
-    """Defaults for the extension clauses of a registered source (LANGUAGE.md §8).
+    """Defaults for the extension clauses of a registered source (docs/reference.md#sources).
 
     ``event_time`` and ``processing_time`` are Spark SQL expressions over the source's
     columns (usually a column name); ``watermark`` is the parsed body of a WATERMARK

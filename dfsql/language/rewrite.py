@@ -9,7 +9,7 @@
   aggregate function are kept as written, so Spark computes every aggregate.
 * **output** — the SELECT expressions over keys, aggregate results and
   window_start / window_end, then HAVING, ORDER BY and LIMIT, over the table of panes
-  (``__dfsql_panes``) with the pane columns of LANGUAGE.md §7.
+  (``__dfsql_panes``) with the pane columns of docs/reference.md#output-columns.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def _output_stage(select: exp.Select, items: list[exp.Expression],
                   aggs: list[exp.Expression], block: WindowedBlock, src: Source,
                   pending: frozenset[str], changelog: bool, late_rows: bool) -> _Output:
     """SELECT over keys, aggregates and pane columns, HAVING, ORDER BY (the user's or
-    LANGUAGE.md §7's) and LIMIT, over the table of panes."""
+    docs/reference.md#output-columns's) and LIMIT, over the table of panes."""
     def to_output(node: exp.Expression) -> exp.Expression:
         for n, a in enumerate(aggs):
             if node == a:
@@ -305,7 +305,7 @@ def _output_stage(select: exp.Select, items: list[exp.Expression],
 def _changelog_order(select: exp.Select, items: list[exp.Expression],
                      keys: list[exp.Expression], out_names: list[str],
                      cl: c.Clauses) -> tuple[str, ...]:
-    """LANGUAGE.md §7's changelog order as ORDER BY items, rendered from the model's
+    """docs/reference.md#output-columns's changelog order as ORDER BY items, rendered from the model's
     definition (:data:`dfsql.model.changelog.CHANGELOG_ORDER`). Without merging the row a
     retraction sorts with is its window's next pane (``NEXT_PANE``), which SQL reads off
     the row; where windows merge it is another window's pane, so the replay ranks the rows

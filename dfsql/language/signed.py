@@ -1,4 +1,4 @@
-"""A block that reads a changelog subtracts its retractions (LANGUAGE.md §6): its
+"""A block that reads a changelog subtracts its retractions (docs/reference.md#emit): its
 aggregates rewritten over the changelog's rows, in the block's SELECT tree."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dfsql.language.blocks import WindowedBlock
 from dfsql.language.scan import Source
 from dfsql.language.select_tree import is_aggregate, node_pos
 
-#: The changelog column that marks a retraction row (LANGUAGE.md §6, §7).
+#: The changelog column that marks a retraction row (docs/reference.md#emit, #output-columns).
 RETRACTION = "is_retraction"
 
 # Each aggregate over a changelog as a template over its argument ``__x`` (the rows'
@@ -55,7 +55,7 @@ def signed_aggregates(select: exp.Select, block: WindowedBlock, src: Source,
                        names: frozenset[str]) -> None:
     """Make the aggregates of a block that reads a changelog subtract its retractions.
 
-    LANGUAGE.md §6: a downstream over an ACCUMULATING AND RETRACTING result sees every
+    docs/reference.md#emit: a downstream over an ACCUMULATING AND RETRACTING result sees every
     pane and retraction at its emit_time, and its aggregates subtract what is retracted.
     SUM adds a retraction's value negated; COUNT counts insertions minus retractions;
     AVG is their quotient; MIN and MAX are taken over what is left of the multiset

@@ -200,7 +200,7 @@ class Stages:
     output_names: tuple[str, ...]
     has_processing_time: bool
     default_order: bool
-    #: LANGUAGE.md §7's default order (ORDER BY items), when the output stage has an
+    #: docs/reference.md#output-columns's default order (ORDER BY items), when the output stage has an
     #: unordered form (``output.unordered``) so the executor may order the panes itself.
     default_order_by: tuple[str, ...] | None = None
     #: The group keys (one per ``key_columns``) and the aggregates (one per
@@ -230,7 +230,7 @@ class Stages:
     @functools.cached_property
     def timed_input(self) -> exp.Select:
         """The input stage of a block that runs in processing time (a replay or a
-        stream): time belongs to the input (LANGUAGE.md §4), so every row the FROM
+        stream): time belongs to the input (docs/reference.md#processing-time), so every row the FROM
         reads, after its joins and before WHERE, drives the watermark, the clock and the
         replay's end, and WHERE only says which rows enter windows. The WHERE becomes
         the projected flag :data:`~dfsql.language.names.IN_QUERY` (a NULL condition

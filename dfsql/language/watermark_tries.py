@@ -1,4 +1,4 @@
-"""``EXPLAIN WATERMARK <windowed query> TRY <watermark>[, <watermark> …]`` (LANGUAGE.md §8b).
+"""``EXPLAIN WATERMARK <windowed query> TRY <watermark>[, <watermark> …]`` (docs/reference.md#explaining-time).
 
 The statement is a windowed query followed by a list of watermarks to replay it under.
 The list is cut off the statement (blanked, so the query keeps its offsets) before the
@@ -16,7 +16,7 @@ from dfsql.language.parse import parse_items
 from dfsql.language.scan import Source, Token, splice
 from dfsql.model import clauses as c
 
-#: the words a watermark of LANGUAGE.md §4 starts with (after WATERMARK)
+#: the words a watermark of docs/reference.md#watermark starts with (after WATERMARK)
 FORMS = ("DELAY", "FROM", "PERFECT", "PERCENTILE")
 _EXAMPLE = "e.g. TRY DELAY 30 SECONDS, PERCENTILE 99, PERFECT"
 

@@ -1,6 +1,6 @@
 """The decomposable aggregates (COUNT, SUM, MIN, MAX, AVG) of every pane, vectorised.
 
-A pane aggregates its elements by the route the driver reports (LANGUAGE.md §5, and
+A pane aggregates its elements by the route the driver reports (docs/reference.md#trigger, and
 :mod:`dfsql.model.group_also_by_window`): each element is first emitted by one pane (its
 *delta*), and each pane covers a set of deltas (its own only when DISCARDING; every earlier
 delta of its window, and of the windows merged into it, when ACCUMULATING). So a pane's
@@ -34,7 +34,7 @@ PARTIAL_MERGES = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
 def decomposable(function: str, distinct: bool, nested: bool) -> bool:
     """Whether a pane's value of the aggregate ``function`` (lower-case Spark name) can be
     computed from partial results over its deltas, the one rule every executor asks
-    (LANGUAGE.md §6's accumulation over deltas): COUNT, SUM, MIN, MAX and AVG, with
+    (docs/reference.md#emit's accumulation over deltas): COUNT, SUM, MIN, MAX and AVG, with
     DISTINCT only where it changes nothing (MIN, MAX), and no aggregate inside."""
     return (function in HOWS and not nested
             and (not distinct or function in ("min", "max")))

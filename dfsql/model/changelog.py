@@ -1,5 +1,5 @@
 """The changelog of a driver run, in numpy: which panes aggregate each element, and
-LANGUAGE.md §7's order of panes and retractions as places in that changelog.
+docs/reference.md#output-columns's order of panes and retractions as places in that changelog.
 
 One implementation, called by both executors: the bounded replay's ``mapInArrow`` driver
 (:mod:`dfsql.spark.replay.panes`) and the stream's bucket processor
@@ -10,7 +10,7 @@ One implementation, called by both executors: the bounded replay's ``mapInArrow`
 **Membership.** A pane aggregates the elements of every delta it covers; an element
 belongs to the panes that cover its first delta (:func:`element_panes`).
 
-**Order (§7).** The one home of LANGUAGE.md §7's changelog order is
+**Order (§7).** The one home of docs/reference.md#output-columns's changelog order is
 :data:`CHANGELOG_ORDER`: rows sort by emit time, the GROUP BY keys, window_start,
 pane_index; a retraction sorts immediately before the row that replaces it (the model
 says which: in a merge another window's pane, else its window's next pane,
@@ -201,7 +201,7 @@ def nondecreasing(*columns: np.ndarray) -> bool:
 
 def current_at(r, at: int) -> np.ndarray:
     """The panes whose rows a retracting changelog holds as current at instant ``at``
-    (LANGUAGE.md §8c, the rows ALTER STREAMING QUERY restates): emitted before ``at``,
+    (docs/guides/streams.md#continuous-queries-as-statements, the rows ALTER STREAMING QUERY restates): emitted before ``at``,
     not retracted before it (a window merged away whose retraction is still to come
     counts), and not their window's last (a window closed or expired keeps its rows).
     Their ids, ascending."""

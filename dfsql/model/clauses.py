@@ -81,7 +81,7 @@ class Duration:
         return cls(int(round(value * MICROS_PER[unit])))
 
 
-#: The longest duration a query may name (LANGUAGE.md §2: "a duration too large for a
+#: The longest duration a query may name (docs/reference.md#durations: "a duration too large for a
 #: TIMESTAMP is an error"): the span of Spark's TIMESTAMP range, 0001-01-01 to 9999-12-31,
 #: 3,652,059 days. Any window, delay or lateness longer than every representable instant
 #: apart is meaningless, and with it event time + size + lateness + delay stays below
@@ -95,7 +95,7 @@ MAX_DURATION = Duration(MAX_DURATION_DAYS * MICROS_PER["d"])
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """Base of the window functions of LANGUAGE.md §3."""
+    """Base of the window functions of docs/reference.md#window."""
 
     pos: Pos = _pos_field()
 
@@ -292,7 +292,7 @@ DEFAULT_TRIGGER: Trigger = Repeat(EndOfWindow())
 
 
 def repeat(t: Trigger, pos: Pos = NOWHERE) -> Trigger:
-    """``Repeat`` that collapses ``Repeat(Repeat(x))`` to ``Repeat(x)`` (LANGUAGE.md §5)."""
+    """``Repeat`` that collapses ``Repeat(Repeat(x))`` to ``Repeat(x)`` (docs/reference.md#trigger)."""
     return t if isinstance(t, Repeat) else Repeat(pos=pos, sub=t)
 
 
@@ -301,7 +301,7 @@ def repeat(t: Trigger, pos: Pos = NOWHERE) -> Trigger:
 
 @dataclass(frozen=True)
 class Watermark:
-    """Base of the WATERMARK forms of LANGUAGE.md §4."""
+    """Base of the WATERMARK forms of docs/reference.md#watermark."""
 
     pos: Pos = _pos_field()
 

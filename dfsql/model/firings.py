@@ -1,6 +1,6 @@
 """EXPLAIN FIRINGS in the model: the life of every window, as the driver lives it.
 
-LANGUAGE.md §8b. The general state machine (:mod:`dfsql.model.state_machine`) takes an
+docs/reference.md#explaining-time. The general state machine (:mod:`dfsql.model.state_machine`) takes an
 optional :class:`Recorder` and reports to it what only it knows as it runs — which
 trigger leaves fired each pane, the windows each merge joined and where the merged
 trigger's state came from, when a window's state was released, and what a window still

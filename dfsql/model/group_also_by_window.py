@@ -122,7 +122,7 @@ def group_also_by_window(key: np.ndarray, event_time: np.ndarray,
 def _without_null_times(null: np.ndarray, key: np.ndarray, event_time: np.ndarray,
                         arrival_time: np.ndarray | None, clauses: Clauses, timeline: Timeline,
                         **kw) -> GabwResult:
-    """Elements whose event time is NULL belong to no window (LANGUAGE.md §3): run the
+    """Elements whose event time is NULL belong to no window (docs/reference.md#window): run the
     driver without them, then add them as dropped instances (reason: null event time,
     with the watermark in effect when they arrived). One rule for every path."""
     ok = np.nonzero(~null)[0]

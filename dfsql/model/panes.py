@@ -1,4 +1,4 @@
-"""Panes: timing, is_last, accumulation modes, retractions and cover (LANGUAGE.md §5–§7).
+"""Panes: timing, is_last, accumulation modes, retractions and cover (docs/reference.md (trigger, emit, output-columns)).
 
 The general driver keeps one :class:`WindowState` per live window (never one object per
 element) and records every pane in a :class:`PaneLog` of plain int lists that become
@@ -23,7 +23,7 @@ from dfsql.model.windows import I64
 EARLY, ON_TIME, LATE = 0, 1, 2
 TIMING_NAMES = ("EARLY", "ON_TIME", "LATE")
 #: The timing of a row that restates a window's current value when a running query is
-#: changed (ALTER STREAMING QUERY, LANGUAGE.md §8c): not a pane the trigger fired.
+#: changed (ALTER STREAMING QUERY, docs/guides/streams.md#continuous-queries-as-statements): not a pane the trigger fired.
 RESTATED = "RESTATED"
 
 # Reasons an element instance was dropped (0: it was not).

@@ -1,7 +1,7 @@
 """``dfsql.model.run``: the model end to end on Python tuples (tests, examples, docs).
 
 Elements are ``(key, value, event_time, arrival_time)``; times are datetimes (naive means
-UTC) or epoch seconds. Output rows follow LANGUAGE.md §7 order.
+UTC) or epoch seconds. Output rows follow docs/reference.md#output-columns order.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def run(
     """Run a windowed aggregation over tuples; see the module docstring.
 
     ``in_query`` (one flag per element; default all true) is what a WHERE keeps. Time
-    belongs to the input (LANGUAGE.md §4): the watermark, the clock and the replay's end
+    belongs to the input (docs/reference.md#allowed-lateness): the watermark, the clock and the replay's end
     come from every element, and only the flagged ones enter windows — a row WHERE
     removes moves time but is never late, dropped or counted.
 
@@ -134,7 +134,7 @@ def _aggregates(res: Any, vals: list[Any], aggregate: Callable[[list[Any]], Any]
 
 def _changelog(res: Any, agg: list[Any], key_of: dict[int, Any], as_dt: bool,
                is_global: bool) -> list[dict[str, Any]]:
-    """The panes and retractions as rows, in LANGUAGE.md §7's order (the model's
+    """The panes and retractions as rows, in docs/reference.md#output-columns's order (the model's
     :func:`~dfsql.model.changelog.changelog_order`)."""
     p, ret = res.panes, res.retractions
 

@@ -44,7 +44,7 @@ class Retractions:
     """Retraction rows: repeat pane ``retracted_pane_id`` with is_retraction at emit_time.
 
     ``replacing_pane_id`` is the pane whose emission retracts it (its window's next pane,
-    or the merged window's pane): LANGUAGE.md §7 sorts the retraction right before it."""
+    or the merged window's pane): docs/reference.md#output-columns sorts the retraction right before it."""
 
     retracted_pane_id: np.ndarray
     emit_time: np.ndarray
@@ -106,7 +106,7 @@ def instances_of(clauses, key: np.ndarray, event_time: np.ndarray,
 
 
 def late_instances(inst: Instances, watermark_at_arrival: np.ndarray) -> np.ndarray:
-    """Which element instances arrived late (LANGUAGE.md §4): their window (as assigned,
+    """Which element instances arrived late (docs/reference.md#allowed-lateness): their window (as assigned,
     before any merge) ended at or before the watermark in effect when they arrived
     (before that instant's move: ``Timeline.before`` of each instance's arrival). An
     element without an event time is in no window: not late."""
@@ -144,7 +144,7 @@ def canonical(res: GabwResult) -> GabwResult:
 
 
 def end_floor_of(trigger, last_arrival: int, timeline: Timeline | None = None) -> int:
-    """The end instant of a replay (LANGUAGE.md §4): the latest instant of its input —
+    """The end instant of a replay (docs/reference.md#allowed-lateness): the latest instant of its input —
     the last arrival and the last row of a WATERMARK FROM series — carried forward to
     the end of any trigger period or processing-time delay then in progress (data
     independent: every slice of keys gets the same end), and at least the watermark's

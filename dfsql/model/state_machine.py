@@ -3,7 +3,7 @@
 Each key's elements are processed instant by instant in processing-time order: the
 elements arriving at p are added (windows assigned and merged), then the watermark moves
 to its value at p, then every window touched at p (by an element, a processing-time timer
-or a watermark hold) has its trigger evaluated (LANGUAGE.md §4, §5). The vectorised fast
+or a watermark hold) has its trigger evaluated (docs/reference.md#watermark, #trigger). The vectorised fast
 paths must give exactly these results (property tests hold them to it).
 """
 
@@ -73,7 +73,7 @@ class _Shared:
 
 class _Closed:
     """A key's windows whose trigger is done, kept until they expire: an element for one
-    is dropped (LANGUAGE.md §5). Forgotten once the watermark passes their expiry, so a
+    is dropped (docs/reference.md#trigger). Forgotten once the watermark passes their expiry, so a
     key costs what its kept windows cost, not what it ever had. Closed session windows
     never overlap (an element overlapping one is dropped, so no live window grows over
     it), so one bisect by start finds the only candidate; other windows match exactly."""

@@ -1,4 +1,4 @@
-"""How a trigger is written (LANGUAGE.md §5), the one home of the trigger's printed
+"""How a trigger is written (docs/reference.md#trigger), the one home of the trigger's printed
 notation: :func:`notation` prints a parsed TRIGGER clause back in the language's words,
 :func:`leaf_text` one of its leaves with where it sits (EXPLAIN FIRINGS' details, which
 the shell's plots read), :func:`duration_text` a duration."""
@@ -24,7 +24,7 @@ def duration_text(d: c.Duration) -> str:
 
 
 def notation(t: c.Trigger) -> str:
-    """A parsed trigger as the language writes it (LANGUAGE.md §5: ``EVERY 1 MINUTE UNTIL
+    """A parsed trigger as the language writes it (docs/reference.md#trigger: ``EVERY 1 MINUTE UNTIL
     WATERMARK THEN REPEAT WATERMARK``): UNTIL for an OrFinally whose main repeats, EVERY
     for a repeated period or row count, parentheses where an operand binds looser than
     its operator; the parser reads it back to the same tree."""

@@ -1,5 +1,5 @@
-"""What a window's trigger waits for next (EXPLAIN FIRINGS' WAITING rows, LANGUAGE.md
-§8b and §8c): the leaves of its state machine that can fire next, each in the spec's
+"""What a window's trigger waits for next (EXPLAIN FIRINGS' WAITING rows,
+docs/reference.md#explaining-time and docs/guides/streams.md#continuous-queries-as-statements): the leaves of its state machine that can fire next, each in the spec's
 notation (:mod:`dfsql.model.trigger_notation`) with its own state — how many rows a
 count has, the instant a period or delay comes due. The clause and the state machine
 (:func:`dfsql.model.triggers.build`) are walked side by side."""

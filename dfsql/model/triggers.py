@@ -38,7 +38,7 @@ __all__ = [
 
 def batch_trigger_note(cl: c.Clauses) -> str | None:
     """What to tell the user when a TRIGGER is given for a batch input (a bounded table
-    without PROCESSING TIME), which LANGUAGE.md §5 accepts but on which no trigger changes
+    without PROCESSING TIME), which docs/reference.md#trigger accepts but on which no trigger changes
     anything: the watermark is past every window at once, so each window gives one last
     ON_TIME pane. None when there is nothing to say. The caller knows the input is
     bounded (over a stream the engine's clock makes the trigger count)."""

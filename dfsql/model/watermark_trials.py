@@ -1,4 +1,4 @@
-"""EXPLAIN WATERMARK's statistics (LANGUAGE.md §8b): what one watermark did to a replay.
+"""EXPLAIN WATERMARK's statistics (docs/reference.md#explaining-time): what one watermark did to a replay.
 
 The trade-off a watermark makes is between completeness (how many elements arrive
 after it has passed their window: *late*, and of those how many the query *dropped*)
@@ -10,7 +10,7 @@ leave the tasks. The rules are here, once, in numpy; the Spark layer only ships 
 
 * **late**: an input row whose window (an element's proto-window before any merge, as
   the trigger sees it; for SLIDING, any of its windows) ends at or before the
-  watermark in effect when it arrives (LANGUAGE.md §4: the watermark *before* that
+  watermark in effect when it arrives (docs/reference.md#allowed-lateness: the watermark *before* that
   instant's move). A row without an event time is in no window and not late.
 * **dropped**: an input row the model dropped from at least one window (its reasons:
   expired, closed, null event time), so the counts of a SLIDING query are of rows, not
@@ -113,7 +113,7 @@ class TrialStats:
 
 def late_rows(res: GabwResult, arrival_time: np.ndarray, timeline: Timeline) -> np.ndarray:
     """The input rows that arrived late (sorted, distinct): some window of theirs ended
-    at or before the watermark in effect at their arrival (LANGUAGE.md §4)."""
+    at or before the watermark in effect at their arrival (docs/reference.md#allowed-lateness)."""
     inst = res.instances
     if not len(inst.row):
         return np.empty(0, I64)

@@ -1,4 +1,4 @@
-"""The global watermark timeline (LANGUAGE.md §4), computed once across all keys.
+"""The global watermark timeline (docs/reference.md#watermark), computed once across all keys.
 
 A :class:`Timeline` is a monotone step function of processing time: at change point
 ``times[i]`` the watermark becomes ``values[i]`` (both int64 µs, times strictly
@@ -37,7 +37,7 @@ class Timeline:
     paper's "p minus the observed delay percentile", never moving backwards.
     ``end`` is the latest instant of the watermark's own input (a WATERMARK FROM
     series' last row), which a bounded replay runs to even if the watermark no longer
-    changes there (LANGUAGE.md §4). Before the first change the watermark is -inf.
+    changes there (docs/reference.md#watermark). Before the first change the watermark is -inf.
     """
 
     times: np.ndarray
@@ -213,7 +213,7 @@ def holding_writer(writer: Sequence[object], processing_time: Sequence[int],
 
 
 def perfect_timeline(event_time: np.ndarray, arrival_time: np.ndarray) -> Timeline:
-    """PERFECT (LANGUAGE.md §4): at p, the smallest event time among rows not yet arrived
+    """PERFECT (docs/reference.md#processing-time): at p, the smallest event time among rows not yet arrived
     (+inf after the last: the driver's end of input, not stored). In two steps, which the
     Spark replay runs as they are (:mod:`dfsql.spark.timelines`): each arrival instant's
     earliest event time, then the smallest over the later instants."""
@@ -398,7 +398,7 @@ def timeline_for(
 
 def inputs_frontier(latest: Sequence[int], idle_timeout: int | None = None,
                     first: int = NEG_INF) -> int:
-    """Several inputs on one clock (LANGUAGE.md §4): the instant before which every
+    """Several inputs on one clock (docs/reference.md#allowed-lateness): the instant before which every
     input is complete. Each input (the rows, a stream of marks or of writers' notes) is
     complete before its own latest processing time ``latest[i]`` (NEG_INF: nothing yet),
     and the query's clock stands at the earliest of them, so the result does not depend

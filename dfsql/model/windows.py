@@ -1,4 +1,4 @@
-"""Window assignment and merging (LANGUAGE.md §3), vectorised over int64 microseconds.
+"""Window assignment and merging (docs/reference.md#window), vectorised over int64 microseconds.
 
 Time sentinels, used throughout dfsql.model:
 
@@ -7,9 +7,9 @@ Time sentinels, used throughout dfsql.model:
 * ``POS_INF`` (int64 max) is +inf: GLOBAL's ``window_end`` and the final watermark of a
   bounded input. Only that final watermark passes GLOBAL's end.
 * ``NULL_EVENT_TIME`` (= NEG_INF) in an event-time array is a NULL event time: such an
-  element belongs to no window (LANGUAGE.md §3); the driver drops and counts it.
+  element belongs to no window (docs/reference.md#window); the driver drops and counts it.
 
-Windows are half-open ``[start, end)``. **The session merge rule** (LANGUAGE.md §3,
+Windows are half-open ``[start, end)``. **The session merge rule** (docs/reference.md#window,
 SESSIONS) lives here, once: two session windows merge when they overlap
 (:func:`overlaps`: ``a.start < b.end and b.start < a.end``), so windows that only touch
 (``[0, 30)`` and ``[30, 60)``) stay two; a window inside another merges into it without
@@ -62,7 +62,7 @@ def sat_add(a: np.ndarray | int, b: int) -> np.ndarray | int:
 
 
 def expiry(window_end: np.ndarray | int, lateness: int) -> np.ndarray | int:
-    """When a window's state is released (LANGUAGE.md §4, ALLOWED LATENESS): once the
+    """When a window's state is released (docs/reference.md#allowed-lateness, ALLOWED LATENESS): once the
     watermark reaches ``window_end + lateness`` (saturating: GLOBAL's never comes)."""
     return sat_add(window_end, lateness)
 
@@ -77,7 +77,7 @@ def expired(window_end: np.ndarray | int, lateness: int,
 
 @dataclass(frozen=True)
 class Grid:
-    """FIXED and SLIDING windows (LANGUAGE.md §3) as the rule that assigns them, in µs.
+    """FIXED and SLIDING windows (docs/reference.md#window) as the rule that assigns them, in µs.
 
     The windows are ``[s, s + size)`` for every start ``s ≡ offset (mod period)``;
     FIXED is the grid whose period is its size. An element of event time t belongs to
@@ -133,7 +133,7 @@ def assign(
     Returns ``(row, start, end)`` per element instance, ordered by row then start; a
     SLIDING element yields one instance per window containing it — none when its period
     exceeds its size and the element falls in a gap between windows: it is then in no
-    window, and not a dropped element (LANGUAGE.md §3) — every other spec one.
+    window, and not a dropped element (docs/reference.md#window) — every other spec one.
     SESSIONS yields the proto-window ``[t, t+gap)``, still to be merged per key.
     """
     t = np.asarray(t, dtype=I64)
@@ -161,7 +161,7 @@ def assign(
 def overlaps(a_start: np.ndarray | int, a_end: np.ndarray | int,
              b_start: np.ndarray | int, b_end: np.ndarray | int) -> np.ndarray | bool:
     """Whether session windows ``[a_start, a_end)`` and ``[b_start, b_end)`` merge: they
-    overlap. Half-open, so windows that only touch stay two (LANGUAGE.md §3)."""
+    overlap. Half-open, so windows that only touch stay two (docs/reference.md#window)."""
     return (a_start < b_end) & (b_start < a_end)
 
 
@@ -175,7 +175,7 @@ def within(start: np.ndarray | int, end: np.ndarray | int,
 
 @dataclass(frozen=True)
 class ClosedGapSessions:
-    """LANGUAGE.md §3's sessions on an engine whose sessions are closed at the gap: it
+    """docs/reference.md#window's sessions on an engine whose sessions are closed at the gap: it
     merges ``t2`` into a session whose last time is ``t1`` iff ``t2 <= t1 + gap``, and
     ends the session at ``last + gap`` (Spark's ``session_window``). Ours merge iff
     ``t2 < t1 + g`` (:func:`overlaps` of ``[t1, t1+g)`` and ``[t2, t2+g)``); on integer

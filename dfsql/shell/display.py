@@ -1,6 +1,6 @@
 """What the shell prints: result tables and positioned errors.
 
-A windowed result keeps its pane columns (LANGUAGE.md §7); a retraction row is marked
+A windowed result keeps its pane columns (docs/reference.md#output-columns); a retraction row is marked
 with ``-`` in a leading column and drawn in red, an insertion with ``+``, and the pane
 timing is coloured, so a changelog reads at a glance. On a terminal the table is drawn
 with rich's box characters (and paged when taller than the screen); to a pipe or file it

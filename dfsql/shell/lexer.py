@@ -1,6 +1,6 @@
 """Highlighting and completion for the shell.
 
-Highlighting is pygments' SQL lexer with dfsql's clause words (LANGUAGE.md §2–§6), the
+Highlighting is pygments' SQL lexer with dfsql's clause words (docs/reference.md (durations, window, processing-time, trigger, emit)), the
 continuous-query statements and the shell's backslash commands added. Completion offers,
 for the word under the cursor: backslash commands at the start of a line; table names
 after FROM, JOIN, INTO, TABLE and the commands that take one; otherwise keywords (Spark
@@ -26,7 +26,7 @@ from dfsql.language.names import PANE_COLUMNS
 from dfsql.language.vocabulary import CLAUSE_FOLLOWERS, UNIT_WORDS
 from dfsql.language.vocabulary import KEYWORDS as ALL_KEYWORDS
 
-#: dfsql's words beyond LANGUAGE.md's clause keywords: units, continuous queries
+#: dfsql's words beyond the clause keywords: units, continuous queries
 # (a one-letter unit, S or H, is more often a table alias: not highlighted)
 DFSQL_WORDS = sorted(ALL_KEYWORDS | {w for w in UNIT_WORDS if len(w) > 1} | {
     "STREAMING", "QUERY", "QUERIES", "STOP", "START", "SHOW", "CHECKPOINT", "DIRECTORY",

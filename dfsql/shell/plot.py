@@ -108,7 +108,7 @@ class _Layout:
 
 def plot_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], path: str,
                 title: str = "", plan=None) -> PlotSummary | TradeoffSummary:
-    """Draw ``rows`` (a windowed result with LANGUAGE.md §7's columns) into ``path``.
+    """Draw ``rows`` (a windowed result with docs/reference.md#output-columns's columns) into ``path``.
     ``plan`` (the result's BlockPlan, when known) adds input elements and the watermark.
     An EXPLAIN WATERMARK result is drawn as its trade-off instead (:mod:`.tradeoff`).
     A result that cannot be drawn, or a file that cannot be written, raises a

@@ -4,7 +4,7 @@ input elements, each with the key it belongs to, and the watermark line.
 The elements are read from the block's input stage, only for the keys the plot shows
 (the result's key columns matched to the query's GROUP BY keys by name), at most
 :data:`MAX_ELEMENTS` per key, the first to arrive. The watermark is one function of
-processing time for every key (LANGUAGE.md §4), so one line serves every panel.
+processing time for every key (docs/reference.md#watermark), so one line serves every panel.
 """
 
 from __future__ import annotations

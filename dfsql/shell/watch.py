@@ -2,7 +2,7 @@
 
 The query runs into a :class:`dfsql.TableSink` — the current row of every live window,
 each micro-batch's retractions deleting the rows they retract and its panes replacing
-their window's row, in LANGUAGE.md §7's order — and the shell redraws that table after
+their window's row, in docs/reference.md#output-columns's order — and the shell redraws that table after
 every batch, the rows the batch changed in bold, until Ctrl-C stops the query. With more
 live windows than the terminal has rows, it draws the changed and the newest windows and
 the status line, and says how many older windows it left out.

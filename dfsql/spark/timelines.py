@@ -1,4 +1,4 @@
-"""The global watermark of a replay, computed on the executors (LANGUAGE.md §4).
+"""The global watermark of a replay, computed on the executors (docs/reference.md#watermark).
 
 The watermark is one function of processing time for every key, so it is computed once,
 before the driver runs. Spark reduces the input on the executors to the instants at
@@ -114,7 +114,7 @@ def from_table_timeline(plan: ReplayPlan, wm: c.WatermarkFrom) -> Timeline:
 
 def check_processing_time(cl: c.Clauses, nulls: int) -> None:
     """A row without a processing time never arrives: a bounded replay refuses it rather
-    than leave it out unseen (LANGUAGE.md §4: no row is lost silently); the user says
+    than leave it out unseen (docs/reference.md#processing-time: no row is lost silently); the user says
     what it means, by filtering it out or giving it an arrival time."""
     if nulls:
         pt = cl.processing_time

@@ -1,4 +1,4 @@
-"""Every Spark aggregate in a windowed query (LANGUAGE.md §1; issue #10, item 11):
+"""Every Spark aggregate in a windowed query (docs/reference.md#query-shape; issue #10, item 11):
 Spark's ``any``, built-ins that sqlglot does not type, and a user-defined aggregate
 registered in the session (a pandas grouped-aggregate UDF), on the batch path and in a
 replay. The planner asks Spark which unknown functions aggregate

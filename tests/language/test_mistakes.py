@@ -1,7 +1,7 @@
-"""Issue #10, items 8 and 11 at parse level: zero durations where LANGUAGE.md §2 allows
+"""Issue #10, items 8 and 11 at parse level: zero durations where docs/reference.md#durations allows
 them, and every other user mistake as a positioned DfsqlError with a hint.
 
-Expected values come from LANGUAGE.md §2 / §4 / §9 and Spark SQL's own rules (written
+Expected values come from docs/reference.md#durations / §4 / §9 and Spark SQL's own rules (written
 next to each case); line and column are counted by hand in the multi-line texts.
 """
 

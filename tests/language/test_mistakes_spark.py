@@ -2,7 +2,7 @@
 durations behave as the defaults they equal, the longest duration runs, and CREATE …
 VIEW does what was asked.
 
-Expected rows are derived by hand from LANGUAGE.md §3–§5 in each test's docstring.
+Expected rows are derived by hand from docs/reference.md (window, processing-time, trigger) in each test's docstring.
 """
 
 from __future__ import annotations

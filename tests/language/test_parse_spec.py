@@ -1,4 +1,4 @@
-"""Every query of LANGUAGE.md and of the paper's figures parses to hand-written clauses.
+"""Every query of docs/reference.md and of the paper's figures parses to hand-written clauses.
 
 Expected objects are built from :mod:`dfsql.model.clauses` by hand, never derived from
 parser output. Dataclass equality ignores ``pos``, so positions are asserted separately.

@@ -21,7 +21,7 @@ def test_figure_query() -> None:
                             "FROM scores")
     assert st.key_columns == ("__k0",)
     assert st.aggregates == (("SUM(__c0)", "__a0"),)
-    # a batch result (no PROCESSING TIME) comes in no particular order (LANGUAGE.md §7)
+    # a batch result (no PROCESSING TIME) comes in no particular order (docs/reference.md#output-columns)
     assert st.output_sql == (
         f"SELECT __k0 AS `key`, __a0 AS `total`, window_start, {PANES}\n"
         "FROM __dfsql_panes")

@@ -1,4 +1,4 @@
-"""LANGUAGE.md §7's changelog order, one home: ``model.changelog.CHANGELOG_ORDER``.
+"""docs/reference.md#output-columns's changelog order, one home: ``model.changelog.CHANGELOG_ORDER``.
 A replayed or streamed result's rows come ordered by emit_time, then the GROUP BY keys,
 then window_start and pane_index; a retraction sorts immediately before the row that
 replaces it (the window's next pane, or for a window merged away the merged window's

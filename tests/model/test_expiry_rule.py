@@ -1,4 +1,4 @@
-"""The expiry rule (LANGUAGE.md §4, ALLOWED LATENESS), one home: ``model.windows.expired``.
+"""The expiry rule (docs/reference.md#allowed-lateness, ALLOWED LATENESS), one home: ``model.windows.expired``.
 A window's state is kept until the watermark reaches window_end + lateness; from then on
 an element for it is dropped. Every driver of the model (the state machine, the FIXED fast
 path, the sessions fast path) holds it at the boundary, by hand: FIXED(60 SECONDS) /

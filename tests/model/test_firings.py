@@ -1,6 +1,6 @@
 """EXPLAIN FIRINGS in the model: the recorder's events on the paper's data, a window
 fired by the end of input, and on random workloads the FIRE / RETRACT rows are
-exactly the run's panes and retractions (LANGUAGE.md §8b)."""
+exactly the run's panes and retractions (docs/reference.md#explaining-time)."""
 
 from __future__ import annotations
 

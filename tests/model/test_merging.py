@@ -1,6 +1,6 @@
-"""Merging windows (LANGUAGE.md §5): trigger state on merge, node by node, and merge
+"""Merging windows (docs/reference.md#trigger): trigger state on merge, node by node, and merge
 identity — expectations derived by hand from the trigger specification (seed 001) and
-LANGUAGE.md, not from the code's output.
+docs/reference.md#trigger, not from the code's output.
 
 Notation in comments: ``EC(k)[n]`` is ElemCount(k) having counted n elements, ``EOW``
 EndOfWindow, ``W1``/``W2`` the merged windows with ends ``E1 = 10`` and ``E2 = 20``.
@@ -92,7 +92,7 @@ def test_finally_merges_main_and_final() -> None:
 
 
 def test_then_continues_from_the_furthest_child() -> None:
-    # LANGUAGE.md §5: AfterEach(<done>, R2) ⊕ AfterEach(R1, R2) = AfterEach(<done>, R2')
+    # docs/reference.md#trigger: AfterEach(<done>, R2) ⊕ AfterEach(R1, R2) = AfterEach(<done>, R2')
     a = AfterEach((Done(ElemCount(2)), ElemCount(3, 1)))
     b = AfterEach((ElemCount(2, 1), ElemCount(3, 1)))
     assert merge(a, b, NONE_PASSED) == AfterEach((Done(ElemCount(2)), ElemCount(3, 2)))

@@ -1,4 +1,4 @@
-"""The PERFECT watermark rule (LANGUAGE.md §4), one home: ``model.watermarks``
+"""The PERFECT watermark rule (docs/reference.md#watermark), one home: ``model.watermarks``
 (``perfect_timeline``, in two steps: ``earliest_per_arrival`` then ``perfect_changes``).
 At processing time p the watermark is the smallest event time among the rows not yet
 arrived (rows arriving at p have arrived); +inf after the last arrival, which the driver

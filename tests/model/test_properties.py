@@ -266,7 +266,7 @@ def test_concat_ranges_is_the_ranges_one_after_another(ranges) -> None:
        st.sampled_from([0, 60]), st.sampled_from([None, False]))
 def test_each_retraction_names_the_pane_that_replaces_it(data, window, trigger, lateness,
                                                         fast) -> None:
-    """LANGUAGE.md §6/§7: a retraction is emitted with the pane that replaces it — the same
+    """docs/reference.md#emit and #output-columns: a retraction is emitted with the pane that replaces it — the same
     key, at the same instant, a window that contains the retracted one (its own next pane,
     or the merged window's) — exactly once per pane replaced."""
     k, e, a, _ = data.draw(inputs())

@@ -1,4 +1,4 @@
-"""SLIDING windows whose period exceeds their size (LANGUAGE.md §3): sampling windows with
+"""SLIDING windows whose period exceeds their size (docs/reference.md#window): sampling windows with
 gaps between them. An element in a gap belongs to no window: it is outside the result,
 not a dropped element, and (as any element) it still moves the watermark."""
 

@@ -1,4 +1,4 @@
-"""The session merge rule (LANGUAGE.md §3, SESSIONS), one home: ``model.windows``.
+"""The session merge rule (docs/reference.md#window, SESSIONS), one home: ``model.windows``.
 An element at t has the proto-window [t, t+gap); windows are half-open and merge, per
 key, with every window they overlap (``overlaps``: a.start < b.end and b.start < a.end),
 transitively (``merge_sessions``); a window inside a live session leaves it the same

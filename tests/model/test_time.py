@@ -1,4 +1,4 @@
-"""Time in a replay (LANGUAGE.md §3, §4): where a replay ends, a percentile watermark that
+"""Time in a replay (docs/reference.md#window, #watermark): where a replay ends, a percentile watermark that
 moves between arrivals, and NULL event times — hand-derived expectations."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trigger's printed notation (LANGUAGE.md §5), one home:
+"""The trigger's printed notation (docs/reference.md#trigger), one home:
 ``model.trigger_notation`` (``notation``, ``leaf_text``, ``duration_text``). A trigger is
 printed in the language's own words — ``WATERMARK``, ``AFTER 2 ROWS``, ``EVERY 1 MINUTE``,
 ``x UNTIL y``, ``x FINALLY y``, ``a THEN b``, ``ANY(...)``, ``ALL(...)``, ``REPEAT x``,
@@ -54,7 +54,7 @@ def test_parse_of_notation_round_trips(text) -> None:
 
 
 def test_notation_by_hand() -> None:
-    """The language's words, written back from parsed triggers (LANGUAGE.md §5)."""
+    """The language's words, written back from parsed triggers (docs/reference.md#trigger)."""
     t = c.AfterEach(subs=(c.OrFinally(main=c.Repeat(sub=c.ElemCount(count=2)),
                                       final=c.EndOfWindow()),
                           c.Repeat(sub=c.AfterFirst(subs=(c.SinceEarliestElem(delay=MIN),

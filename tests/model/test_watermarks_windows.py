@@ -58,7 +58,7 @@ def test_percentile() -> None:
     # delays 4, 2, 10: the median (nearest rank) after each arrival is 4, 2, 4
     t = percentile_timeline(np.array([6, 18, 20]), np.array([10, 20, 30]), 50, 0)
     assert t.at(np.array([9, 10, 15, 20, 25])).tolist() == [NEG_INF, 6, 11, 18, 23]
-    # between arrivals it rises with p (LANGUAGE.md §4); at 30 the median grows back to
+    # between arrivals it rises with p (docs/reference.md#watermark); at 30 the median grows back to
     # 4 (30 - 4 = 26), but the watermark never moves back: 30 - 2 = 28
     assert int(t.at(30)) == 28 and int(t.at(40)) == 36
     assert int(t.before(20)) == 19 - 4 and int(t.before(10)) == NEG_INF

@@ -1,4 +1,4 @@
-"""The window assignment rule (LANGUAGE.md §3), one home: ``model.windows`` (``Grid``,
+"""The window assignment rule (docs/reference.md#window), one home: ``model.windows`` (``Grid``,
 ``grid`` and ``assign``). FIXED(size, OFFSET o) puts t in ``[start, start+size)`` with
 start ≡ o (mod size); SLIDING(size, EVERY period, OFFSET o) in every ``[s, s+size)`` with
 s ≡ o (mod period) containing t — none when period > size and t falls in a gap (a

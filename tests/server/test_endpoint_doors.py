@@ -19,11 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server import test_endpoint_judge as judged
-from tests.server.test_endpoint_judge import SECRET, _connect_as
-
-#: that module's data root and its canary, server and PLAIN users (its fixtures)
-places, server, cursor = judged.places, judged.server, judged.cursor
+from tests.server.judged import SECRET, _connect_as
 
 #: a JSON file outside the root whose one column is named by the canary: a schema that
 #: Spark infers from it would quote it back ("it has (…)")
@@ -187,7 +183,7 @@ def test_a_clients_stored_view_is_not_substituted_when_made_again(server, cursor
     another process, or this one after a restart (here: the file changed, so the next
     statement's sync reads it again) — it is still text, never the server's variable."""
     from dfsql.spark.catalog.warehouse import VIEWS, warehouse_dir
-    from tests.server.test_endpoint_judge import CANARY, ENV
+    from tests.server.judged import CANARY, ENV
 
     cursor.execute(f"CREATE OR REPLACE VIEW subst_kept AS SELECT '{ENV}' AS c")
     try:
@@ -244,7 +240,7 @@ def test_get_columns_of_a_view_whose_name_spells_a_file_reads_no_file(server, do
     GetColumns opens each listed view by its name, which must stay that one name, not
     become ``json.`<path>``` (a file read for its schema)."""
     from dfsql.server.tcli import ttypes as tt
-    from tests.server.test_thrift import operation_rows
+    from tests.server.clients import operation_rows
 
     outside = doors["outside"]
     conn = _connect_as(server, "mallory", "pw")

@@ -28,49 +28,7 @@ from dfsql.server.auth import set_password
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.paths import outside
 from dfsql.spark.plan.parsed_plan import walk
-from tests.conftest import register_paper_tables
-
-SECRET = "TOP-SECRET-31"
-#: in the server's environment (set at collection, before the test run's JVM starts):
-#: Spark's ``${env:…}`` substitution would hand it to a client
-CANARY = "s3cr3t-52-canary"
-os.environ["DFSQL_TEST_CANARY"] = CANARY
-
-
-@pytest.fixture(scope="module")
-def places(tmp_path_factory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("judge")
-    root, outside = base / "root", base / "outside"
-    root.mkdir()
-    outside.mkdir()
-    (root / "t1").mkdir()
-    (root / "t1" / "a.txt").write_text("inside\n")
-    (outside / "secret.txt").write_text(SECRET + "\n")
-    (root / "link").symlink_to(outside)
-    return {"root": root, "outside": outside, "marker": base / "ran"}
-
-
-@pytest.fixture(scope="module")
-def server(spark, places, tmp_path_factory):
-    pw = tmp_path_factory.mktemp("users") / "users"
-    set_password(pw, "mallory", "pw")  # `dfsql passwd` itself: test_thrift.py
-    set_password(pw, "walter", "pw2")
-    srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw),
-                 data_roots=[str(places["root"])], statement_timeout=60,
-                 session_setup=register_paper_tables).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def cursor(server):
-    from pyhive import hive
-
-    conn = hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM",
-                        username="mallory", password="pw")
-    yield conn.cursor()
-    conn.close()
-
+from tests.server.judged import CANARY, ENV, SECRET, _connect_as
 
 #: (statement, where it is refused or None for "anywhere"); {root}, {outside} and
 #: {marker} are filled in. Each one is a way in that Spark accepts.
@@ -407,7 +365,6 @@ def test_generated_attacks_and_decoys_agree_with_sparks_analysis(spark, places):
 SUBSTITUTED = ["${env:DFSQL_TEST_CANARY}", "${system:user.dir}", "${system:user.name}",
                "${spark.app.name}", "${hiveconf:spark.app.name}", "${sparkconf:spark.master}",
                "${env:HOME}", "${x}", "$${env:DFSQL_TEST_CANARY}"]
-ENV = "${env:DFSQL_TEST_CANARY}"
 
 
 def _rows(cursor, statement: str) -> list[tuple]:
@@ -441,11 +398,6 @@ def _script(cursor, statement: str) -> str:
         return e.args[0].status.errorMessage
 
 
-def _connect_as(server, user: str, password: str, **kwargs):
-    from pyhive import hive
-
-    return hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM", username=user,
-                        password=password, **kwargs)
 
 
 def test_the_canary_is_in_the_servers_environment(spark):

@@ -134,7 +134,7 @@ FIG12_WARNING = (
 
 
 def test_pyhive_gets_the_dropped_rows_as_the_operation_log(endpoint):
-    """LANGUAGE.md §4: the endpoint returns the dropped-rows line with the result, as the
+    """docs/reference.md#allowed-lateness: the endpoint returns the dropped-rows line with the result, as the
     operation's log (PyHive's fetch_logs, beeline prints it): each line once."""
     conn = _connect(endpoint)
     cur = conn.cursor()
@@ -230,7 +230,7 @@ def test_pyhive_reads_the_progress_while_a_windowed_statement_runs(endpoint, spa
 
 def test_a_trigger_on_a_bounded_table_is_said_to_have_no_effect(endpoint):
     """Issue #23: a TRIGGER on a bounded table without PROCESSING TIME changes nothing (one
-    ON_TIME pane per window, LANGUAGE.md §5); the endpoint says so in the operation log,
+    ON_TIME pane per window, docs/reference.md#trigger); the endpoint says so in the operation log,
     and EXPLAIN beside the trigger. The paper's ten scores in the global window: one
     ON_TIME pane of their sum, 51, whatever the trigger."""
     conn = _connect(endpoint)
@@ -411,7 +411,7 @@ def test_metadata_calls(endpoint):
 def test_a_persistent_windowed_view_is_shared_by_every_session(endpoint):
     """One client makes the view, another (its own session, temp views of its own) reads
     Figure 14's changelog from it; GetTables lists it as a VIEW and GetColumns shows
-    dfsql's columns (LANGUAGE.md §8a)."""
+    dfsql's columns (docs/reference.md#writing-results)."""
     from dfsql.server.tcli import ttypes as tt
 
     maker, reader = _connect(endpoint), _connect(endpoint)

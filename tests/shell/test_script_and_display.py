@@ -126,7 +126,7 @@ def test_only_a_retracting_windowed_result_gets_marks(spark, paper_tables, capsy
 def test_a_trigger_on_a_batch_input_is_said_to_have_no_effect(spark, paper_tables,
                                                                capsys) -> None:
     """Issue #23: TRIGGER EVERY on a bounded table without PROCESSING TIME is accepted
-    (LANGUAGE.md §5) and changes nothing; the shell says so under the result, whose
+    (docs/reference.md#trigger) and changes nothing; the shell says so under the result, whose
     windows each have one ON_TIME pane (the paper's events in 2-minute windows: pandas)."""
     import pandas as pd
 

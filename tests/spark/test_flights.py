@@ -4,7 +4,7 @@ checked against pandas on the same file; a registered arrival column makes no pl
 count drop rows, and a replay that does drop them says so in the shell, the endpoint
 and from Python.
 
-Expected values are pandas computations of the windows' definitions (LANGUAGE.md §3, §4)
+Expected values are pandas computations of the windows' definitions (docs/reference.md#window, #processing-time)
 over the CSV, never dfsql's output.
 """
 
@@ -57,7 +57,7 @@ def _finals(df, *cols: str) -> dict:
 
 
 def _late(frame: pd.DataFrame, delay: pd.Timedelta, lateness: pd.Timedelta) -> pd.Series:
-    """Which rows a replay in order of actual_ts drops (LANGUAGE.md §4): a row arriving
+    """Which rows a replay in order of actual_ts drops (docs/reference.md#allowed-lateness): a row arriving
     at p meets the watermark as it stood before p (the elements arriving at p are added
     first, then the watermark moves): the largest dep_ts among rows that arrived earlier,
     less the delay; the row is dropped when its hour's end + lateness is at or before it."""

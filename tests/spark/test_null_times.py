@@ -1,4 +1,4 @@
-"""NULL and DATE event times (LANGUAGE.md §3).
+"""NULL and DATE event times (docs/reference.md#window).
 
 A row whose event time is NULL belongs to no window on every path: it is dropped, counted
 by ``dfsql.dropped_late`` (reason ``null event time``) and kept by LATE ROWS INTO. A DATE

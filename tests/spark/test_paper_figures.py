@@ -33,7 +33,7 @@ def test_figure(spark, paper_tables, fig):
     got = [tuple(r) for r in df.collect()]
     want = _expected(fig)
     if all(r[COLUMNS.index("emit_time")] is None for r in want):
-        # a batch result comes in no particular order (LANGUAGE.md §7)
+        # a batch result comes in no particular order (docs/reference.md#output-columns)
         got, want = sorted(got, key=repr), sorted(want, key=repr)
     assert got == want
 

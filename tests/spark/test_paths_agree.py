@@ -10,7 +10,7 @@ clauses (every window, every trigger node, every EMIT mode, lateness, watermark 
 * for a batch input (no PROCESSING TIME), Spark's native window()/session_window()
   aggregation against the model's batch run,
 
-give the same multiset of rows. Order is LANGUAGE.md §7's business, tested elsewhere.
+give the same multiset of rows. Order is docs/reference.md#output-columns's business, tested elsewhere.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ WINDOWS = [
     "SLIDING(60 SECONDS, EVERY 20 SECONDS)", "SESSIONS(GAP 30 SECONDS)",
     "SESSIONS(GAP 45 SECONDS)", "GLOBAL",
 ]
-# Every node of the trigger grammar, alone and composed (LANGUAGE.md §5).
+# Every node of the trigger grammar, alone and composed (docs/reference.md#trigger).
 TRIGGERS = [
     None,  # the default: REPEAT WATERMARK
     "AT WATERMARK",

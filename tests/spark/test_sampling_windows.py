@@ -1,4 +1,4 @@
-"""SLIDING windows whose period exceeds their size (LANGUAGE.md §3: sampling windows with
+"""SLIDING windows whose period exceeds their size (docs/reference.md#window: sampling windows with
 gaps between them) on every path: the batch path (Spark's window() cannot slide by more
 than its size), the replay, and streams on the engine's clock and on a PROCESSING TIME
 column. An element in a gap belongs to no window: it is outside the result, and not

@@ -1,4 +1,4 @@
-"""Time belongs to the input (issue #32, LANGUAGE.md §4): the watermark, the clock and the
+"""Time belongs to the input (issue #32, docs/reference.md#processing-time): the watermark, the clock and the
 end of a replay come from every row the FROM reads (after its joins, before WHERE);
 WHERE only decides which rows enter windows. A row WHERE removes moves time but is never
 late, dropped or counted. To drive time from a filtered input, filter in a subquery.
@@ -222,7 +222,7 @@ def _model_rows(data, keep, text: str) -> list[tuple]:
 def _as_from_series(data, keep, text: str) -> list[tuple]:
     """The kept rows alone under WATERMARK FROM the series the whole input's DELAY or
     PERFECT watermark makes, the series' last point at the whole input's last arrival
-    (where a replay ends, LANGUAGE.md §4): what time from every row means, written out."""
+    (where a replay ends, docs/reference.md#watermark): what time from every row means, written out."""
     delay = int(text.split("WATERMARK DELAY ")[1].split()[0]) if "DELAY" in text else None
     arrivals = sorted({a for *_, a in data})
     series = []

@@ -1,4 +1,4 @@
-"""Event and processing times in every type Spark holds (issue #23; LANGUAGE.md §3, §4).
+"""Event and processing times in every type Spark holds (issue #23; docs/reference.md#window, #processing-time).
 
 ON and PROCESSING TIME may be TIMESTAMP, TIMESTAMP_NTZ or DATE, with or without NULLs.
 Each is read as a TIMESTAMP in the session time zone (a TIMESTAMP_NTZ at its wall-clock

@@ -1,6 +1,6 @@
 """Persistent windowed views: kept in Spark's catalog, read by dfsql as their query.
 
-``CREATE VIEW v AS <windowed query>`` (no TEMP, LANGUAGE.md §8a) stores in the catalog a
+``CREATE VIEW v AS <windowed query>`` (no TEMP, docs/reference.md#writing-results) stores in the catalog a
 view with the result's columns and types, whose own body raises an error naming dfsql,
 and the windowed query's text in the view's properties. So ``DESCRIBE``, ``SHOW TABLES``
 and the endpoint's metadata calls show dfsql's columns, plain Spark reading it gets a

@@ -1,4 +1,4 @@
-"""Statements that write a windowed result: CTAS, INSERT, CACHE TABLE (LANGUAGE.md §8a).
+"""Statements that write a windowed result: CTAS, INSERT, CACHE TABLE (docs/reference.md#writing-results).
 
 The planner hands over the statement's text with its windowed blocks replaced by the
 views of their results, so Spark writes exactly the rows the query returns alone (a

@@ -1,1 +1,1 @@
-"""EXPLAIN FIRINGS and EXPLAIN WATERMARK on Spark (LANGUAGE.md §8b)."""
+"""EXPLAIN FIRINGS and EXPLAIN WATERMARK on Spark (docs/reference.md#explaining-time)."""

@@ -1,4 +1,4 @@
-"""``EXPLAIN FIRINGS <windowed query> [WHERE p]`` on Spark (LANGUAGE.md §8b).
+"""``EXPLAIN FIRINGS <windowed query> [WHERE p]`` on Spark (docs/reference.md#explaining-time).
 
 The query's block is replayed as for the query itself, with the model's recorder on
 (:mod:`dfsql.spark.replay.recorder`): the driver's one run makes the panes and records

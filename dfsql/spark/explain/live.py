@@ -1,4 +1,4 @@
-"""``EXPLAIN FIRINGS FOR STREAMING QUERY q [WHERE p]`` on Spark (LANGUAGE.md §8c): why a
+"""``EXPLAIN FIRINGS FOR STREAMING QUERY q [WHERE p]`` on Spark (docs/guides/streams.md#continuous-queries-as-statements): why a
 running continuous query has or has not produced a window's pane, now.
 
 The query is planned again (on the partitions its checkpoint recorded, so its buckets

@@ -1,4 +1,4 @@
-"""``EXPLAIN WATERMARK … TRY …`` on Spark (LANGUAGE.md §8b): every watermark tried over
+"""``EXPLAIN WATERMARK … TRY …`` on Spark (docs/reference.md#explaining-time): every watermark tried over
 one read and one shuffle of the input, not one query per watermark.
 
 1. The watermark is one function of processing time for every key, so each watermark's
@@ -84,7 +84,7 @@ def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> Dat
 
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
     watermarks = [cl.watermark, *(t.watermark for t in tries)]
-    # every row drives time (LANGUAGE.md §4); only those WHERE keeps are replayed and
+    # every row drives time (docs/reference.md#allowed-lateness); only those WHERE keeps are replayed and
     # counted: a row WHERE removes is never late or dropped
     trials = _timelines(plan, inp, watermarks)
     stats = _replayed(plan, in_query(inp), trials)

@@ -183,7 +183,7 @@ class BlockPlan:
 
     def timed_input_df(self, relations: Mapping[str, str] | None = None) -> DataFrame:
         """The input of a block that runs in processing time (a replay, a stream, EXPLAIN
-        FIRINGS and WATERMARK): time belongs to the input (LANGUAGE.md §4), so every
+        FIRINGS and WATERMARK): time belongs to the input (docs/reference.md#processing-time), so every
         row the FROM reads drives the watermark, the clock and the replay's end, and the
         column :data:`~dfsql.language.names.IN_QUERY` says which rows WHERE keeps, the
         only ones that enter windows (:func:`in_query`). A row WHERE removes that has no
@@ -204,8 +204,8 @@ class BlockPlan:
         return self._timed_input
 
     def _checked_input(self) -> DataFrame:
-        """The input stage after checking the ON and PROCESSING TIME types (LANGUAGE.md
-        §3, §4). A DATE or TIMESTAMP_NTZ time is read as a TIMESTAMP in the session time
+        """The input stage after checking the ON and PROCESSING TIME types
+        (docs/reference.md#window, #processing-time). A DATE or TIMESTAMP_NTZ time is read as a TIMESTAMP in the session time
         zone (Spark's CAST: a DATE at its midnight, a TIMESTAMP_NTZ at its wall-clock
         time there), once, here: every path (Spark's window(), the replay's Arrow
         driver, a stream) then sees one type, and window_start, window_end and
@@ -486,7 +486,7 @@ def _is_timestamp(df: DataFrame, name: str) -> bool:
 def reads_changelog(stmt: Statement, block: WindowedBlock) -> bool:
     """Whether ``block`` replays (PROCESSING TIME) an ACCUMULATING AND RETRACTING result of
     the statement as a changelog: every pane and retraction is an element at its
-    emit_time, and the block's aggregates subtract the retractions (LANGUAGE.md §6). A
+    emit_time, and the block's aggregates subtract the retractions (docs/reference.md#emit). A
     batch block reads that result with its retractions cancelled in advance
     (:func:`net_changelog`), which gives the same final values in one pane."""
     return block.clauses.processing_time is not None and any(

@@ -1,4 +1,4 @@
-"""A batch block's panes as Spark's own aggregation (LANGUAGE.md §5: without PROCESSING
+"""A batch block's panes as Spark's own aggregation (docs/reference.md#trigger: without PROCESSING
 TIME a bounded table arrives at once, and every key and window fires one ON_TIME, last
 pane, whatever the trigger: ``GROUP BY window()`` / ``session_window()``), and a stream
 on the engine's clock compiled to the same aggregation
@@ -37,7 +37,7 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
     elif g is not None:
         # FIXED and SLIDING: the model's assignment, rendered for Spark; a sampling grid
         # (period > size) keeps only the elements a window holds: one in a gap is in no
-        # window and not dropped (LANGUAGE.md §3).
+        # window and not dropped (docs/reference.md#window).
         win_expr = g.group
         if g.column is not None:
             inp = _sampled(plan, inp, g)
@@ -46,7 +46,7 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
         win_expr = f"window({EVENT_TIME}, '1 microseconds')"
     elif isinstance(w, c.SessionWindows):
         # Spark's session_window is closed at its gap; the model says which gap and
-        # end shift give LANGUAGE.md §3's half-open sessions (model.windows)
+        # end shift give docs/reference.md#window's half-open sessions (model.windows)
         win_expr = (f"session_window({EVENT_TIME}, "
                     f"'{closed_gap_sessions(w.gap.micros).gap} microseconds')")
     else:  # pragma: no cover - the grammar has no other window
@@ -71,12 +71,12 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
                "true AS is_last", f"{emit} AS emit_time", "false AS is_retraction"]
     if stream or ranked:
         select.append(f"CAST(0 AS BIGINT) AS {SORT_COLUMNS[0]}")
-    # a NULL event time belongs to no window (LANGUAGE.md §3): see null_time_rows_sql
+    # a NULL event time belongs to no window (docs/reference.md#window): see null_time_rows_sql
     where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in input_columns(plan) else ""
     group_sql = f" GROUP BY {', '.join(group)}" if group else ""
     sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
     if isinstance(w, c.SessionWindows) and not stream:
-        # The output stage's ORDER BY (LANGUAGE.md §7) is a range exchange, whose
+        # The output stage's ORDER BY (docs/reference.md#output-columns) is a range exchange, whose
         # sampling job recomputes the stage below it: here the sort, MergingSessions and
         # aggregate over every element, which would then run twice. Shuffling the (much
         # smaller) panes first makes the sampler read that shuffle instead. (FIXED and

@@ -211,7 +211,7 @@ def late_row_columns(plan: ReplayPlan) -> LateRowColumns:
 def in_query(inp: DataFrame) -> DataFrame:
     """The rows of a timed input (:meth:`ReplayPlan.timed_input_df`) that the query's
     WHERE keeps, without the flag: the elements that enter windows. Every row of the
-    timed input drives time (LANGUAGE.md §4); only these are the query's."""
+    timed input drives time (docs/reference.md#processing-time); only these are the query's."""
     if IN_QUERY not in inp.columns:
         return inp
     return inp.where(IN_QUERY).drop(IN_QUERY)

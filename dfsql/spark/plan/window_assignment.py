@@ -1,4 +1,4 @@
-"""The model's window assignment (LANGUAGE.md §3, :class:`dfsql.model.windows.Grid`),
+"""The model's window assignment (docs/reference.md#window, :class:`dfsql.model.windows.Grid`),
 rendered as Spark SQL: the one place Spark learns which windows an element belongs to.
 
 The Grid's own arithmetic (latest start at or before t, the candidate starts, whether a

@@ -94,7 +94,7 @@ class PartitionDriver:
 
     def _run(self, table, key_ids, id_base):
         # A NULL event time reaches the driver as NULL_EVENT_TIME: it belongs to no
-        # window, and the driver drops and counts it (LANGUAGE.md §3).
+        # window, and the driver drops and counts it (docs/reference.md#window).
         et = _us(table.column(EVENT_TIME), null=NULL_EVENT_TIME)
         if isinstance(self.clauses.window, AssignedWindows):  # the window, not the time
             et = np.where(et == NULL_EVENT_TIME, et, _us(table.column(WINDOW_START), null=0))

@@ -1,4 +1,4 @@
-"""LANGUAGE.md §7's row order for a replayed result, without a global sort's extra job.
+"""docs/reference.md#output-columns's row order for a replayed result, without a global sort's extra job.
 
 A SQL ``ORDER BY`` is a range exchange: Spark first runs a sampling job over its input to
 pick partition bounds, and that job recomputes everything below the exchange (here the

@@ -68,7 +68,7 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
         # GLOBAL without ON: event time plays no part in the window; the watermark still
         # reaches +inf at the end of the bounded input.
         inp = inp.withColumn(EVENT_TIME, F.timestamp_seconds(F.lit(0)))
-    # time belongs to the input (LANGUAGE.md §4): the watermark and the replay's end come
+    # time belongs to the input (docs/reference.md#processing-time): the watermark and the replay's end come
     # from every row the FROM reads; only the rows WHERE keeps enter windows
     timeline, first_arrival, last_arrival = watermark_timeline(plan, inp)
     inp = in_query(inp)
@@ -223,7 +223,7 @@ def by_window(inp: DataFrame, clauses: c.Clauses):
         return inp.withColumn(WINDOW_START, F.expr(g.last)), [WINDOW_START], clauses
     # A NULL event time keeps its row (the driver drops and counts it once); an element
     # in a gap between sampling windows (period > size) has no start and no row: it is in
-    # no window and not dropped (LANGUAGE.md §3). The watermark already saw it.
+    # no window and not dropped (docs/reference.md#window). The watermark already saw it.
     starts = F.when(F.col(EVENT_TIME).isNull(), F.array(F.lit(None).cast("bigint"))) \
         .otherwise(F.expr(g.starts))
     exploded = inp.withColumn(WINDOW_START, F.explode(starts))

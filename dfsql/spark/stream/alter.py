@@ -1,4 +1,4 @@
-"""``ALTER STREAMING QUERY q AS <windowed query>`` on Spark (LANGUAGE.md §8c): what q
+"""``ALTER STREAMING QUERY q AS <windowed query>`` on Spark (docs/guides/streams.md#continuous-queries-as-statements): what q
 has read, read again, so that the new query starts from the state it would hold had it
 run from the start.
 
@@ -237,7 +237,7 @@ def _streams(planned: Planned, source: Source, at: int, changed: bool) -> list[s
 
 
 def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> None:
-    """A directory is restated by retractions (LANGUAGE.md §8c): both queries retract,
+    """A directory is restated by retractions (docs/guides/streams.md#continuous-queries-as-statements): both queries retract,
     run in dfsql's bucket processor (whose state holds the windows to restate), and write
     the directory's columns (the results' own: a stream's hidden columns, such as LATE
     ROWS INTO's, are not the directory's)."""

@@ -1,4 +1,4 @@
-"""A continuous query's history (``BACKFILL FROM``, LANGUAGE.md §8c), read as its
+"""A continuous query's history (``BACKFILL FROM``, docs/guides/streams.md#continuous-queries-as-statements), read as its
 stream is read.
 
 The history is the stream's own past: a bounded relation with the stream's columns

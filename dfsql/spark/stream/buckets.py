@@ -151,7 +151,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
                       for col in (ELEMENTS, POINTS))
         held = pd.concat([f for f in self._step(*_frames(elems, pts), []) if len(f)],
                          ignore_index=True)
-        if self.restate:  # LANGUAGE.md §8c: each window's current row, at the frontier
+        if self.restate:  # docs/guides/streams.md#continuous-queries-as-statements: each window's current row, at the frontier
             current = current_panes(self, self.state.get())
             held = pd.concat([held[held[ROW_KIND] == STATS],
                               *([current] if current is not None else [])],

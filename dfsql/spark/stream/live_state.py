@@ -1,5 +1,5 @@
 """A running continuous query's windows now, read from its state (EXPLAIN FIRINGS FOR
-STREAMING QUERY, LANGUAGE.md §8c; planned by :mod:`dfsql.spark.explain.live`).
+STREAMING QUERY, docs/guides/streams.md#continuous-queries-as-statements; planned by :mod:`dfsql.spark.explain.live`).
 
 Spark's state data source reads the bucket processor's state as of the query's last
 committed micro-batch, one row per bucket (:mod:`dfsql.spark.stream.buckets`: the
@@ -82,7 +82,7 @@ def bucket_now(proc, stored: tuple, names: list[str], time_zone: str | None,
 
 def current_panes(proc, stored: tuple):
     """The current row of each window of one bucket at its frontier T, as ALTER STREAMING
-    QUERY restates it (LANGUAGE.md §8c; the model's
+    QUERY restates it (docs/guides/streams.md#continuous-queries-as-statements; the model's
     :func:`~dfsql.model.changelog.current_at`): pane_timing RESTATED, emitted at T, placed
     before the panes of T itself; rows of the processor's output schema, or None. The
     run is the processor's own over the retained elements (an expired window's are
@@ -197,7 +197,7 @@ def _holding_writer(proc, notes, writers: tuple | None, at: int) -> str | None:
 
 def _clock(proc, frontier: int, tz) -> str:
     """Where the query's clock stands (its frontier), and the input that holds it there
-    (LANGUAGE.md §4: several inputs stand at the earliest)."""
+    (docs/reference.md#processing-time: several inputs stand at the earliest)."""
     shown = frontier - 1 if proc.engine else frontier  # the engine's: its batch's instant
     now = fr.time_text(shown, tz, shown)
     if proc.marks == MARKS_NONE:

@@ -30,7 +30,7 @@ MARKS_NONE, MARKS_SERIES, MARKS_WRITERS = 0, 1, 2
 MARK, WRITER = "__mark", "__writer"
 ET, AT, VALUE, N_ROWS = "__et", "__at", "__point", "__n"
 #: with marks, a latest-arrival point's input: the rows or the marks (several inputs on
-#: one clock, LANGUAGE.md §4)
+#: one clock, docs/reference.md#allowed-lateness)
 INPUT = "__input"
 INPUT_ROWS, INPUT_MARKS = 0, 1
 # the packed rows' columns (no leading underscore: PySpark hands them to the processor
@@ -71,7 +71,7 @@ class Packer:
             marks = table.filter(is_mark)
             table = table.filter(pc.invert(is_mark)).drop_columns(
                 [c for c in (MARK, WRITER) if c in table.column_names])
-        # every row drives time (LANGUAGE.md §4): the points and Spark's watermark come
+        # every row drives time (docs/reference.md#watermark): the points and Spark's watermark come
         # from the whole table, the element blobs from the rows WHERE keeps
         everything = table
         if IN_QUERY in table.column_names:

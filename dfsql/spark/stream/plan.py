@@ -23,7 +23,7 @@ user key). A bucket's state is one ValueState holding Arrow IPC blobs: the eleme
 its keys' live windows, and the watermark's change points.
 
 **Time from the column.** With ``PROCESSING TIME <col>`` the clock is the column
-(LANGUAGE.md §4), so the result cannot depend on where Spark cuts the stream: rows come
+(docs/reference.md#allowed-lateness), so the result cannot depend on where Spark cuts the stream: rows come
 in arrival order, and after each micro-batch every instant before the latest arrival
 seen (the *frontier*) is complete. A bucket re-runs the model over its retained elements
 up to the frontier and emits exactly the panes and retractions whose emit time lies
@@ -189,7 +189,7 @@ def _packed(plan: ReplayPlan, inp: DataFrame, keys: list[str], payload: list[str
     if cl.processing_time is None:  # the engine's clock: every row arrives at its
         inp = inp.withColumn(PROCESSING_TIME, F.current_timestamp())  # batch's timestamp
     # a row without an arrival time has no place in processing time: it is left out
-    # every row drives time (LANGUAGE.md §4): the packer takes the watermark points and
+    # every row drives time (docs/reference.md#processing-time): the packer takes the watermark points and
     # the frontier from all of them, and the elements from those WHERE keeps
     flag = [IN_QUERY] if IN_QUERY in inp.columns else []
     elements = inp.where(F.col(PROCESSING_TIME).isNotNull()).select(
@@ -318,7 +318,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 
 def check_streamable(plan: ReplayPlan, stages: Stages) -> None:
-    """What a stream cannot do, as positioned errors at plan time (LANGUAGE.md §9);
+    """What a stream cannot do, as positioned errors at plan time (docs/reference.md#errors);
     ``stages``: the block's as a stream runs them (a changelog, dropped rows riding)."""
     cl = plan.clauses
     where = c.line_col
@@ -384,7 +384,7 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
     """A stream on the engine's clock, compiled to Spark's own streaming aggregation in
     append mode (``withWatermark`` and ``window`` / ``session_window``, as the batch path).
 
-    The engine's clock (LANGUAGE.md §4): every micro-batch is one instant of processing
+    The engine's clock (docs/reference.md#allowed-lateness): every micro-batch is one instant of processing
     time, its timestamp. Its elements arrive at that instant and are late if their
     window ended at or before the watermark of the previous batch; then the watermark
     moves to Spark's: the maximum event time of the batches before this one, minus the
@@ -401,7 +401,7 @@ def native_panes(plan: ReplayPlan) -> DataFrame:
     inp = inp.withColumn(EVENT_TIME, F.col(EVENT_TIME).cast("timestamp")).withWatermark(
         EVENT_TIME, f"{cl.watermark.delay.micros // 1000} milliseconds")
     if IN_QUERY in inp.columns:
-        # every row drives time (LANGUAGE.md §4): WHERE's verdict is applied above the
+        # every row drives time (docs/reference.md#watermark): WHERE's verdict is applied above the
         # watermark. Spark's optimizer pushes a filter below EventTimeWatermark unless
         # it reads the event-time column, so this one does (a NULL event time is in no
         # window anyway).

@@ -1,4 +1,4 @@
-"""ALTER STREAMING QUERY of a query ``INTO DIRECTORY`` (LANGUAGE.md §8c): the directory
+"""ALTER STREAMING QUERY of a query ``INTO DIRECTORY`` (docs/guides/streams.md#continuous-queries-as-statements): the directory
 restated in one batch at the frontier T, then the new query's panes after it.
 
 **The directory's log.** Spark's file sink lists every batch's files in a log beside them
@@ -141,7 +141,7 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
 
 
 def current_rows(changelog: DataFrame, keys: list[str]) -> DataFrame:
-    """The current row of each window of a retracting changelog (LANGUAGE.md §6–7): its
+    """The current row of each window of a retracting changelog (docs/reference.md (emit, output-columns)): its
     last row — by emit time, then pane index, a retraction after the row it retracts —
     unless that is a retraction (the window was merged away, or its pane no longer
     passes HAVING)."""

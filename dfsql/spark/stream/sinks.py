@@ -2,7 +2,7 @@
 
 A file directory uses Spark's own file sink (exactly once: the sink's log and the
 checkpoint commit together). Memory uses Spark's memory sink. Console and a callable get
-each micro-batch in LANGUAGE.md §7's changelog order (``foreachBatch``; a callable is
+each micro-batch in docs/reference.md#output-columns's changelog order (``foreachBatch``; a callable is
 handed ``(batch DataFrame, batch_id)`` and must itself be idempotent per batch_id to keep
 exactly once). :class:`TableSink` keeps the current value of every live window.
 """

@@ -1,4 +1,4 @@
-"""Windowed results written and named (LANGUAGE.md §8a): CTAS in every form, INSERT,
+"""Windowed results written and named (docs/reference.md#writing-results): CTAS in every form, INSERT,
 CACHE TABLE, and persistent views kept in Spark's catalog.
 
 A write stores exactly the rows the query returns alone: a replayed result its whole
@@ -95,7 +95,7 @@ def test_cache_table_keeps_the_result_cached(spark, tables):
 
 def test_composition_cte_and_subquery_are_written_as_their_rows(spark, tables):
     """A windowed query over the retracting sessions sees the final two sessions (12 and
-    39, LANGUAGE.md §6): COUNT 2, SUM 51 — written as a CTE and as a subquery."""
+    39, docs/reference.md#emit): COUNT 2, SUM 51 — written as a CTE and as a subquery."""
     tables += ["w_comp", "w_sub"]
     dfsql.sql(f"CREATE TABLE w_comp AS {COMPOSED}", spark)
     assert [(r.sessions, r.grand) for r in spark.table("w_comp").collect()] == [(2, 51)]

@@ -1,4 +1,4 @@
-"""EXPLAIN WATERMARK <query> TRY <watermark>, … (LANGUAGE.md §8b) on the paper's data.
+"""EXPLAIN WATERMARK <query> TRY <watermark>, … (docs/reference.md#explaining-time) on the paper's data.
 
 The input is the paper's running example (``scores``), by arrival:
 

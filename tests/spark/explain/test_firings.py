@@ -1,4 +1,4 @@
-"""EXPLAIN FIRINGS through ``dfsql.sql`` on Spark (LANGUAGE.md §8b): the events of the
+"""EXPLAIN FIRINGS through ``dfsql.sql`` on Spark (docs/reference.md#explaining-time): the events of the
 same replay that makes the query's panes, WHERE narrowing to a key, a window still
 waiting on a writer when the input ends, and the positioned errors."""
 

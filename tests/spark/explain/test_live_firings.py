@@ -1,5 +1,5 @@
 """Why a running continuous query has or has not produced a window's pane (issue #34,
-item 3; LANGUAGE.md §8c): ``EXPLAIN FIRINGS FOR STREAMING QUERY q [WHERE p]`` reads the
+item 3; docs/guides/streams.md#continuous-queries-as-statements): ``EXPLAIN FIRINGS FOR STREAMING QUERY q [WHERE p]`` reads the
 query's state and gives, for every live window now, the last pane it emitted and a
 WAITING row saying what it waits for.
 

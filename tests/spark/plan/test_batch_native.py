@@ -101,7 +101,7 @@ def _random_rows(seed: int, gap_s: int) -> list[tuple]:
 @pytest.mark.parametrize("gap", ["10 SECONDS", "1 MS", "INTERVAL '0.000001' SECOND"])
 def test_batch_sessions_equal_the_model(spark, seed, gap):
     """Batch SESSIONS (Spark's session_window) vs the model on the same rows: the same
-    sessions and aggregates. Windows are half-open (LANGUAGE.md §3): [0, 10) and
+    sessions and aggregates. Windows are half-open (docs/reference.md#window): [0, 10) and
     [10, 20) stay two sessions; Spark's own session_window would merge them."""
     gap_s = 10 if gap == "10 SECONDS" else 1
     rows = _random_rows(seed, gap_s)
@@ -134,7 +134,7 @@ def test_batch_sessions_equal_the_model(spark, seed, gap):
 
 
 def test_touching_sessions_stay_two(spark):
-    """LANGUAGE.md §3's example: sessions [0, 30) and [30, 60) touch and stay two."""
+    """docs/reference.md#window's example: sessions [0, 30) and [30, 60) touch and stay two."""
     df = dfsql.sql("""SELECT k, COUNT(*) AS n FROM VALUES ('a', TIMESTAMP'2024-01-01 00:00:00'),
                       ('a', TIMESTAMP'2024-01-01 00:00:30') AS t(k, et)
                       GROUP BY k WINDOW SESSIONS(GAP 30 SECONDS) ON et""", spark)

@@ -188,7 +188,7 @@ def test_a_block_spark_cannot_plan_says_why(spark, inputs) -> None:
 
 # ------------------------------------------------------------ the decomposability rule
 
-RULE = [  # (function, distinct, nested) -> decomposable, from LANGUAGE.md §6's deltas
+RULE = [  # (function, distinct, nested) -> decomposable, from docs/reference.md#emit's deltas
     (("count", False, False), True), (("sum", False, False), True),
     (("min", False, False), True), (("max", False, False), True),
     (("avg", False, False), True),

@@ -1,5 +1,5 @@
 """``dfsql.register``: a registered source's defaults for ON, PROCESSING TIME and
-WATERMARK (LANGUAGE.md §8) apply to queries that leave those clauses out."""
+WATERMARK (docs/reference.md#sources) apply to queries that leave those clauses out."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The model (``dfsql.model``, no Spark) says which panes fire and which input rows
 covers; every aggregate is then computed here in plain Python over those rows: SUM,
 COUNT(*), COUNT(x), COUNT(DISTINCT), AVG, MIN/MAX on numbers and strings,
 percentile_approx, collect_list / collect_set (sorted), max_by / min_by and FILTER. HAVING
-keeps exactly the reference rows that satisfy it (LANGUAGE.md §6: a pane that no longer
+keeps exactly the reference rows that satisfy it (docs/reference.md#emit: a pane that no longer
 passes HAVING still retracts the row emitted before it, so a retraction row is kept exactly
 when the row it repeats was emitted).
 
@@ -148,7 +148,7 @@ def _reference(mode: str) -> list[tuple]:
 
 
 def _order(r: tuple) -> tuple:
-    """LANGUAGE.md §7: emit_time, the GROUP BY key (where a retraction sorts among its
+    """docs/reference.md#output-columns: emit_time, the GROUP BY key (where a retraction sorts among its
     key's rows depends on the row that replaces it: tests/spark/replay/test_changelog_order.py)."""
     return (r[EMIT], r[KEY])
 

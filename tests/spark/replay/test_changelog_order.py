@@ -1,4 +1,4 @@
-"""LANGUAGE.md §7's row order of a changelog: at one instant, a retraction sorts
+"""docs/reference.md#output-columns's row order of a changelog: at one instant, a retraction sorts
 immediately before the row that replaces it (the window's next pane, or the merged
 window's pane), several retractions in their own window_start order. A batch result
 comes in no particular order (no global sort), as any Spark SQL result without ORDER BY.

@@ -1,4 +1,4 @@
-"""LANGUAGE.md §7's default order for replayed results, built without a sampled range
+"""docs/reference.md#output-columns's default order for replayed results, built without a sampled range
 exchange (dfsql.spark.replay.ordering): the hash that places rows, and the order that results."""
 
 from __future__ import annotations

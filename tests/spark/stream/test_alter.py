@@ -1,5 +1,5 @@
 """A running continuous query changed without losing what it has read (issue #34, item
-2; LANGUAGE.md §8c): ``ALTER STREAMING QUERY q AS <windowed query>`` takes effect at
+2; docs/guides/streams.md#continuous-queries-as-statements): ``ALTER STREAMING QUERY q AS <windowed query>`` takes effect at
 the frontier of q's last completed micro-batch; the new query starts from the state a
 replay of everything q read gives, and q's table is restated as the new query's.
 
@@ -202,7 +202,7 @@ def test_only_a_stream_of_files_can_change(spark):
 
 
 def _signed(rows) -> dict:
-    """Each window's signed sum of ``total`` over a retracting changelog (LANGUAGE.md §6),
+    """Each window's signed sum of ``total`` over a retracting changelog (docs/reference.md#emit),
     windows that sum to nothing left out."""
     sums: dict = {}
     for r in rows:
@@ -214,7 +214,7 @@ def _signed(rows) -> dict:
 def test_a_directory_is_restated_by_retractions_at_the_frontier(spark, paper_live, tmp_path):
     """Figure 14's query into a directory, its gap widened from 1 to 5 minutes at
     12:06:20 (the rows as in the table test above). By hand: the old query's three live
-    sessions (5, 7 and 10, LANGUAGE.md's Figure 14) are retracted at 12:06:20, as the
+    sessions (5, 7 and 10, the paper's Figure 14) are retracted at 12:06:20, as the
     directory holds them; the new query's one live session [12:00:30,12:09:00) is added
     as 22, RESTATED. Then the new query's own panes: at 12:09 the 22 retracted and 51
     added for [12:00:30,12:12:50). Every row stays in Spark's file sink log: a reader of

@@ -1,4 +1,4 @@
-"""A continuous query started over its history (issue #34, item 1; LANGUAGE.md §8c):
+"""A continuous query started over its history (issue #34, item 1; docs/guides/streams.md#continuous-queries-as-statements):
 ``CREATE STREAMING QUERY … BACKFILL FROM <history> AS …`` and ``dfsql.start(…,
 backfill=…)``. The history holds what arrived before the stream's first row; its sink
 then receives exactly the rows a bounded replay of history ∪ stream gives before the

@@ -1,4 +1,4 @@
-"""Streams on the engine's clock (issue #11, LANGUAGE.md §4: without PROCESSING TIME,
+"""Streams on the engine's clock (issue #11, docs/reference.md#processing-time: without PROCESSING TIME,
 processing time is the engine's): every micro-batch is an instant, its rows arrive then,
 and the watermark at batch N is the maximum event time of the batches before N minus the
 delay (Spark's own rule; a batch's maximum moves it at the next batch, run without data

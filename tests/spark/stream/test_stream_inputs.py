@@ -1,4 +1,4 @@
-"""Several inputs on one clock (LANGUAGE.md §4): a stream of rows and a ``WATERMARK FROM``
+"""Several inputs on one clock (docs/reference.md#processing-time): a stream of rows and a ``WATERMARK FROM``
 stream of marks (or of writers' notes), each cut into micro-batches on its own, give
 the bounded replay of the same rows and marks before the query's frontier — the
 earliest of the inputs' latest arrivals — however Spark cuts them, also when one input
@@ -182,7 +182,7 @@ def test_a_quiet_input_holds_the_frontier_until_its_idle_timeout(spark, tmp_path
 
 
 def test_show_says_which_input_holds_the_frontier(spark, tmp_path):
-    """SHOW STREAMING QUERIES (LANGUAGE.md §8c, "why no output"): each input's latest
+    """SHOW STREAMING QUERIES (docs/guides/streams.md#continuous-queries-as-statements, "why no output"): each input's latest
     processing time, the frontier, and the input it stands at. The marks stop half-way
     through the rows: the frontier is the last mark's arrival, held by the marks."""
     from dfsql.continuous import _RUNNING

@@ -1,5 +1,5 @@
 """Live streams (issue #11): a windowed query over a streaming source gives, row for row
-and in order, what the bounded replay of the same rows gives (LANGUAGE.md §4: with
+and in order, what the bounded replay of the same rows gives (docs/reference.md#processing-time: with
 ``PROCESSING TIME <col>`` the clock is the column, so where Spark cuts the stream into
 micro-batches does not matter).
 
@@ -109,7 +109,7 @@ def live_scores(spark, tmp_path):
 
 def test_percentile_watermark_on_a_stream_equals_the_replay(spark, tmp_path):
     """WATERMARK PERCENTILE over a stream cut at random points: every bucket keeps the
-    histogram of all delays (rounded to three significant digits, LANGUAGE.md §4's
+    histogram of all delays (rounded to three significant digits, docs/reference.md#watermark's
     documented error bound) and the same rising watermark as the bounded replay, which
     moves between arrivals (sessions close with no row arriving)."""
     rng = np.random.default_rng(7)
