@@ -32,3 +32,14 @@ def _beeline() -> str:
     path = Path(pyspark.__file__).parent / "bin" / "beeline"
     assert path.exists(), path
     return str(path)
+
+
+def answers_select_1(conn) -> None:
+    """The server still serves ``conn`` (another user's, after an attack): its
+    ``SELECT 1`` answers 1; the connection is closed after."""
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchall() == [(1,)]
+    finally:
+        conn.close()

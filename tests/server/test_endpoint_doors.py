@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.clients import answers_select_1
 from tests.server.judged import SECRET, _connect_as
 
 #: a JSON file outside the root whose one column is named by the canary: a schema that
@@ -89,13 +90,7 @@ def _assert_refused_at(cursor, statement: str, token: str) -> None:
 
 
 def _still_served(server) -> None:
-    conn = _connect_as(server, "walter", "pw2")
-    try:
-        cur = conn.cursor()
-        cur.execute("SELECT 1 AS one")
-        assert cur.fetchall() == [(1,)]
-    finally:
-        conn.close()
+    answers_select_1(_connect_as(server, "walter", "pw2"))
 
 
 def test_watermark_from_a_file_name_is_refused_at_the_name(server, cursor, doors):

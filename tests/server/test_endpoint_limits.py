@@ -25,6 +25,7 @@ from dfsql.server import Server
 from dfsql.server.auth import hash_line
 from dfsql.server.limits import nesting
 from tests.conftest import wait_until
+from tests.server.clients import answers_select_1
 
 PASSWORD = "s3cret"
 LOGIN_TIMEOUT = 2.0
@@ -419,15 +420,6 @@ def _first_success(attempt, seconds: float = 120.0):
             time.sleep(0.1)
 
 
-def _answers_select_1(conn) -> None:
-    try:
-        cur = conn.cursor()
-        cur.execute("SELECT 1 AS one")
-        assert cur.fetchall() == [(1,)]
-    finally:
-        conn.close()
-
-
 def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
     """100 sockets that send SASL's first four bytes and stop fill --max-connections
     (100), and the attacker opens another each time one is closed (2 s, --login-timeout,
@@ -461,7 +453,7 @@ def test_half_open_connections_lock_nobody_out_past_the_login_timeout(server):
         conn = _connect(server)  # one attempt: logged in, a session open
         since = time.monotonic() - opened
         assert since < LOGIN_TIMEOUT + 10, since  # generous: a loaded machine
-        _answers_select_1(conn)
+        answers_select_1(conn)
         assert again, "the attacker opened no socket after the first were closed"
         assert _eof(socks[0], 5)
     finally:
@@ -488,7 +480,7 @@ def test_half_open_http_requests_lock_nobody_out_past_the_login_timeout(http_ser
             username="ada", password=PASSWORD))
         since = time.monotonic() - opened
         assert since < LOGIN_TIMEOUT + 10, since  # generous: a loaded machine
-        _answers_select_1(conn)
+        answers_select_1(conn)
         assert all(_eof(s, 5) for s in socks)
     finally:
         for s in socks:

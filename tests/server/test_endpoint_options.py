@@ -29,6 +29,7 @@ from dfsql.server.judge import Judge, Policy
 from dfsql.server.options import FUNCTION_KEYS, SOURCE_KEYS
 from dfsql.spark.plan.parsed_plan import parse_plan, walk
 from tests.conftest import register_paper_tables
+from tests.server.clients import answers_select_1
 
 SECRET = "CANARY-52-OPTIONS"
 XSD = """<?xml version="1.0"?>
@@ -228,13 +229,7 @@ def test_every_option_attack_is_refused_and_nothing_happens(server, cursor, plac
     for view in ("v1", "v2"):  # no view was made
         status = _refused(cursor, f"SELECT * FROM {view}")
         assert SECRET not in status.errorMessage
-    other = _connect(server, "walter", "pw2")  # another user, served as before
-    try:
-        cur = other.cursor()
-        cur.execute("SELECT 1 AS one")
-        assert cur.fetchall() == [(1,)]
-    finally:
-        other.close()
+    answers_select_1(_connect(server, "walter", "pw2"))  # another user, served as before
     cursor.execute("SELECT 1 AS one")  # and the attacker's own session
     assert cursor.fetchall() == [(1,)]
 
