@@ -66,3 +66,18 @@ def _connect_as(server, user: str, password: str, **kwargs):
 
     return hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM", username=user,
                         password=password, **kwargs)
+
+
+def _fill(text: str, places: dict[str, Path]) -> str:
+    """A statement with the module's data root and the directory beside it filled in."""
+    return text.format(root=places["root"], outside=places["outside"])
+
+
+def _refused(cursor, statement: str):
+    """The status of the error ``statement`` is refused with (it must be)."""
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError) as info:
+        cursor.execute(statement)
+        cursor.fetchall()
+    return info.value.args[0].status

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.clients import answers_select_1
-from tests.server.judged import SECRET, _connect_as
+from tests.server.judged import SECRET, _connect_as, _fill, _refused
 
 #: a JSON file outside the root whose one column is named by the canary: a schema that
 #: Spark infers from it would quote it back ("it has (…)")
@@ -61,19 +61,6 @@ NAMES = [
     ("binaryFile.`{root}/t1`", "binaryFile"),  # not a data source a client may read
     ("`binaryfile`.`{root}/t1`", "`binaryfile`"),
 ]
-
-
-def _fill(text: str, places: dict[str, Path]) -> str:
-    return text.format(root=places["root"], outside=places["outside"])
-
-
-def _refused(cursor, statement: str):
-    from pyhive.exc import OperationalError
-
-    with pytest.raises(OperationalError) as info:
-        cursor.execute(statement)
-        cursor.fetchall()
-    return info.value.args[0].status
 
 
 def _column_of(statement: str, token: str) -> str:

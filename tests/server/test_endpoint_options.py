@@ -23,13 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from dfsql.server import Server
-from dfsql.server.auth import set_password
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.options import FUNCTION_KEYS, SOURCE_KEYS
 from dfsql.spark.plan.parsed_plan import parse_plan, walk
-from tests.conftest import register_paper_tables
 from tests.server.clients import answers_select_1
+from tests.server.judged import _connect_as, _fill, _refused
 
 SECRET = "CANARY-52-OPTIONS"
 XSD = """<?xml version="1.0"?>
@@ -57,30 +55,8 @@ def places(tmp_path_factory) -> dict[str, Path]:
     return {"root": root, "outside": out}
 
 
-@pytest.fixture(scope="module")
-def server(spark, places, tmp_path_factory):
-    pw = tmp_path_factory.mktemp("users") / "users"
-    set_password(pw, "mallory", "pw")
-    set_password(pw, "walter", "pw2")
-    srv = Server(spark, port=0, auth="PLAIN", password_file=str(pw),
-                 data_roots=[str(places["root"])], statement_timeout=60,
-                 session_setup=register_paper_tables).start()
-    yield srv
-    srv.stop()
-
-
-def _connect(server, user: str = "mallory", password: str = "pw"):
-    from pyhive import hive
-
-    return hive.connect(host="127.0.0.1", port=server.port, auth="CUSTOM",
-                        username=user, password=password)
-
-
-@pytest.fixture(scope="module")
-def cursor(server):
-    conn = _connect(server)
-    yield conn.cursor()
-    conn.close()
+# ``server`` and ``cursor``: the judged endpoint's (tests/server/judged.py, through
+# tests/server/conftest.py) over this module's ``places``
 
 
 VIEWFS = ("'fs.default.name' 'viewfs://a/', 'fs.viewfs.mounttable.a.link.{root}/mnt' "
@@ -192,19 +168,6 @@ ALLOWED = [
 ]
 
 
-def _fill(text: str, places: dict[str, Path]) -> str:
-    return text.format(root=places["root"], outside=places["outside"])
-
-
-def _refused(cursor, statement: str):
-    from pyhive.exc import OperationalError
-
-    with pytest.raises(OperationalError) as info:
-        cursor.execute(statement)
-        cursor.fetchall()
-    return info.value.args[0].status
-
-
 def test_every_option_attack_is_refused_and_nothing_happens(server, cursor, places):
     cursor.execute(f"DECLARE OR REPLACE VARIABLE m MAP<STRING, STRING> DEFAULT "
                    f"map('rowValidationXSDPath', '{places['outside']}/secret.txt')")
@@ -229,7 +192,7 @@ def test_every_option_attack_is_refused_and_nothing_happens(server, cursor, plac
     for view in ("v1", "v2"):  # no view was made
         status = _refused(cursor, f"SELECT * FROM {view}")
         assert SECRET not in status.errorMessage
-    answers_select_1(_connect(server, "walter", "pw2"))  # another user, served as before
+    answers_select_1(_connect_as(server, "walter", "pw2"))  # another user, served as before
     cursor.execute("SELECT 1 AS one")  # and the attacker's own session
     assert cursor.fetchall() == [(1,)]
 
