@@ -5,16 +5,14 @@ run other windows on that clock."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
 import dfsql
+from tests.spark.feeds import T0
 from tests.spark.feeds import write_parts as _write_parts
-
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-
 
 #: the replay's processing time of micro-batch N: P0 + N seconds
 P0 = datetime(2030, 1, 1)
