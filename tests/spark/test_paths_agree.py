@@ -10,7 +10,8 @@ clauses (every window, every trigger node, every EMIT mode, lateness, watermark 
 * for a batch input (no PROCESSING TIME), Spark's native window()/session_window()
   aggregation against the model's batch run,
 
-give the same multiset of rows. Order is docs/reference.md#output-columns's business, tested elsewhere.
+give the same multiset of rows (tests/agree.py, shown to fail on a planted difference in
+tests/test_agree.py). Order is docs/reference.md#output-columns's business, tested elsewhere.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dfsql.language import parse_clauses
 from dfsql.language.model_run import run
 from dfsql.model.fastpath import plan_for
 from dfsql.model.sessions_fast import early_period
+from tests.agree import assert_same_rows
 
 #: the replay's drivers over keys spread across partitions, held to the model (tests/conftest.py)
 pytestmark = pytest.mark.shuffle_partitions(2)
@@ -113,8 +115,8 @@ def _model_paths_agree(data, text: str) -> list:
     general = _model(data, text, fast=False)
     cl = parse_clauses(text)
     if plan_for(cl) is not None or (cl.processing_time is not None and early_period(cl)[0]):
-        assert _model(data, text, fast=True) == general
-    assert _model(data, text, fast=None) == general
+        assert_same_rows(_model(data, text, fast=True), general, ("fast path", "state machine"))
+    assert_same_rows(_model(data, text, fast=None), general, ("model", "state machine"))
     return general
 
 
@@ -129,11 +131,13 @@ def test_model_paths_agree(data, text) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows(), clauses(batch=False))
 def test_replay_agrees_with_the_model(spark, data, text) -> None:
-    assert _spark(spark, data, text) == _model_paths_agree(data, text)
+    assert_same_rows(_spark(spark, data, text), _model_paths_agree(data, text),
+                     ("Spark", "model"))
 
 
 @pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows(), clauses(batch=True))
 def test_batch_agrees_with_the_model(spark, data, text) -> None:
-    assert _spark(spark, data, text) == _model_paths_agree(data, text)
+    assert_same_rows(_spark(spark, data, text), _model_paths_agree(data, text),
+                     ("Spark", "model"))
