@@ -101,7 +101,9 @@ def _sql(text: str | Statement | ContinuousStatement,
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
         # the user starts this streaming DataFrame, on the session's settings: put the
-        # session on the state store its stateful operator needs (dfsql.start does not)
+        # session on the state store its stateful operator needs (dfsql.start does not).
+        # The one setting dfsql leaves changed on a user's session, and it must stay:
+        # Spark reads it when the query starts, after dfsql.sql has returned.
         planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
     return _planner().remember(planned)
 
@@ -282,35 +284,31 @@ def clauses_in_force(defaulted: Defaulted) -> str:
     of the registered table ``t``."""
     cl = defaulted.block.clauses
 
-    def said(field: str, value: object) -> str:
+    def said(field: str, keyword: str, value: object) -> str:
         """The clause as written, or as registered and marked so."""
         if field not in defaulted.registered:
-            return f"{CLAUSE_OF_FIELD[field]} {value}"
+            return f"{keyword} {value}"
         table, text = defaulted.registered[field]
-        return f"{CLAUSE_OF_FIELD[field]} {text}  -- registered with {table}"
+        return f"{keyword} {text}  -- registered with {table}"
 
-    lines = [f"WINDOW {cl.window}" + (f" {said('on', cl.on)}" if cl.on is not None else "")]
-    lines.append(said("watermark", cl.watermark))
-    if cl.processing_time is not None:
-        lines.append(said("processing_time", cl.processing_time))
-    elif defaulted.unused:  # a registered bounded table, queried without processing time
-        lines[-1] = ("-- batch: no PROCESSING TIME, so the table arrives at once and the "
-                     "watermark is +inf at its end: no row is late")
-        lines += [f"-- not in force: {CLAUSE_OF_FIELD[field]} {text}, registered with {table} "
-                  "(a query runs in processing time when it writes a TRIGGER, WATERMARK, "
-                  "ALLOWED LATENESS or LATE ROWS INTO)"
-                  for field, table, text in defaulted.unused]
-    else:
-        lines[-1] += ("  -- no PROCESSING TIME: over a bounded table a batch (the watermark "
-                      "is +inf at its end, no row is late); over a stream, the engine's clock")
-    lat = f"ALLOWED LATENESS {cl.allowed_lateness}"
-    if cl.late_rows_into:
-        lat += f" LATE ROWS INTO {cl.late_rows_into}"
-    trigger = f"TRIGGER {cl.trigger}"
-    if batch_trigger_note(cl) is not None:
-        trigger += ("  -- over a bounded table no effect without PROCESSING TIME: one ON_TIME "
-                    "pane per window")
-    lines += [lat, trigger, f"EMIT {cl.accumulation}"]
+    lines = []
+    for field, line in cl.lines(said):
+        if field == "watermark" and cl.processing_time is None and defaulted.unused:
+            # a registered bounded table, queried without processing time
+            lines.append("-- batch: no PROCESSING TIME, so the table arrives at once and "
+                         "the watermark is +inf at its end: no row is late")
+            lines += [f"-- not in force: {CLAUSE_OF_FIELD[f]} {text}, registered with "
+                      f"{table} (a query runs in processing time when it writes a TRIGGER, "
+                      "WATERMARK, ALLOWED LATENESS or LATE ROWS INTO)"
+                      for f, table, text in defaulted.unused]
+            continue
+        if field == "watermark" and cl.processing_time is None:
+            line += ("  -- no PROCESSING TIME: over a bounded table a batch (the watermark "
+                     "is +inf at its end, no row is late); over a stream, the engine's clock")
+        elif field == "trigger" and batch_trigger_note(cl) is not None:
+            line += ("  -- over a bounded table no effect without PROCESSING TIME: one "
+                     "ON_TIME pane per window")
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -225,3 +225,33 @@ def test_cancelling_a_statement_stops_the_jobs_it_would_start_next(spark) -> Non
     assert not worker.is_alive()
     assert outcomes == ["cancelled", "cancelled"]
     assert time.monotonic() - t0 < 30  # neither ran its 40 s
+
+
+def test_dfsql_leaves_the_users_settings_as_they_were(spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    """Every setting dfsql changes on the user's session for a statement is put back
+    (docs/reference.md#processing-time's replay, a Parquet
+    file with nanosecond times read by dfsql.read_parquet): the session's settings after
+    are the ones before, key for key."""
+    import pandas as pd
+
+    spark.createDataFrame(
+        [("a", 1, "2024-01-01 00:00:10", "2024-01-01 00:00:20")],
+        "key STRING, value BIGINT, event_time STRING, arrival_time STRING",
+    ).selectExpr("key", "value", "CAST(event_time AS TIMESTAMP) AS event_time",
+                 "CAST(arrival_time AS TIMESTAMP) AS arrival_time"
+                 ).createOrReplaceTempView("settings_events")
+    nanos = tmp_path / "nanos.parquet"
+    pd.DataFrame({"t": pd.to_datetime(["2024-01-01 00:00:00.000000001"])}).to_parquet(nanos)
+    query = "SELECT key, SUM(value) AS total FROM {t} GROUP BY key WINDOW FIXED(1 MINUTE) " \
+            "ON event_time"
+    before = dict(spark.conf.getAll)
+
+    assert dfsql.sql(query.format(t="settings_events"), spark).count() == 1  # a batch
+    replay = query.format(t="settings_events") + " PROCESSING TIME arrival_time"
+    assert dfsql.sql(replay, spark).count() == 1
+    assert dfsql.read_parquet(nanos, spark).count() == 1
+
+    after = dict(spark.conf.getAll)
+    assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)} == {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dfsql.session import session
+from dfsql.session import session, setting_while
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,16 +63,9 @@ def read_parquet(path: str | Path, spark: SparkSession | None = None, *,
     if not nanos:
         df = spark.read.parquet(str(p))
         return spark.readStream.schema(df.schema).parquet(str(p)) if stream else df
-    before = spark.conf.get(NANOS_AS_LONG, None)
-    spark.conf.set(NANOS_AS_LONG, "true")
-    try:
+    with setting_while(spark, NANOS_AS_LONG, "true"):
         df = spark.read.parquet(str(p))
         df.schema  # noqa: B018 - the schema is read now, with the setting in force
-    finally:
-        if before is None:
-            spark.conf.unset(NANOS_AS_LONG)
-        else:
-            spark.conf.set(NANOS_AS_LONG, before)
     if stream:
         df = spark.readStream.schema(df.schema).parquet(str(p))
     return as_timestamps(df, nanos)
