@@ -215,15 +215,20 @@ def java_error(exc: BaseException) -> tuple[str, str] | None:
 
 @contextmanager
 def spark_errors(src: Source | None, offset_of: Callable[[int], int] | None = None,
-                 text: str | None = None) -> Iterator[None]:
-    """Turn Spark exceptions raised inside the block into DfsqlErrors (Python → no trace)."""
+                 text: str | None = None,
+                 mapper: Callable[[BaseException], DfsqlError | None] | None = None
+                 ) -> Iterator[None]:
+    """Turn Spark exceptions raised inside the block into DfsqlErrors (Python → no trace).
+    ``mapper``: one that places the error itself (a generated stage's, on the user's
+    text) instead of :func:`map_spark_error` at ``src``; None from it re-raises."""
     quiet_spark_loggers()
     try:
         yield
     except DfsqlError:
         raise
     except Exception as exc:  # noqa: BLE001 - decide below whether it is the user's mistake
-        mapped = map_spark_error(exc, src, offset_of, text)
+        mapped = (map_spark_error(exc, src, offset_of, text) if mapper is None
+                  else mapper(exc))
         if mapped is None:
             raise
         raise mapped from None

@@ -18,6 +18,7 @@ with what its replay or stream computed beside it.
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,7 @@ from dfsql.spark.stream.backfill import history_input, stream_input
 from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -154,6 +155,13 @@ class BlockPlan:
         p = self.src.pos(self.block.span[0] if at is None else at)
         return type(mapped)(mapped.message, p.line, p.column, mapped.hint)
 
+    @contextmanager
+    def _fragment_errors(self) -> Iterator[None]:
+        """Spark's errors inside the block, on a generated stage, as the user's
+        (:meth:`_map_fragment`); any other error as it is."""
+        with spark_errors(None, mapper=self._map_fragment):
+            yield
+
     def analyse_original(self) -> list[str] | None:
         """Analyse the user's SELECT (extension region blanked) with Spark.
 
@@ -237,16 +245,9 @@ class BlockPlan:
 
     def _analysed_input(self, timed: bool = False,
                         relations: Mapping[str, str] | None = None) -> DataFrame:
-        from pyspark.errors import PySparkException
-
-        try:
+        with self._fragment_errors():
             df = door.sql(self.spark, self.input_sql(timed, relations))
             df.schema  # noqa: B018 - analyses it: a mistake is reported here
-        except PySparkException as exc:
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
         return df
 
     def is_streaming(self) -> bool:
@@ -268,17 +269,10 @@ class BlockPlan:
     # ------------------------------------------------------------------ execution
     def batch_panes(self) -> DataFrame:
         """A batch input: every key and window gets one ON_TIME, last pane — natively."""
-        from pyspark.errors import PySparkException
-
         inp = self.name("__dfsql_in")
         self.temp_view(self.input_df(), inp)
-        try:
+        with self._fragment_errors():  # a generated stage: placed in the user's block
             return door.sql(self.spark, batch_panes_sql(self, inp))
-        except PySparkException as exc:  # a generated stage: placed in the user's block
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
 
     def _output_df(self, panes_sql: str | None = None, ordered: bool = True,
                    stages: Stages | None = None) -> DataFrame:
@@ -288,15 +282,8 @@ class BlockPlan:
         view = self.name(PANES_TABLE)
         source = view if panes_sql is None else f"({panes_sql}) AS {view}"
         out_sql = (stages or self.stages).output.sql(source, ordered)
-        from pyspark.errors import PySparkException
-
-        try:
+        with self._fragment_errors():
             return door.sql(self.spark, out_sql)
-        except PySparkException as exc:
-            mapped = self._map_fragment(exc)
-            if mapped is None:
-                raise
-            raise mapped from None
 
     def _input_subquery(self) -> str:
         """The input stage as a parenthesised subquery under its view's name, for the
