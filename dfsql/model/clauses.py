@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # --------------------------------------------------------------------------- positions
 
@@ -407,16 +411,27 @@ class Clauses:
     emit_given: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
-        parts = [f"WINDOW {self.window}"]
+        return "\n".join(text for _, text in self.lines())
+
+    def lines(self, said: Callable[[str, str, object], str] | None = None
+              ) -> list[tuple[str, str]]:
+        """One line per clause in force, each under the field it starts with (``window``,
+        ``watermark``, ``processing_time``, ``allowed_lateness``, ``trigger``,
+        ``accumulation``): the one rendering EXPLAIN's clauses-in-force section marks up.
+        ``said(field, keyword, value)`` writes the ON, WATERMARK and PROCESSING TIME
+        clauses (by default ``keyword value``), so a registered default can say so."""
+        said = said or (lambda _field, keyword, value: f"{keyword} {value}")
+        window = f"WINDOW {self.window}"
         if self.on is not None:
-            parts[-1] += f" ON {self.on}"
-        parts.append(f"WATERMARK {self.watermark}")
+            window += f" {said('on', 'ON', self.on)}"
+        parts = [("window", window), ("watermark", said("watermark", "WATERMARK",
+                                                         self.watermark))]
         if self.processing_time is not None:
-            parts.append(f"PROCESSING TIME {self.processing_time}")
+            parts.append(("processing_time", said("processing_time", "PROCESSING TIME",
+                                                  self.processing_time)))
         lat = f"ALLOWED LATENESS {self.allowed_lateness}"
         if self.late_rows_into:
             lat += f" LATE ROWS INTO {self.late_rows_into}"
-        parts.append(lat)
-        parts.append(f"TRIGGER {self.trigger}")
-        parts.append(f"EMIT {self.accumulation}")
-        return "\n".join(parts)
+        parts += [("allowed_lateness", lat), ("trigger", f"TRIGGER {self.trigger}"),
+                  ("accumulation", f"EMIT {self.accumulation}")]
+        return parts
