@@ -6,6 +6,10 @@ every Spark Python worker and needs only these strings.
 
 from __future__ import annotations
 
+#: The pane columns every windowed result ends with (docs/reference.md#output-columns),
+#: from their one home.
+from dfsql.model.pane_columns import PANE_COLUMNS
+
 #: The temp view of the panes the replay (or the batch path) produces.
 PANES_TABLE = "__dfsql_panes"
 #: The input stage's event-time and processing-time columns.
@@ -15,9 +19,6 @@ PROCESSING_TIME = "__processing_time"
 #: every row of the FROM drives the watermark, the clock and the replay's end; only the
 #: rows with this flag true enter windows (:attr:`dfsql.language.stages.Stages.timed_input`).
 IN_QUERY = "__in_query"
-#: The pane columns every windowed result ends with (docs/reference.md#output-columns).
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                "emit_time", "is_retraction")
 #: Hidden column of a replay's panes table where windows merge and panes are retracted:
 #: the row's place in §7's order among its key's rows at its emit_time (a retraction
 #: right before the pane of the merged window that replaces it). Read by the default
@@ -27,5 +28,5 @@ SORT_COLUMNS = ("__sort_rank",)
 #: a stream's dropped element riding with its panes to the LATE ROWS INTO side sink
 LATE_ROW = "__late_row"
 #: The columns of an EXPLAIN FIRINGS result after its group keys (docs/reference.md#explaining-time).
-FIRINGS_COLUMNS = ("window_start", "window_end", "at", "event", "watermark", "pane_index",
-                   "pane_timing", "detail")
+FIRINGS_COLUMNS = (*PANE_COLUMNS[:2], "at", "event", "watermark", *PANE_COLUMNS[2:4],
+                   "detail")

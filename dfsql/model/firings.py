@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -356,8 +356,8 @@ def events(res: GabwResult, rec: Recorder, key: np.ndarray, event_time: np.ndarr
     )
     sub = cat(np.arange(n), p.pane_index, p.pane_index[rp], np.arange(m))
     o = lexsort((sub, _RANK[ev.code], ev.window_start, ev.key, ev.at))
-    for f in ("key", "window_start", "window_end", "at", "code", "watermark", "pane_index",
-              "timing", "detail", "event_time", "reason", "pane"):
-        setattr(ev, f, getattr(ev, f)[o])
+    for f in fields(ev):
+        if f.name != "seq":
+            setattr(ev, f.name, getattr(ev, f.name)[o])
     ev.seq = np.arange(len(o), dtype=I64)
     return ev

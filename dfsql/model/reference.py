@@ -21,6 +21,7 @@ from dfsql.model.group_also_by_window import (
     pane_members,
 )
 from dfsql.model.group_also_by_window import aggregate as aggregate_panes
+from dfsql.model.pane_columns import PANE_COLUMNS
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.watermarks import timeline_for
 from dfsql.model.windows import I64, NEG_INF, NULL_EVENT_TIME, POS_INF
@@ -139,17 +140,13 @@ def _changelog(res: Any, agg: list[Any], key_of: dict[int, Any], as_dt: bool,
     p, ret = res.panes, res.retractions
 
     def row(pid: int, emit: int, retraction: bool) -> dict[str, Any]:
-        return {
-            "key": key_of[int(p.key[pid])],
-            "window_start": None if is_global else from_micros(int(p.window_start[pid]), as_dt),
-            "window_end": None if is_global else from_micros(int(p.window_end[pid]), as_dt),
-            "pane_index": int(p.pane_index[pid]),
-            "pane_timing": TIMING_NAMES[int(p.timing[pid])],
-            "is_last": bool(p.is_last[pid]),
-            "emit_time": None if emit == NULL_TIME else from_micros(emit, as_dt),
-            "is_retraction": retraction,
-            "value": agg[pid],
-        }
+        pane = (None if is_global else from_micros(int(p.window_start[pid]), as_dt),
+                None if is_global else from_micros(int(p.window_end[pid]), as_dt),
+                int(p.pane_index[pid]), TIMING_NAMES[int(p.timing[pid])],
+                bool(p.is_last[pid]),
+                None if emit == NULL_TIME else from_micros(emit, as_dt), retraction)
+        return {"key": key_of[int(p.key[pid])], **dict(zip(PANE_COLUMNS, pane, strict=True)),
+                "value": agg[pid]}
 
     rows = [row(i, int(t), False) for i, t in enumerate(p.emit_time.tolist())]
     rows += [row(r, t, True) for r, t in zip(ret.retracted_pane_id.tolist(),

@@ -32,6 +32,7 @@ from typing import Any
 
 from dfsql.errors import DfsqlError
 from dfsql.language.names import PANE_COLUMNS
+from dfsql.model.pane_columns import PANE_TIMES
 from dfsql.shell.plot_firings import firings_as_panes, is_firings
 from dfsql.shell.plot_input import Input, read_input
 from dfsql.shell.plot_labels import Label, Placer, Spot, above, at_ends, beside
@@ -149,8 +150,8 @@ def _plain(v: Any) -> Any:
 
 def _check(cols: list[str], rows: list[tuple]) -> None:
     """Refuse, with what is wrong, a result \\plot cannot draw."""
-    missing = [c for c in ("window_start", "window_end", "pane_timing", "emit_time")
-               if c not in cols]
+    missing = [c for c in PANE_COLUMNS if (c in PANE_TIMES or c == "pane_timing")
+               and c not in cols]
     if missing:
         raise DfsqlError(f"\\plot draws a windowed result; the last result has no "
                          f"{', '.join(missing)}", hint="run a query with WINDOW first")
@@ -159,7 +160,7 @@ def _check(cols: list[str], rows: list[tuple]) -> None:
     if all(c in PANE_COLUMNS for c in cols):
         raise DfsqlError("\\plot: the result has only window and pane columns, no value to "
                          "label its panes with", hint="select an aggregate too")
-    for c in ("window_start", "window_end", "emit_time"):
+    for c in PANE_TIMES:
         odd = {type(v).__name__ for v in (r[cols.index(c)] for r in rows)
                if v is not None and not isinstance(v, dt.datetime)}
         if odd:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dfsql.language.names import FIRINGS_COLUMNS
+from dfsql.language.names import FIRINGS_COLUMNS, PANE_COLUMNS
 
 _EMITS = "; emits "
 
@@ -52,8 +52,7 @@ def firings_as_panes(columns: Sequence[str], rows: Sequence[Sequence[Any]],
         elif event == "MERGE":
             merged = detail.split("→", 1)[-1].split(";")[0].strip()
             notes.append((ws, we, t, f"MERGE → {merged}"))
-    columns = [name, "window_start", "window_end", "pane_index", "pane_timing", "emit_time",
-               "is_retraction"]
+    columns = [name, *(c for c in PANE_COLUMNS if c != "is_last")]
     return columns, out, notes, ", ".join(f"{k}={label(v)}" for k, v in zip(keys, first,
                                                                             strict=True))
 

@@ -19,8 +19,12 @@ CLAUSE_WORDS = {"WINDOW", "WATERMARK", "PROCESSING", "ALLOWED", "TRIGGER", "EMIT
                 "PROCESSING TIME", "ALLOWED LATENESS"}
 UNIT_WORDS = {"MILLISECONDS", "MILLISECOND", "MS", "SECONDS", "SECOND", "SECS", "SEC",
               "MINUTES", "MINUTE", "MINS", "MIN", "HOURS", "HOUR", "DAYS", "DAY"}
-#: the homes: the model's table of unit lengths (by the grammar's unit names)
-HOMES = {("unit", "model/clauses.py")}
+#: the pane columns, by hand from docs/reference.md#output-columns
+PANE_WORDS = {"window_start", "window_end", "pane_index", "pane_timing", "is_last",
+              "emit_time", "is_retraction"}
+#: the homes: the model's table of unit lengths (by the grammar's unit names), the pane
+#: columns' names and types
+HOMES = {("unit", "model/clauses.py"), ("pane", "model/pane_columns.py")}
 
 
 def test_the_clauses_and_their_order_come_from_the_grammar() -> None:
@@ -65,13 +69,14 @@ def _second_lists(root: Path) -> list[str]:
             words = _literal_words(node)
             if words is None:
                 continue
-            for name, vocabulary in (("clause", CLAUSE_WORDS), ("unit", UNIT_WORDS)):
+            for name, vocabulary in (("clause", CLAUSE_WORDS), ("unit", UNIT_WORDS),
+                                     ("pane", PANE_WORDS)):
                 if len(words & vocabulary) >= 3 and (name, rel) not in HOMES:
                     found.append(f"{rel}:{node.lineno}: {name} words {sorted(words)}")
     return found
 
 
-def test_no_second_list_of_clause_words_or_units() -> None:
+def test_no_second_list_of_clause_words_units_or_pane_columns() -> None:
     assert _second_lists(PACKAGE) == []
 
 
@@ -81,3 +86,30 @@ def test_the_scan_finds_a_planted_list(tmp_path: Path) -> None:
         'ENDS = ("TRIGGER", "EMIT", "ALLOWED")\nU = {"SECONDS": 1, "MINUTES": 60, "HOURS": 3600}\n')
     assert [f.split(": ")[1].split()[0] for f in _second_lists(tmp_path)] == ["clause",
                                                                             "unit"]
+
+
+def test_the_scan_finds_a_planted_list_of_pane_columns(tmp_path: Path) -> None:
+    """A module restating three pane columns fails the guard; two, or the home, do not."""
+    (tmp_path / "planted.py").write_text(
+        'COLS = ["window_start", "window_end", "emit_time"]\n'
+        'TWO = ("pane_timing", "is_last")\n')
+    found = _second_lists(tmp_path)
+    assert [f.split(": ")[0] for f in found] == ["planted.py:1"]
+    assert found[0].split(": ")[1].split()[0] == "pane"
+    home = tmp_path / "model"
+    home.mkdir()
+    (home / "pane_columns.py").write_text('COLS = ("window_start", "window_end", "is_last")\n')
+    assert [f.split(": ")[0] for f in _second_lists(tmp_path)] == ["planted.py:1"]
+
+
+def test_the_pane_columns_home_is_the_docs_order_and_types() -> None:
+    # by hand from docs/reference.md#output-columns
+    from dfsql.model.pane_columns import PANE_COLUMNS, pane_types
+
+    assert PANE_COLUMNS == ("window_start", "window_end", "pane_index", "pane_timing",
+                            "is_last", "emit_time", "is_retraction")
+    assert dict(pane_types()) == {
+        "window_start": "TIMESTAMP", "window_end": "TIMESTAMP", "pane_index": "BIGINT",
+        "pane_timing": "STRING", "is_last": "BOOLEAN", "emit_time": "TIMESTAMP",
+        "is_retraction": "BOOLEAN"}
+    assert dict(pane_types(times_as_micros=True))["emit_time"] == "BIGINT"

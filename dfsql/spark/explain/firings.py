@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from dfsql.errors import NotSupportedError
-from dfsql.language.names import FIRINGS_COLUMNS
+from dfsql.language.names import FIRINGS_COLUMNS, PANE_COLUMNS
 from dfsql.model.panes import DROP_REASONS
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.plan.block import PlannedBlock
@@ -147,8 +147,8 @@ def with_values(plan: BlockPlan, panes: DataFrame, ev: DataFrame) -> DataFrame:
     names = key_names(plan)
     panes = panes.select(
         *[F.col(k).alias(f"__p{i}") for i, k in enumerate(keys)],
-        *[F.col(c).alias(f"__p_{c}") for c in ("window_start", "window_end", "pane_index",
-                                                "emit_time", "is_retraction")],
+        *[F.col(c).alias(f"__p_{c}") for c in PANE_COLUMNS
+          if c not in ("pane_timing", "is_last")],
         F.expr(_value_sql(plan)).alias("__value"))
     cond = [ev[k].eqNullSafe(panes[f"__p{i}"]) for i, k in enumerate(keys)]
     cond += [ev["window_start"].eqNullSafe(panes["__p_window_start"]),

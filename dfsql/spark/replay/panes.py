@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dfsql.language.names import EVENT_TIME, PROCESSING_TIME, SORT_COLUMNS
+from dfsql.language.names import EVENT_TIME, PANE_COLUMNS, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.model.changelog import LOW_BITS as _LOW
 from dfsql.model.changelog import RETRACTION_BIAS as _RETRACTION_BIAS
@@ -118,7 +118,8 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
         # read twice: the panes, and the late rows' view or the events (one run of both)
         emitted = emitted.persist()
 
-    meta = ["window_start", "window_end", "__pane_info", "emit_time", "__retract_time"]
+    # the window's bounds (pane columns), what the driver packs of its pane, and when
+    meta = [*PANE_COLUMNS[:2], "__pane_info", "emit_time", "__retract_time"]
     # The stages after the driver as one statement: analysed once, not once per step.
     view = plan.name("__dfsql_emitted")
     plan.temp_view(emitted, view)

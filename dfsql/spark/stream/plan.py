@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING
 from dfsql.errors import NotSupportedError, WatermarkError
 from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
+from dfsql.model.pane_columns import PANE_COLUMNS, PANE_TIMES, pane_types
 from dfsql.spark import door
 from dfsql.spark.plan.native_batch import batch_panes_sql
 from dfsql.spark.plan.values import late_row_columns
@@ -168,10 +169,8 @@ def stream_panes(plan: ReplayPlan, inp: DataFrame, history: DataFrame | None = N
     late = _late_row(plan) if cl.late_rows_into else []
     return panes.select(
         *keys, *[a for a, _ in aggs.types],
-        F.timestamp_micros("window_start").alias("window_start"),
-        F.timestamp_micros("window_end").alias("window_end"),
-        "pane_index", "pane_timing", "is_last",
-        F.timestamp_micros("emit_time").alias("emit_time"), "is_retraction", SORT_COLUMNS[0],
+        *[F.timestamp_micros(n).alias(n) if n in PANE_TIMES else n for n in PANE_COLUMNS],
+        SORT_COLUMNS[0],
         *late), proc, out_schema
 
 
@@ -233,11 +232,9 @@ def _processor_schema(cl: c.Clauses, schema, keys: list[str], agg_types,
 
     fields = [schema[k] for k in keys]
     fields += [StructField(alias, t, True) for alias, t in agg_types]
-    fields += [StructField("window_start", LongType()), StructField("window_end", LongType()),
-               StructField("pane_index", LongType()), StructField("pane_timing", StringType()),
-               StructField("is_last", BooleanType()), StructField("emit_time", LongType()),
-               StructField("is_retraction", BooleanType()),
-               StructField(SORT_COLUMNS[0], LongType())]
+    spark_type = {"BIGINT": LongType(), "STRING": StringType(), "BOOLEAN": BooleanType()}
+    fields += [StructField(n, spark_type[t]) for n, t in pane_types(times_as_micros=True)]
+    fields.append(StructField(SORT_COLUMNS[0], LongType()))
     # what a row is, and the fields of the metrics and dropped rows (see stream.buckets)
     fields.append(StructField(ROW_KIND, ByteType()))
     fields += [StructField(f, LongType()) for f in STATS_FIELDS]
