@@ -48,8 +48,21 @@ class LoggedDirectory:
         self.base = base
         self.first = first
 
+    #: its files are read as a changelog, whose readers order it: no sorting task
+    #: (beside a LATE ROWS INTO side sink, every batch is ordered)
+    changelog_order = False
+
     def __str__(self) -> str:  # what SHOW and CREATE's answer call the sink
         return self.path
+
+    def native(self, visible, name):
+        return None  # Spark's log, its own batch ids
+
+    def open(self, spark, schema, key_names, name) -> None:
+        pass  # the log says which batches it holds
+
+    def commit(self, batch: DataFrame, batch_id: int) -> None:
+        self.write(batch, batch_id)
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
