@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.language.blocks import WindowedBlock
+from dfsql.language.facts import direct_relations
 from dfsql.model import clauses as c
 
 if TYPE_CHECKING:
@@ -144,9 +145,9 @@ def _qualified(reg: Registration, expr: str, qualifier: str, pos: c.Pos,
 
 def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
     """The tables the block's SELECT reads directly — its FROM relation and joins, not
-    subqueries — as (table name, the name its columns are qualified with)."""
+    subqueries — as (table name, the name its columns are qualified with): the one walk
+    of :func:`dfsql.language.facts.direct_relations`."""
     import sqlglot
-    from sqlglot import exp
     from sqlglot.errors import ParseError
 
     if block.select is not None:  # parsed with the statement
@@ -156,16 +157,4 @@ def source_relations(block: WindowedBlock) -> list[tuple[str, str]]:
             tree = sqlglot.parse_one(block.sql, read="spark")
         except ParseError:  # reported by the rewrite
             return []
-    if isinstance(tree, exp.Subquery):
-        tree = tree.this
-    if not isinstance(tree, exp.Select):
-        return []
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    relations = [tree.args.get("from_") or tree.args.get("from"), *(tree.args.get("joins") or [])]
-    out = []
-    for rel in relations:
-        table = rel.this if rel is not None else None
-        if isinstance(table, exp.Table) and not table.args.get("db") and \
-                table.name.lower() not in ctes:
-            out.append((table.name, table.alias_or_name))
-    return out
+    return direct_relations(tree)

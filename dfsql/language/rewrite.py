@@ -22,6 +22,7 @@ from sqlglot.errors import ParseError
 
 from dfsql.errors import AnalysisError, DfsqlSyntaxError, NotSupportedError, WindowedQueryError
 from dfsql.language.blocks import WindowedBlock
+from dfsql.language.facts import table_nodes
 from dfsql.language.names import (
     EVENT_TIME,
     LATE_ROW,
@@ -373,7 +374,7 @@ def _check_late_rows_view(select: exp.Select, block: WindowedBlock, src: Source)
     """LATE ROWS INTO names a temp view that the query creates; naming a table the query
     reads would replace that table, for this and every later query of the session."""
     name = block.clauses.late_rows_into.strip("`")
-    if name.lower() not in {t.name.lower() for t in select.find_all(exp.Table) if not t.db}:
+    if name.lower() not in {t.name.lower() for t in table_nodes(select) if not t.db}:
         return
     at = block.late_rows_at
     p = src.pos(at if at is not None else block.region[0])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dfsql.language.facts import relation_name, table_nodes
 from dfsql.language.names import IN_QUERY, PANES_TABLE
 from dfsql.model import aggregates as model_aggregates
 from dfsql.model import clauses as c
@@ -140,14 +141,6 @@ def with_views(tree: exp.Expression, views: Mapping[str, str]) -> exp.Expression
     return _tables_read_as(tree, lambda t: None if t.db else views.get(t.name))
 
 
-def relation_name(table: exp.Table) -> str:
-    """A table node's name as Spark reads it (its parts, quoted where needed; "" for a
-    table function or a path)."""
-    if not isinstance(table.this, exp.Identifier):
-        return ""
-    return ".".join(p.sql("spark") for p in table.parts)
-
-
 def with_relations(tree: exp.Expression, relations: Mapping[str, str]) -> exp.Expression:
     """A copy of ``tree`` whose tables named (as :func:`relation_name` says) in
     ``relations`` read the view named there instead, their aliases kept (a continuous
@@ -160,7 +153,7 @@ def _tables_read_as(tree: exp.Expression, view_of: Callable[[exp.Table], str | N
     """A copy of ``tree`` whose tables read the view ``view_of`` names (None: as they
     are), unqualified, their aliases kept."""
     tree = tree.copy()
-    for table in tree.find_all(exp.Table):
+    for table in table_nodes(tree):
         view = view_of(table)
         if view is not None:
             table.set("catalog", None)

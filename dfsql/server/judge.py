@@ -359,7 +359,9 @@ class Judge:
     def _relation(self, spark: SparkSession, text: str, node: Node,
                   parts: Sequence[str]) -> Refusal | None:
         """``format.`path``` reads files (Spark's ResolveSQLOnFile: two parts, the first
-        a data source); any other name is a table."""
+        a data source); any other name is a table. Judged on Spark's own parse, not on
+        the text-level answer (:mod:`dfsql.language.facts`): a security check must see
+        the relations Spark will run, as Spark reads them."""
         if len(parts) != 2 or self._class_of(spark, parts[0]) is None:
             return None
         if not self.policy.allow_code:

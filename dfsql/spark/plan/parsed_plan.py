@@ -296,7 +296,10 @@ def walk(spark: SparkSession, plan: Any) -> Tree:
 
 def relations_read(spark: SparkSession, text: str) -> list[tuple[str, int]]:
     """(name, offset) of every table or view the statement ``text`` reads by name, as
-    Spark parses it (a CTE's own name is not one; ``format.`path``` tables are)."""
+    Spark parses it (a CTE's own name is not one; ``format.`path``` tables are).
+    Spark's answer, not the text-level one (:mod:`dfsql.language.facts`): the persistent
+    view's check of temporary inputs must see what Spark will resolve when the view is
+    next planned, by Spark's rules for names and CTEs."""
     tree = walk(spark, parse_plan(spark, text))
     ctes = {v.lower() for n in tree.nodes for p, v in n.values
             if n.name == "UnresolvedWith" and p.startswith("cteRelations.") and

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlglot import exp
-
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
-from dfsql.language.stages import relation_name
+from dfsql.language.facts import relation_name, table_nodes
 from dfsql.model import clauses as c
 from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error
@@ -153,7 +151,7 @@ def stream_relations(plan: ReplayPlan) -> list[str]:
     tree = plan.stages.timed_input if plan.stages.filters_input else plan.stages.input
     placeholders = set(plan.views)
     found: list[str] = []
-    for table in tree.find_all(exp.Table):
+    for table in table_nodes(tree):
         name = relation_name(table)
         if not name or name in placeholders or name in found:
             continue

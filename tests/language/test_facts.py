@@ -1,0 +1,102 @@
+"""The tables a statement reads, answered once (issue #53; docs/reference.md#sources):
+:mod:`dfsql.language.facts` (a query's tree) and
+:mod:`dfsql.language.statement_facts` (a statement, its clauses included). Each expected tuple is derived by hand from the statement:
+the names after FROM and JOIN (subqueries and CTE bodies included), a CTE's own name
+not one where it is in scope, ``WATERMARK FROM`` and ``BACKFILL FROM`` read, ``LATE ROWS
+INTO`` written. A second text-level walk of table names in ``dfsql/`` fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sqlglot
+
+from dfsql.language import facts, statement_facts
+from dfsql.language.continuous import parse_any
+from dfsql.language.statement import parse_statement
+
+PACKAGE = Path(__file__).resolve().parents[2] / "dfsql"
+
+W = " GROUP BY k WINDOW FIXED(1 MINUTE) ON ts"
+
+TREES = {
+    "plain": ("SELECT k, v FROM events", ("events",)),
+    "qualified": ("SELECT * FROM db.events AS e", ("db.events",)),
+    "join": ("SELECT * FROM a JOIN b ON a.k = b.k LEFT JOIN c USING (k)", ("a", "b", "c")),
+    "comma join, each once": ("SELECT * FROM a, b, a AS again", ("a", "b")),
+    "subquery": ("SELECT * FROM (SELECT k FROM inner_t) AS s WHERE k IN "
+                 "(SELECT k FROM keys_t)", ("inner_t", "keys_t")),
+    # the CTE named like a table shadows it in the main query; its body reads the table
+    "cte shadowing": ("WITH events AS (SELECT * FROM events WHERE v > 0) "
+                      "SELECT * FROM events", ("events",)),
+    "cte not a table": ("WITH x AS (SELECT * FROM raw) SELECT * FROM x JOIN dims d "
+                        "ON x.k = d.k", ("raw", "dims")),
+    # a later CTE sees an earlier one; the earlier one does not see the later
+    "ctes in order": ("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM a) "
+                      "SELECT * FROM b", ("b",)),
+    "parquet path": ("SELECT * FROM parquet.`/data/events`", ("parquet.`/data/events`",)),
+}
+
+
+@pytest.mark.parametrize("name", list(TREES))
+def test_tables_read_of_a_query(name: str) -> None:
+    sql, expected = TREES[name]
+    assert facts.tables_read(sqlglot.parse_one(sql, read="spark")) == expected
+
+
+STATEMENTS = {
+    "windowed": ("SELECT k, COUNT(*) AS n FROM events" + W, ("events",)),
+    "windowed over a join": ("SELECT e.k AS k, COUNT(*) AS n FROM events e JOIN dims d "
+                             "ON e.k = d.k GROUP BY e.k WINDOW FIXED(1 MINUTE) ON ts",
+                             ("events", "dims")),
+    "watermark from marks": ("SELECT k, COUNT(*) AS n FROM events" + W +
+                             " WATERMARK FROM marks", ("events", "marks")),
+    # LATE ROWS INTO names a view the query writes: not read
+    "late rows into": ("SELECT k, COUNT(*) AS n FROM events" + W +
+                       " ALLOWED LATENESS 1 MINUTE LATE ROWS INTO v", ("events",)),
+    # a persistent windowed view's body reading another view: the other view is read
+    "view reading a view": ("CREATE VIEW outer_v AS SELECT k, COUNT(*) AS n FROM inner_v" + W,
+                            ("inner_v",)),
+    "cte over a windowed block": ("WITH w AS (SELECT k, COUNT(*) AS n FROM events" + W +
+                                  ") SELECT * FROM w", ("events",)),
+}
+
+
+@pytest.mark.parametrize("name", list(STATEMENTS))
+def test_tables_read_of_a_statement(name: str) -> None:
+    sql, expected = STATEMENTS[name]
+    assert statement_facts.statement_reads(parse_statement(sql)) == expected
+
+
+def test_backfill_from_history_is_read() -> None:
+    stmt = parse_any("CREATE STREAMING QUERY q INTO DIRECTORY '/tmp/out' "
+                     "BACKFILL FROM history AS SELECT k, COUNT(*) AS n FROM live" + W +
+                     " WATERMARK FROM marks")
+    assert statement_facts.continuous_reads(stmt) == ("live", "marks", "history")
+
+
+def test_direct_relations_are_the_from_and_joins_only() -> None:
+    tree = sqlglot.parse_one("WITH c AS (SELECT * FROM x) SELECT * FROM a AS p JOIN c "
+                             "JOIN b ON true WHERE k IN (SELECT k FROM s)", read="spark")
+    assert facts.direct_relations(tree) == [("a", "p"), ("b", "b")]
+
+
+#: the homes of a walk over a tree's table nodes: the facts, and the rewrite that
+#: substitutes views for tables (it reads no names of its own: it asks the facts)
+WALKS = re.compile(r"find_all\(\s*exp\.Table\b|isinstance\([^)]*exp\.Table\b")
+HOMES = {"language/facts.py"}
+
+
+def test_no_second_walk_of_table_names() -> None:
+    found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                   if WALKS.search(p.read_text()))
+    assert set(found) <= HOMES, found
+
+
+def test_the_former_readers_ask_the_facts() -> None:
+    readers = ["language/registered.py", "language/rewrite.py", "language/stages.py",
+               "spark/stream/backfill.py"]
+    for r in readers:
+        assert "from dfsql.language.facts import" in (PACKAGE / r).read_text(), r
