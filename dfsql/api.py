@@ -28,6 +28,8 @@ from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Scanned, Source, scan_text
 from dfsql.model.clauses import SlidingWindows, Watermark
 from dfsql.model.triggers import batch_trigger_note
+from dfsql.registrations import REGISTRATIONS
+from dfsql.registrations import session_id as _session_id  # noqa: F401 (tests read it)
 from dfsql.session import active_session, session
 from dfsql.spark import door
 from dfsql.spark.catalog import views
@@ -47,26 +49,9 @@ if TYPE_CHECKING:
     from dfsql.spark.plan.planner import Planned
 
 
-#: the registrations of each session (:func:`register`), by the session's id: a
-#: registered source is a temp view of one session, and so are its defaults (the
-#: endpoint's clients each have a session of their own)
-_REGISTRIES: dict[str, dict[str, Registration]] = {}
-
-
 def _registry(spark: SparkSession | None) -> dict[str, Registration]:
     """The registrations of ``spark`` (empty for None, or a session without any)."""
-    if spark is None:
-        return {}
-    return _REGISTRIES.get(_session_id(spark), {})
-
-
-def _session_id(spark: SparkSession) -> str:
-    """A session's identity as Spark knows it (the Python object may be one of several
-    wrappers of the same session): Spark Connect's session id, classic Spark's UUID."""
-    sid = getattr(spark, "session_id", None)
-    if isinstance(sid, str) and sid:
-        return sid
-    return str(spark._jsparkSession.sessionUUID())
+    return REGISTRATIONS.of(spark)
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
@@ -435,9 +420,8 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
         if expr is not None:
             _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
-    registry = _REGISTRIES.setdefault(_session_id(df.sparkSession), {})
-    registry[name.lower()] = Registration(name, event_time, processing_time, wm,
-                                          streaming=df.isStreaming)
+    REGISTRATIONS.add(df.sparkSession, Registration(name, event_time, processing_time, wm,
+                                                    streaming=df.isStreaming))
 
 
 def registration(name: str, spark: SparkSession | None = None) -> Registration | None:
