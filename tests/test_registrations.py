@@ -49,10 +49,11 @@ def test_wrappers_of_one_session_share_its_registrations() -> None:
 
 def test_the_live_session_keeps_its_registrations(spark: SparkSession) -> None:
     import dfsql
+    from dfsql.api import registration
 
     assert not stopped(spark)
     dfsql.register("kept_here", spark.range(1).selectExpr("current_timestamp() AS t"),
                    event_time="t")
-    found = dfsql.registration("kept_here", spark)
+    found = registration("kept_here", spark)
     assert found is not None and found.event_time == "t"
     assert session_id(spark) == session_id(spark.range(1).sparkSession)
