@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from dfsql import streaming
 from dfsql.continuous import run as run_continuous
 from dfsql.errors import (
     AnalysisError,
@@ -28,45 +29,27 @@ from dfsql.language.rewrite import rewrite
 from dfsql.language.scan import Scanned, Source, scan_text
 from dfsql.model.clauses import SlidingWindows, Watermark
 from dfsql.model.triggers import batch_trigger_note
+from dfsql.registrations import REGISTRATIONS
+from dfsql.registrations import session_id as _session_id  # noqa: F401 (tests read it)
 from dfsql.session import active_session, session
 from dfsql.spark import door
 from dfsql.spark.catalog import views
 from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
-from dfsql.spark.explain.live import live_firings
 from dfsql.spark.progress_bar import watching
-from dfsql.spark.stream.alter import Change, check_change
-from dfsql.spark.stream.backfill import needed as backfill_needed
-from dfsql.spark.stream.checkpoint import as_recorded
-from dfsql.spark.stream.sinks import STORE_CONF, start_stream
+from dfsql.spark.stream.sinks import STORE_CONF
 from dfsql.spark.timelines import ahead_note
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.spark.plan.planner import Planned
-
-
-#: the registrations of each session (:func:`register`), by the session's id: a
-#: registered source is a temp view of one session, and so are its defaults (the
-#: endpoint's clients each have a session of their own)
-_REGISTRIES: dict[str, dict[str, Registration]] = {}
+    from dfsql.streaming import Change
 
 
 def _registry(spark: SparkSession | None) -> dict[str, Registration]:
     """The registrations of ``spark`` (empty for None, or a session without any)."""
-    if spark is None:
-        return {}
-    return _REGISTRIES.get(_session_id(spark), {})
-
-
-def _session_id(spark: SparkSession) -> str:
-    """A session's identity as Spark knows it (the Python object may be one of several
-    wrappers of the same session): Spark Connect's session id, classic Spark's UUID."""
-    sid = getattr(spark, "session_id", None)
-    if isinstance(sid, str) and sid:
-        return sid
-    return str(spark._jsparkSession.sessionUUID())
+    return REGISTRATIONS.of(spark)
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
@@ -193,19 +176,15 @@ def _start(text: str | Statement, sink: object, checkpoint: str | None,
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if not isinstance(stmt, ContinuousStatement):
         s = _spark(spark)
-        history = None if backfill is None or not backfill_needed(s, checkpoint) else \
-            Backfill.of(backfill)
+        history = streaming.history(s, checkpoint, backfill)
         # a restart plans on the shuffle partitions its checkpoint fixed: they number
         # the buckets its state is kept in (dfsql.spark.stream.checkpoint)
-        with as_recorded(s, checkpoint):
+        with streaming.as_recorded(s, checkpoint):
             planned = _planned(stmt, text, scanned, s, history)
-            stream = planned.stream if planned.result.isStreaming else None
-            if stream is not None:
-                with spark_errors(stmt.source, text=text):
-                    return start_stream(stream.df, stream.order_by, sink, checkpoint,
-                                        trigger, name, late_view=stream.late_view,
-                                        state_store=stream.state_store,
-                                        key_names=stream.key_names)
+            query = streaming.start_planned(planned, stmt, text, sink, checkpoint, trigger,
+                                            name)
+            if query is not None:
+                return query
     raise SourceError("dfsql.start runs a windowed query over a streaming source", 1, 1,
                       "read the source with spark.readStream and register it as a view; "
                       "for a bounded table use dfsql.sql")
@@ -218,11 +197,8 @@ def explain_running(query: Statement | str, checkpoint: str, where: tuple[int, s
     plan made again on the partitions the checkpoint recorded (they number the state's
     buckets); ``where`` (offset in ``source``, text) narrows the rows. None when Spark's
     own operator runs the query (its state is Spark's, not the bucket processor's)."""
-    planned = _planned_again(query, checkpoint, spark)
-    stream = planned.stream
-    if stream is None or stream.state is None:
-        return None
-    return live_firings(planned.blocks[-1].plan, stream.state, checkpoint, where, source)
+    return streaming.live_windows(_planned_again(query, checkpoint, spark), checkpoint,
+                                  where, source)
 
 
 def _planned_again(query: Statement | str, checkpoint: str, spark: SparkSession) -> Planned:
@@ -230,7 +206,7 @@ def _planned_again(query: Statement | str, checkpoint: str, spark: SparkSession)
     checkpoint recorded (they number its state's buckets); nothing starts."""
     stmt = parse_any(query) if isinstance(query, str) else query
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(stmt.written)
-    with as_recorded(spark, checkpoint):
+    with streaming.as_recorded(spark, checkpoint):
         return _planned(stmt, stmt.written, scanned, spark)
 
 
@@ -240,9 +216,9 @@ def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
     """ALTER STREAMING QUERY checked while the old query runs, both planned again on its
     checkpoint's partitions (:func:`dfsql.spark.stream.alter.check_change`; refusals
     placed at ``at`` in ``source``; ``directory``: the query's, restated)."""
-    return check_change(_planned_again(query, checkpoint, spark),
-                        _planned_again(old, checkpoint, spark), checkpoint, history, source,
-                        at, spark, directory)
+    return streaming.changed(_planned_again(query, checkpoint, spark),
+                             _planned_again(old, checkpoint, spark), checkpoint, history,
+                             source, at, spark, directory)
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
@@ -433,9 +409,8 @@ def register(name: str, df: DataFrame, event_time: str | None = None,
         if expr is not None:
             _check_column(df, arg, expr, types)
     df.createOrReplaceTempView(name)
-    registry = _REGISTRIES.setdefault(_session_id(df.sparkSession), {})
-    registry[name.lower()] = Registration(name, event_time, processing_time, wm,
-                                          streaming=df.isStreaming)
+    REGISTRATIONS.add(df.sparkSession, Registration(name, event_time, processing_time, wm,
+                                                    streaming=df.isStreaming))
 
 
 def registration(name: str, spark: SparkSession | None = None) -> Registration | None:

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
@@ -34,6 +33,7 @@ from dfsql.continuous_kept import (
     directory_sink,
     drop_old_places,
 )
+from dfsql.continuous_queries import QUERIES, Running
 from dfsql.continuous_show import Totals, current_totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.continuous import (
@@ -59,70 +59,17 @@ if TYPE_CHECKING:
 
 def owners() -> dict[str, str | None]:
     """Every registered query's name and owner (running, or kept but failed)."""
-    with _LOCK:
-        return {**{f.name: f.owner for f in _FAILED.values()},
-                **{r.name: r.owner for r in _RUNNING.values()}}
+    return QUERIES.owners()
 
 
-@dataclass
-class Running:
-    name: str
-    query: object  # pyspark StreamingQuery
-    sink: str
-    checkpoint: str
-    text: str
-    started: float
-    owner: str | None = None
-    #: where its panes go (the TableSink object, or the directory)
-    sink_object: object = None
-    #: its history (BACKFILL FROM, or what ALTER gave it), for the next version's
-    history: Backfill | None = None
-    #: what ALTER made of it (None: as created)
-    altered: Altered | None = None
-
-    @property
-    def versions(self) -> tuple[tuple[int, str | None], ...]:
-        """(version, the frontier it took effect at; None: from the start)."""
-        return self.altered.versions if self.altered is not None else ((1, None),)
-
-    def created(self) -> ContinuousStatement:
-        """Its CREATE statement (after ALTER, the latest version's)."""
-        stmt = parse_continuous(self.text)
-        assert stmt is not None and stmt.kind == "create"
-        return stmt
-
-
-@dataclass
-class Failed:
-    """A kept query that could not be started again (its input gone, say): listed by SHOW
-    with the reason until STOP forgets it."""
-
-    name: str
-    sink: str
-    reason: str
-    since: float
-    owner: str | None = None
-
-
-_RUNNING: dict[str, Running] = {}
-_FAILED: dict[str, Failed] = {}
-_LOCK = threading.Lock()
-_STARTING = threading.Lock()
-#: where this process keeps its queries (None: in memory only, gone with the process)
-_KEEPER: Keeper | None = None
+#: the running queries by name, :data:`QUERIES`'s own (the tests wait on their streams)
+_RUNNING = QUERIES.running
 
 
 def keep_with(keeper: Keeper | None) -> None:
     """Keep every continuous query of this process with ``keeper`` from now on (None:
     no longer; the failed entries of the old one go too)."""
-    global _KEEPER
-    with _LOCK:
-        if keeper is not None and _KEEPER is not None and _KEEPER is not keeper:
-            raise DfsqlError("this process already keeps its continuous queries elsewhere",
-                             hint="one --state-dir per process")
-        _KEEPER = keeper
-        if keeper is None:
-            _FAILED.clear()
+    QUERIES.keep_with(keeper)
 
 
 def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
@@ -133,17 +80,14 @@ def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
     had not completed a micro-batch)."""
     with acting_as(Actor(owner)):
         _create(stmt, text, spark, start, restarting=True, altered=altered, history=history)
-    with _LOCK:
-        _FAILED.pop(stmt.name or "", None)
+    QUERIES.started_again(stmt.name or "")
 
 
 def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
     """Record that the kept query ``name`` (into ``sink``) could not start again (one of
     that name whose stream had died is then listed with this reason only)."""
-    with _LOCK:
-        _FAILED[name] = Failed(name, sink, reason, time.time(), owner)
-        if name in _RUNNING and not _RUNNING[name].query.isActive:  # type: ignore[attr-defined]
-            del _RUNNING[name]
+    QUERIES.fail(name, sink, reason, owner)
+
 
 def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
         explain: Explainer | None = None, alter: Alterer | None = None) -> DataFrame:
@@ -168,8 +112,8 @@ def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starte
 def _running(stmt: ContinuousStatement, src: Source, what: str) -> Running:
     """The running query the statement names, if the actor may ``what`` it."""
     assert stmt.name is not None
-    with _LOCK:
-        r = _RUNNING.get(stmt.name)
+    with QUERIES.lock:
+        r = QUERIES.running.get(stmt.name)
     if r is None:
         raise src.error(AnalysisError, f"no continuous query named {stmt.name} is running",
                         stmt.name_offset, "SHOW STREAMING QUERIES lists them")
@@ -201,7 +145,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
         parse_statement(stmt.query, stmt.query_scanned)
     change = alter(query, created.query_statement, r.checkpoint, r.history, src,
                    stmt.query_offset, spark, directory)
-    keeper, version = _KEEPER, r.versions[-1][0] + 1
+    keeper, version = QUERIES.keeper, r.versions[-1][0] + 1
     table_path = None
     if keeper is not None:  # each version in places of its own: the old ones stay whole
         checkpoint, table_path = keeper.places(r.name, fresh=True, version=version)
@@ -243,15 +187,12 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
         progress_log.watch(spark, r.name, r.checkpoint)
         old = start(created.query_statement, sink=r.sink_object, checkpoint=r.checkpoint,
                     name=r.name, spark=spark)
-        with _LOCK:
-            _RUNNING[r.name] = replace(r, query=old)
+        QUERIES.run(replace(r, query=old))
         raise
     if keeper is not None and created.checkpoint is None:
         drop_old_places(keeper, r.name, r.versions[-1][0])
-    with _LOCK:
-        _RUNNING[r.name] = replace(
-            r, query=new, checkpoint=checkpoint, sink_object=sink,
-            text=new_text, history=history, altered=altered)
+    QUERIES.run(replace(r, query=new, checkpoint=checkpoint, sink_object=sink,
+                        text=new_text, history=history, altered=altered))
     frontier = versions[-1][1]
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
@@ -311,15 +252,15 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             history: Backfill | None = None) -> DataFrame:
     src = Source(text)
     assert stmt.name is not None
-    keeper = _KEEPER
+    keeper = QUERIES.keeper
     owner = _actor().user
-    with _LOCK:
-        old = _RUNNING.get(stmt.name)
+    with QUERIES.lock:
+        old = QUERIES.running.get(stmt.name)
         if old is not None and old.query.isActive:  # type: ignore[attr-defined]
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is running",
                             stmt.name_offset, f"STOP STREAMING QUERY {stmt.name} first, or "
                                               "choose another name")
-        if stmt.name in _FAILED and not restarting:
+        if stmt.name in QUERIES.failed and not restarting:
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
@@ -364,10 +305,9 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         except BaseException:
             query.stop()
             raise
-    with _LOCK:
-        _RUNNING[stmt.name] = Running(
-            stmt.name, query, where, checkpoint, text, time.time(), owner, sink_object=sink,
-            history=history, altered=altered)
+    QUERIES.run(Running(
+        stmt.name, query, where, checkpoint, text, time.time(), owner, sink_object=sink,
+        history=history, altered=altered))
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
 
@@ -375,15 +315,13 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
 def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
     assert stmt.name is not None
     actor = _actor()
-    with _LOCK:
-        known = _RUNNING.get(stmt.name) or _FAILED.get(stmt.name)
+    with QUERIES.lock:
+        known = QUERIES.running.get(stmt.name) or QUERIES.failed.get(stmt.name)
         if known is not None and not actor.may_change(known.owner):
             raise Source(text).error(NotOwnerError, not_owner(stmt.name, known.owner, "STOP"),
                                      stmt.name_offset, "SHOW STREAMING QUERIES names each "
                                      "query's owner")
-        r = _RUNNING.pop(stmt.name, None)
-        gone = _FAILED.pop(stmt.name, None)
-        keeper = _KEEPER
+        r, gone, keeper = QUERIES.drop(stmt.name)
     if r is None and gone is None:
         raise Source(text).error(AnalysisError, f"no continuous query named {stmt.name}",
                                  stmt.name_offset, "SHOW STREAMING QUERIES lists them")
@@ -402,9 +340,10 @@ def _start(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFra
     record and checkpoint as a server's start does (its owner's, or an admin's, to do)."""
     assert stmt.name is not None
     src = Source(text)
-    with _STARTING:  # one START at a time: a second one of the same query is refused
-        with _LOCK:
-            r, f, keeper = _RUNNING.get(stmt.name), _FAILED.get(stmt.name), _KEEPER
+    with QUERIES.starting:  # one START at a time: a second one of the same query is refused
+        with QUERIES.lock:
+            r, f = QUERIES.running.get(stmt.name), QUERIES.failed.get(stmt.name)
+            keeper = QUERIES.keeper
         known = r or f
         refused = start_refusal(stmt.name, None if known is None else known.owner,
                                 known is not None,
@@ -418,26 +357,22 @@ def _start(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFra
         raise src.error(DfsqlError, f"{stmt.name} did not start again: {why}",
                         stmt.name_offset, "SHOW STREAMING QUERIES lists it as failed with "
                         "the reason: START it again once the cause is fixed, or STOP it")
-    with _LOCK:
-        new = _RUNNING[stmt.name]
+    with QUERIES.lock:
+        new = QUERIES.running[stmt.name]
     return spark.createDataFrame([(stmt.name, str(new.query.id), "RUNNING",  # type: ignore
                                    new.checkpoint)],
                                  "name STRING, id STRING, status STRING, checkpoint STRING")
 
 
 def _show(spark: SparkSession) -> DataFrame:
-    with _LOCK:
-        running = list(_RUNNING.values())
-        failed_now = list(_FAILED.values())
+    running, failed_now = QUERIES.listed()
     return show_queries(spark, running, failed_now)
 
 
 def stop_all() -> None:
     """Stop every continuous query (a server shutting down); a :class:`Keeper` keeps
     them, for the next start."""
-    with _LOCK:
-        running = list(_RUNNING.values())
-        _RUNNING.clear()
+    running = QUERIES.drain()
     for r in running:
         try:
             _stopped(r, None)

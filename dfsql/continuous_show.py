@@ -78,8 +78,8 @@ SHOW_SCHEMA = ("name STRING, id STRING, status STRING, sink STRING, batches BIGI
 
 
 def show_queries(spark: SparkSession, running: list, failed_now: list) -> DataFrame:
-    """SHOW STREAMING QUERIES of the ``running`` queries (:class:`dfsql.continuous.Running`)
-    and those that failed to start again (:class:`dfsql.continuous.Failed`)."""
+    """SHOW STREAMING QUERIES of the ``running`` queries (:class:`dfsql.continuous_queries.Running`)
+    and those that failed to start again (:class:`dfsql.continuous_queries.Failed`)."""
     from datetime import datetime, timezone
 
     rows = []
