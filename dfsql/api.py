@@ -44,7 +44,7 @@ from dfsql.spark.timelines import ahead_note
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.spark.plan.planner import Planned
+    from dfsql.spark.planned import Planned
 
 
 #: the registrations of each session (:func:`register`), by the session's id: a
@@ -263,7 +263,7 @@ def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
 
 def _runs_as(stmt: Statement, spark: SparkSession | None, registry: dict) -> list[str]:
     """EXPLAIN's ``-- runs as:`` line of each block: the executor Spark's analysis of its
-    input chooses (:func:`dfsql.spark.plan.physical.choose`), or why it is not known."""
+    input chooses (:func:`dfsql.spark.physical.choose`), or why it is not known."""
     if spark is None:
         return ["-- runs as: chosen on Spark from the input (no Spark session here)"] * len(
             stmt.blocks)

@@ -14,7 +14,6 @@ each watermark by :mod:`dfsql.spark.explain.watermark_trials` instead.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
@@ -30,33 +29,15 @@ from dfsql.spark.catalog.writes import write
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.explain.firings import firings_result, refuse
 from dfsql.spark.explain.watermark_trials import explain_watermark
-from dfsql.spark.plan.block import BlockPlan, PlannedBlock, new_uid
-from dfsql.spark.plan.physical import choose
-from dfsql.spark.plan.values import PhysicalPlan, StreamPlan
+from dfsql.spark.physical import choose
+from dfsql.spark.plan.block import BlockPlan, new_uid
+from dfsql.spark.planned import Planned, PlannedBlock
+from dfsql.spark.values import PhysicalPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.continuous import Backfill
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A planned statement: its result, its windowed blocks (innermost first), and the
-    stream :func:`dfsql.api.start` starts (the last block over a streaming source)."""
-
-    result: DataFrame
-    blocks: tuple[PlannedBlock, ...] = ()
-
-    @property
-    def stream(self) -> StreamPlan | None:
-        streams = [b.stream for b in self.blocks if b.stream is not None]
-        return streams[-1] if streams else None
-
-    def dropped_count(self, windows: bool = False) -> int:
-        """Rows dropped by the statement's windowed blocks (``windows``: (row, window)
-        pairs, see :meth:`~dfsql.spark.plan.block.PlannedBlock.dropped_count`)."""
-        return sum(b.dropped_count(windows) for b in self.blocks)
 
 
 def net_changelog(df: DataFrame) -> DataFrame:
