@@ -31,7 +31,6 @@ from dfsql.model.triggers import batch_trigger_note
 from dfsql.session import active_session, session
 from dfsql.spark import door
 from dfsql.spark.catalog import views
-from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.explain.live import live_firings
 from dfsql.spark.progress_bar import watching
@@ -40,6 +39,7 @@ from dfsql.spark.stream.backfill import needed as backfill_needed
 from dfsql.spark.stream.checkpoint import as_recorded
 from dfsql.spark.stream.sinks import STORE_CONF, start_stream
 from dfsql.spark.timelines import ahead_note
+from dfsql.warehouse import sync as sync_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -130,7 +130,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None,
           backfill: Backfill | None = None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
     text, a windowed statement by :mod:`dfsql.spark.plan.planner` (the caller has brought the
-    catalog up to date: :func:`~dfsql.spark.catalog.warehouse.sync`)."""
+    catalog up to date: :func:`~dfsql.warehouse.sync`)."""
     Planned = _planner().Planned  # noqa: N806
     quiet_spark_loggers()
     s = _spark(spark)

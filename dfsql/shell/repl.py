@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dfsql
+from dfsql import api
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
-from dfsql.session import DEFAULT_MASTER, register_paper_tables
+from dfsql.session import DEFAULT_MASTER, register_paper_tables, session
 from dfsql.shell import display
 from dfsql.shell.commands import (
     ShellError,
@@ -39,6 +39,7 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark import progress_bar
 from dfsql.spark.errors import spark_errors
+from dfsql.version import __version__
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
@@ -95,7 +96,7 @@ class Shell:
         try:
             if not self.quiet_spark:
                 os.environ["DFSQL_SPARK_LOG"] = "-"  # the JVM's output on the terminal
-            spark = dfsql.session(self.master)
+            spark = session(self.master)
             if self.paper_tables:
                 register_paper_tables(spark)
             self._spark = spark
@@ -162,7 +163,7 @@ class Shell:
         t0 = time.monotonic()
 
         def work():
-            df = dfsql.sql(parsed, spark)  # the statement parsed: not read again
+            df = api.sql(parsed, spark)  # the statement parsed: not read again
             if df.isStreaming:
                 return df, None, False, []
             got: list = []
@@ -170,7 +171,7 @@ class Shell:
                 if df.columns:
                     got = df.limit(self.max_rows + 1).collect()
                 # after the rows: the replay counted its drops while they were computed
-                warnings = dfsql.api.dropped_warnings(df)  # loaded by dfsql.sql
+                warnings = api.dropped_warnings(df)  # loaded by dfsql.sql
             return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows, \
                 warnings
 
@@ -190,7 +191,7 @@ class Shell:
                              time.monotonic() - t0 if self.timing else None,
                              page=self.pager and sys.stdin.isatty(), warnings=warnings,
                              changelog=_retracting(df))
-        for note in dfsql.api.batch_notes(df):
+        for note in api.batch_notes(df):
             self.err.print(note, style="yellow")
 
     def _job(self, spark, fn, text: str):
@@ -249,7 +250,7 @@ class Shell:
         path, fmt = file_format(load)
         df = read_files(self.spark(), path, fmt, load.stream)
         try:
-            dfsql.register(load.name, df, event_time=load.event_time,
+            api.register(load.name, df, event_time=load.event_time,
                            processing_time=load.processing_time, watermark=load.watermark)
         except DfsqlError as e:
             raise load.error_at(e, at) from None
@@ -276,13 +277,13 @@ class Shell:
 
         try:
             stmt = parse_statement(text)
-            plan = dfsql.explain(stmt, self._spark)  # the statement parsed: not read again
+            plan = api.explain(stmt, self._spark)  # the statement parsed: not read again
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)
         if not stmt.windowed:
             spark = self.spark()
-            rows = self._job(spark, lambda: dfsql.sql(f"EXPLAIN {text}", spark).collect(),
+            rows = self._job(spark, lambda: api.sql(f"EXPLAIN {text}", spark).collect(),
                              text)
             self.out.print(rows[0][0], highlight=False, markup=False)
 
@@ -371,7 +372,7 @@ class Shell:
             completer=ThreadedCompleter(ShellCompleter(self.catalog)), multiline=True,
             key_bindings=keys, prompt_continuation=lambda width, _n, _s: "...> ".rjust(width),
             complete_while_typing=False)
-        self.out.print(f"dfsql {dfsql.__version__} shell on "
+        self.out.print(f"dfsql {__version__} shell on "
                        f"{self.master or _default_target()}. End statements with ';', "
                        f"\\help for help, Ctrl-D to leave.", style="dim")
         while True:

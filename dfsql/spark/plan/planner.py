@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.blocks import executor_view
-from dfsql.language.functions import resolve_aggregates
 from dfsql.language.scan import splice
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
@@ -29,6 +28,7 @@ from dfsql.spark.catalog.writes import write
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.explain.firings import firings_result, refuse
 from dfsql.spark.explain.watermark_trials import explain_watermark
+from dfsql.spark.functions import resolve_aggregates
 from dfsql.spark.physical import choose
 from dfsql.spark.plan.block import BlockPlan, new_uid
 from dfsql.spark.planned import Planned, PlannedBlock
