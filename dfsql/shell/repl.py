@@ -39,6 +39,7 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark import progress_bar
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.planned import Planned
 from dfsql.version import __version__
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
@@ -50,7 +51,8 @@ class LastResult:
     """The last windowed (or EXPLAIN WATERMARK) result shown, for ``\\plot``."""
 
     text: str
-    df: Any
+    #: the statement's plan value (:func:`dfsql.api.plan`): its top block is what is drawn
+    planned: Planned
     columns: list[str]
     rows: list[tuple]
 
@@ -163,34 +165,36 @@ class Shell:
         t0 = time.monotonic()
 
         def work():
-            df = api.sql(parsed, spark)  # the statement parsed: not read again
+            planned = api.plan(parsed, spark)  # the statement parsed: not read again
+            df = planned.result
             if df.isStreaming:
-                return df, None, False, []
+                return planned, None, False, []
             got: list = []
             with spark_errors(Source(text), text=text):
                 if df.columns:
                     got = df.limit(self.max_rows + 1).collect()
                 # after the rows: the replay counted its drops while they were computed
                 warnings = api.dropped_warnings(df)  # loaded by dfsql.sql
-            return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows, \
-                warnings
+            return planned, [tuple(r) for r in got[: self.max_rows]], \
+                len(got) > self.max_rows, warnings
 
         try:
-            df, rows, more, warnings = self._job(spark, work, text)
+            planned, rows, more, warnings = self._job(spark, work, text)
         finally:
             self.catalog.invalidate()  # the statement may have made or dropped a view
         if rows is None:
             raise DfsqlError("this query reads a stream: it has no end to wait for", 1, 1,
                              "\\watch it to see its panes live, or start it with CREATE "
                              "STREAMING QUERY name AS ...")
+        df = planned.result
         columns = list(df.columns)
         if ("emit_time" in columns or is_firings(columns)) and "window_start" in columns or \
                 is_tradeoff(columns):
-            self.last = LastResult(text, df, columns, rows)
+            self.last = LastResult(text, planned, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
                              page=self.pager and sys.stdin.isatty(), warnings=warnings,
-                             changelog=_retracting(df))
+                             changelog=planned.is_changelog)
         for note in api.batch_notes(df):
             self.err.print(note, style="yellow")
 
@@ -311,12 +315,10 @@ class Shell:
         if not path.lower().endswith(".png"):
             raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
                              "e.g. \\plot panes.png")
-        from dfsql.spark.plan.planner import top_plan
-
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
             self.last.columns, self.last.rows, path, self.last.text,
-            plan=top_plan(self.last.df)), "\\plot")
+            plan=self.last.planned.top_block), "\\plot")
         if isinstance(summary, TradeoffSummary):
             self.out.print(f"wrote {path}: {len(summary.points)} watermarks, the late "
                            "fraction against the ON_TIME latency of each")
@@ -443,10 +445,3 @@ def _unexpected(e: BaseException) -> DfsqlError:
 def _default_target() -> str:
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
-
-
-def _retracting(df) -> bool:
-    """Whether ``df``'s rows get +/- marks (:func:`dfsql.spark.plan.planner.is_changelog`)."""
-    from dfsql.spark.plan.planner import is_changelog
-
-    return is_changelog(df)

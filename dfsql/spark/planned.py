@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from dfsql.model import clauses as c
 from dfsql.spark.replay.driver import ROW_ID, dropped_total
 from dfsql.spark.replay.panes import KIND_DROPPED
 from dfsql.spark.values import ReplayPlan
@@ -87,3 +88,24 @@ class Planned:
         """Rows dropped by the statement's windowed blocks (``windows``: (row, window)
         pairs, see :meth:`PlannedBlock.dropped_count`)."""
         return sum(b.dropped_count(windows) for b in self.blocks)
+
+    @property
+    def top_block(self) -> BlockView | None:
+        """The plan of the statement's own (outermost) windowed block, or None: what
+        ``\\plot`` draws the input elements and the watermark of."""
+        plans = [b.plan for b in self.blocks]
+        top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
+        return top[0] if top else None
+
+    @property
+    def is_changelog(self) -> bool:
+        """Whether the result is a windowed query's that EMITs retractions: the shell and
+        the notebook mark its rows +/-; a plain query over a table with an is_retraction
+        column is not one."""
+        if not self.blocks:
+            return False
+        plan = self.blocks[-1].plan  # the statement's own block, if it is windowed
+        top = plan.stmt.top
+        return top is not None and plan.block.index == top.index and \
+            plan.stmt.kind != "explain_firings" and \
+            plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING

@@ -239,22 +239,14 @@ def block_plans(df: DataFrame) -> list[BlockPlan]:
 
 
 def top_plan(df: DataFrame) -> BlockPlan | None:
-    """The plan of the statement's own (outermost) windowed block behind ``df``, or None:
-    what ``\\plot`` draws the input elements and the watermark of."""
-    plans = block_plans(df)
-    top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
-    return top[0] if top else None
+    """The plan of the statement's own windowed block behind ``df``, or None
+    (:attr:`Planned.top_block`)."""
+    planned = planned_of(df)
+    return planned.top_block if planned is not None else None
 
 
 def is_changelog(df: DataFrame) -> bool:
-    """Whether ``df`` is the result of a windowed query that EMITs retractions: the shell
-    and the notebook mark its rows +/-; a plain query over a table with an is_retraction
-    column is not one."""
+    """Whether ``df`` is the result of a windowed query that EMITs retractions
+    (:attr:`Planned.is_changelog`)."""
     planned = planned_of(df)
-    if planned is None or not planned.blocks:
-        return False
-    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
-    top = plan.stmt.top
-    return top is not None and plan.block.index == top.index and \
-        plan.stmt.kind != "explain_firings" and \
-        plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    return planned is not None and planned.is_changelog
