@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import DfsqlError
 from dfsql.session import session  # pyspark is imported only when session() is called
+from dfsql.version import __version__ as __version__  # re-exported
 
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
            "DfsqlError", "read_parquet", "plot"]
-__version__ = "0.1.0"
 
 _FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
 

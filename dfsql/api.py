@@ -6,7 +6,6 @@ DfsqlError). A statement with windowed blocks is planned by :mod:`dfsql.spark.pl
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dfsql import streaming
@@ -34,16 +33,17 @@ from dfsql.registrations import session_id as _session_id  # noqa: F401 (tests r
 from dfsql.session import active_session, session
 from dfsql.spark import door
 from dfsql.spark.catalog import views
-from dfsql.spark.catalog.warehouse import sync as sync_catalog
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
+from dfsql.spark.plan import planner
+from dfsql.spark.planned import Planned
 from dfsql.spark.progress_bar import watching
 from dfsql.spark.stream.sinks import STORE_CONF
 from dfsql.spark.timelines import ahead_note
+from dfsql.warehouse import sync as sync_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.spark.plan.planner import Planned
     from dfsql.streaming import Change
 
 
@@ -67,19 +67,27 @@ def sql(text: str | Statement | ContinuousStatement,
     In a terminal, a progress bar on stderr shows Spark's running stages (and the
     DataFrame's actions' later on); the session setting ``dfsql.progress=false`` turns
     it off (:mod:`dfsql.spark.progress_bar`)."""
+    return plan(text, spark).result
+
+
+def plan(text: str | Statement | ContinuousStatement,
+         spark: SparkSession | None = None) -> Planned:
+    """:func:`sql`'s statement, run, as the plan value: its result and its windowed
+    blocks (what ran, on which executor, its stream), which the shell and the notebook
+    read (:attr:`~dfsql.spark.planned.Planned.top_block`, ``is_changelog``)."""
     with watching(lambda: _spark(spark)):
         return _sql(text, spark)
 
 
 def _sql(text: str | Statement | ContinuousStatement,
-         spark: SparkSession | None) -> DataFrame:
+         spark: SparkSession | None) -> Planned:
     stmt = parse_any(text) if isinstance(text, str) else text
     text = stmt.written
     # once: parsing and finding the views it reads share it
     scanned = stmt.scanned if stmt.scanned is not None else scan_text(text)
     if isinstance(stmt, ContinuousStatement):
-        return run_continuous(stmt, text, _spark(spark), start, explain_running,
-                              alter_running)
+        return Planned(run_continuous(stmt, text, _spark(spark), start, explain_running,
+                                      alter_running))
     planned = _planned(stmt, text, scanned, _spark(spark))
     stores = {b.stream.state_store for b in planned.blocks if b.stream is not None} - {None}
     if stores:
@@ -88,7 +96,8 @@ def _sql(text: str | Statement | ContinuousStatement,
         # The one setting dfsql leaves changed on a user's session, and it must stay:
         # Spark reads it when the query starts, after dfsql.sql has returned.
         planned.result.sparkSession.conf.set(STORE_CONF, stores.pop())
-    return _planner().remember(planned)
+    planner.remember(planned)
+    return planned
 
 
 def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession,
@@ -105,7 +114,7 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession,
                 (stmt.windowed or expanded.spans):
             made = views.create_with(stmt, expanded, s, lambda body: sql(body, s))
             sync_catalog(s, stmt)  # its definition, for other processes
-            return _planner().Planned(made)
+            return Planned(made)
         return _plan(stmt, expanded.text, s, backfill)
     except DfsqlError as err:
         raise expanded.remap(err) from None
@@ -115,8 +124,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None,
           backfill: Backfill | None = None) -> Planned:
     """The statement planned once: plain SQL as Spark's own DataFrame, EXPLAIN as its
     text, a windowed statement by :mod:`dfsql.spark.plan.planner` (the caller has brought the
-    catalog up to date: :func:`~dfsql.spark.catalog.warehouse.sync`)."""
-    Planned = _planner().Planned  # noqa: N806
+    catalog up to date: :func:`~dfsql.warehouse.sync`)."""
     quiet_spark_loggers()
     s = _spark(spark)
     if not stmt.windowed and stmt.kind != "explain_firings":
@@ -129,7 +137,7 @@ def _plan(stmt: Statement, text: str, spark: SparkSession | None,
         return Planned(df)
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
-    planned = _planner().execute(stmt, s, _registry(s), backfill)
+    planned = planner.execute(stmt, s, _registry(s), backfill)
     if stmt.kind == "write":
         sync_catalog(s, stmt)  # the table the statement made or filled, for later runs
     return planned
@@ -241,12 +249,12 @@ def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:
 
 def _runs_as(stmt: Statement, spark: SparkSession | None, registry: dict) -> list[str]:
     """EXPLAIN's ``-- runs as:`` line of each block: the executor Spark's analysis of its
-    input chooses (:func:`dfsql.spark.plan.physical.choose`), or why it is not known."""
+    input chooses (:func:`dfsql.spark.physical.choose`), or why it is not known."""
     if spark is None:
         return ["-- runs as: chosen on Spark from the input (no Spark session here)"] * len(
             stmt.blocks)
     lines = []
-    for p in _planner().physical_plans(stmt, spark, registry):
+    for p in planner.physical_plans(stmt, spark, registry):
         why = (str(p).strip().splitlines() or [type(p).__name__])[0] \
             if isinstance(p, Exception) else ""
         lines.append(f"-- runs as: not known: {why}" if why else p.line())
@@ -298,16 +306,10 @@ def explain(text: str | Statement, spark: SparkSession | None = None) -> str:
                              spark if spark is not None else active_session())
 
 
-def _planned_of(df: DataFrame) -> Planned | None:
-    return _planner().planned_of(df)
-
-
-def _planner() -> ModuleType:
-    """:mod:`dfsql.spark.plan.planner`, imported with the first query that needs it: Spark's
-    modules are not loaded for parsing, EXPLAIN without a session or the CLI's start."""
-    from dfsql.spark.plan import planner
-
-    return planner
+def planned_of(df: DataFrame) -> Planned | None:
+    """The Planned behind a result of :func:`sql`, for the public calls that are handed
+    the DataFrame alone (:func:`dropped_late`, ``dfsql.plot(df)``); None for any other."""
+    return planner.planned_of(df)
 
 
 def dropped_late(df: DataFrame, windows: bool = False) -> int:
@@ -316,7 +318,7 @@ def dropped_late(df: DataFrame, windows: bool = False) -> int:
     SLIDING windows and may be dropped from more than one: it counts once, and with
     ``windows`` once per window it was dropped from ((row, window) pairs, the rows of its
     LATE ROWS INTO view)."""
-    planned = _planned_of(df)
+    planned = planned_of(df)
     return planned.dropped_count(windows) if planned is not None else 0
 
 
@@ -327,7 +329,7 @@ def dropped_warnings(df: DataFrame) -> list[str]:
     (registered defaults marked) and how to keep them. The counts are
     :func:`dropped_late`'s, from the replay itself. [] for any other DataFrame or a
     stream (its drops are in the query's progress)."""
-    planned = _planned_of(df)
+    planned = planned_of(df)
     if planned is None or df.isStreaming:
         return []
     lines = []
@@ -343,7 +345,7 @@ def batch_notes(df: DataFrame) -> list[str]:
     """The notes of the windowed blocks behind ``df`` that ran as a batch (no replay, no
     stream) with a TRIGGER that cannot act there (:func:`batch_trigger_note`): the shell
     prints them under the result, the endpoint returns them with its warnings."""
-    planned = _planned_of(df)
+    planned = planned_of(df)
     notes = [batch_trigger_note(b.plan.clauses) for b in planned.blocks
              if b.replay is None and b.stream is None] if planned is not None else []
     return [n for n in notes if n]

@@ -6,7 +6,7 @@ back as a pandas DataFrame (``toPandas``, through Arrow on the sessions dfsql ma
 the next cell can compute with them. The frame is a :class:`Result`: a windowed result
 renders its pane timing coloured and, for a retracting EMIT, a leading ``+``/``-`` column
 with the retractions in red, exactly the rows the shell marks
-(:func:`dfsql.spark.plan.planner.is_changelog`); the rows the query dropped are listed under
+(:attr:`dfsql.spark.planned.Planned.is_changelog`); the rows the query dropped are listed under
 it (:func:`dfsql.api.dropped_warnings`, never silent). ``%dfsql --plot`` and
 :func:`plot` draw the panes as the shell's ``\\plot`` does, inline.
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from dfsql.api import dropped_warnings, sql
+from dfsql.api import dropped_warnings, plan, planned_of
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
 from dfsql.session import session
@@ -37,7 +37,6 @@ from dfsql.shell.display import TIMING_STYLE, cell, print_error
 from dfsql.shell.plot import plot_result
 from dfsql.shell.script import split
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan.planner import is_changelog, top_plan
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: the colours of the HTML table (rich's names in the shell: yellow, green, magenta, red)
@@ -57,7 +56,8 @@ class Result(pd.DataFrame):
     Anything computed from it (``head``, a filter, arithmetic) is a plain DataFrame:
     its marks describe these rows only."""
 
-    _metadata = ["dfsql_text", "dfsql_changelog", "dfsql_warnings", "dfsql_df"]
+    _metadata = ["dfsql_text", "dfsql_changelog", "dfsql_warnings", "dfsql_df",
+                 "dfsql_planned"]
 
     @property
     def _constructor(self):  # derived frames lose the marks (see the class docstring)
@@ -131,7 +131,8 @@ def run(text: str, spark=None) -> Result | None:
 
 
 def _statement(text: str, spark) -> Result | None:
-    df = sql(text, spark or session())
+    planned = plan(text, spark or session())
+    df = planned.result
     if df.isStreaming:
         raise DfsqlError("this query reads a stream: it has no end to wait for", 1, 1,
                          "start it with CREATE STREAMING QUERY name AS ... and read its sink")
@@ -141,8 +142,8 @@ def _statement(text: str, spark) -> Result | None:
         frame = df.toPandas()
         warnings = dropped_warnings(df)  # after the rows: counted while computed
     result = Result(frame)
-    result.dfsql_text, result.dfsql_df = text, df
-    result.dfsql_changelog, result.dfsql_warnings = is_changelog(df), warnings
+    result.dfsql_text, result.dfsql_df, result.dfsql_planned = text, df, planned
+    result.dfsql_changelog, result.dfsql_warnings = planned.is_changelog, warnings
     return result
 
 
@@ -179,18 +180,19 @@ def _png(df: Any, path: str | None) -> bytes:
         raise DfsqlError("nothing to plot yet", hint="run a windowed query with %%dfsql "
                          "first, or pass dfsql.plot(df)")
     if isinstance(df, Result):
-        spark_df, text = df.dfsql_df, df.dfsql_text
+        planned, text = df.dfsql_planned, df.dfsql_text
         columns, rows = list(df.columns), [list(r.values()) for r in df.to_dict("records")]
     elif isinstance(df, pd.DataFrame):
         raise DfsqlError("dfsql.plot draws a result of %%dfsql or a DataFrame of dfsql.sql, "
                          "not any pandas frame", hint="it needs the query's plan")
     else:
-        spark_df, text = df, ""
+        planned, text = planned_of(df), ""
         columns, rows = list(df.columns), [tuple(r) for r in df.collect()]
     fd, out = tempfile.mkstemp(suffix=".png", prefix="dfsql-plot-") if path is None \
         else (None, path)
     try:
-        summary = plot_result(columns, rows, out, text, plan=top_plan(spark_df))
+        top = planned.top_block if planned is not None else None
+        summary = plot_result(columns, rows, out, text, plan=top)
         for note in getattr(summary, "notes", ()):  # what the picture leaves out
             print(f"note: {note}")
         with open(out, "rb") as f:

@@ -70,7 +70,7 @@ Why each setting (for sessions dfsql creates):
   warning) that stalls start-up on machines without DNS, and binds no public port.
 * ``spark.sql.warehouse.dir`` = the ``warehouse`` argument, ``DFSQL_WAREHOUSE`` or
   ``./spark-warehouse`` — and the session's catalog kept there across runs and shared by
-  every process on it (:mod:`dfsql.spark.catalog.warehouse`): Spark's in-memory catalog alone
+  every process on it (:mod:`dfsql.warehouse`): Spark's in-memory catalog alone
   forgets the tables whose files stay behind. Registering the tables found costs about
   0.13 s each (measured with 20 on this 2-core machine under load); none: nothing.
 * ``spark.sql.ansi.enabled`` is deliberately left at Spark's default: dfsql promises plain
@@ -226,7 +226,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
 
     ``warehouse``: where a new local or cluster session keeps its tables and their
     definitions (``spark.sql.warehouse.dir``), kept across runs and shared by every
-    process on the same warehouse (:mod:`dfsql.spark.catalog.warehouse`); default
+    process on the same warehouse (:mod:`dfsql.warehouse`); default
     ``DFSQL_WAREHOUSE``, else ``./spark-warehouse``."""
     from pyspark.sql import SparkSession
 
@@ -257,7 +257,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     # the catalog (and the scanner it reads statements with) loads with the first session:
     # importing dfsql, as Spark's Python workers do, loads no parser
-    from dfsql.spark.catalog.warehouse import attach, warehouse_dir
+    from dfsql.warehouse import attach, warehouse_dir
 
     where = warehouse_dir(warehouse)
     # not a default: the catalog attached below is kept in this directory

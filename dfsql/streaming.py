@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from dfsql.language.scan import Source
     from dfsql.language.statement import Statement
-    from dfsql.spark.plan.planner import Planned
+    from dfsql.spark.planned import Planned
 
 __all__ = ["Change", "as_recorded", "changed", "history", "live_windows", "start_planned"]
 

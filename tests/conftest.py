@@ -49,7 +49,7 @@ if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # an xdist worker inherits its cont
         f"'{driver_flags(make='PYTEST_XDIST_WORKER' not in os.environ)}' pyspark-shell")
 
 # Every session of the run — this process's, and the shells, servers and jobs it starts —
-# keeps its tables in a warehouse of its own (dfsql.spark.catalog.warehouse), not in the checkout's
+# keeps its tables in a warehouse of its own (dfsql.warehouse), not in the checkout's
 # ./spark-warehouse; each pytest process (an xdist worker too) gets one, removed at exit.
 os.environ["DFSQL_WAREHOUSE"] = tempfile.mkdtemp(prefix="dfsql-test-warehouse-")
 atexit.register(shutil.rmtree, os.environ["DFSQL_WAREHOUSE"], True)

@@ -1,4 +1,4 @@
-"""A persistent catalog (dfsql.spark.catalog.warehouse): tables made in one process are there in the
+"""A persistent catalog (dfsql.warehouse): tables made in one process are there in the
 next and in every other process on the same warehouse, with their schema, format and
 partitions; DROP TABLE deletes them for all; a session dfsql did not create is left as
 it is. Each "process" is a real ``dfsql -e`` run (or a Python script) on the warehouse.
@@ -16,7 +16,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
-from dfsql.spark.catalog.warehouse import DEFINITION, VIEWS
+from dfsql.warehouse import DEFINITION, VIEWS
 
 
 def _dfsql(warehouse: Path | str, *statements: str, ok: bool = True) -> str:
@@ -165,7 +165,7 @@ def test_sessions_of_one_process_sync_one_at_a_time(tmp_path, monkeypatch):
     import threading
     import time
 
-    from dfsql.spark.catalog.warehouse import Catalog, _Seen
+    from dfsql.warehouse import Catalog, _Seen
 
     def slow_exists(self, db: str, table: str) -> bool:
         time.sleep(0.3)

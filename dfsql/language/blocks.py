@@ -50,7 +50,7 @@ class WindowedBlock:
 
     ``aggregates`` names the functions of the SELECT that the Spark session knows as
     aggregates although dfsql cannot tell from their name (user-defined aggregates, see
-    :mod:`dfsql.language.functions`); None until the planner has asked Spark, and while
+    :mod:`dfsql.spark.functions`); None until the planner has asked Spark, and while
     it is None a mistake that depends on such a function is not reported yet.
 
     ``select`` is ``sql`` as sqlglot parsed it, once, when the statement was parsed

@@ -3,7 +3,7 @@ one home for the text-level answer, so the rewrite, the registered sources and b
 read the same walk of the parsed tree rather than each walking it its own way.
 
 Spark's analysed answer (views expanded by Spark, what the judge must see) stays in
-:mod:`dfsql.spark.plan.parsed_plan`; this module never asks a catalog."""
+:mod:`dfsql.spark.parsed_plan`; this module never asks a catalog."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (by type, or by Spark's name), calls of functions only the session knows, positions in
 the user's text, lambda variables. The rewrite (:mod:`~dfsql.language.rewrite`), the
 retractions' subtraction (:mod:`~dfsql.language.signed`) and the question put to Spark
-(:mod:`~dfsql.language.functions`) read the tree through these."""
+(:mod:`~dfsql.spark.functions`) read the tree through these."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dfsql.model import clauses as c
 # Spark's built-in aggregate functions that sqlglot parses as anonymous functions (the
 # others are exp.AggFunc); tests/language/test_functions.py checks the list against the
 # session's function registry. A name not here and not typed by sqlglot may still be an
-# aggregate the user registered: the planner asks Spark (dfsql.language.functions).
+# aggregate the user registered: the planner asks Spark (dfsql.spark.functions).
 SPARK_AGGREGATES = frozenset({
     "histogram_numeric", "try_sum", "try_avg", "kurtosis", "skewness", "bit_and", "bit_or",
     "bit_xor", "every", "some", "any", "bool_or", "count_min_sketch", "hll_sketch_agg",

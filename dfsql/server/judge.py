@@ -3,7 +3,7 @@ Spark will run, not on its text. Each text dfsql runs for a client — the state
 itself, and every query dfsql builds from a windowed statement — and each relation it
 opens by name (``WATERMARK FROM t``: as ``SELECT * FROM t``) passes through the
 session's door (:mod:`dfsql.spark.door`, :mod:`dfsql.server.judge_door`) and is parsed
-first by the session's own parser (:mod:`dfsql.spark.plan.parsed_plan`), and the tree is read before anything runs. A
+first by the session's own parser (:mod:`dfsql.spark.parsed_plan`), and the tree is read before anything runs. A
 string that Spark would parse later (``EXECUTE IMMEDIATE '…'``) is parsed and judged
 the same way; a name or statement that exists only when the statement runs
 (``IDENTIFIER(variable)``, ``EXECUTE IMMEDIATE variable``) cannot be judged, so it is
@@ -58,7 +58,7 @@ from dfsql.server.options import option_refusal, reads_files
 from dfsql.server.paths import ROOT_HINT, PathNotAllowedError, outside, roots_text
 from dfsql.server.settings import setting_rule
 from dfsql.spark import door
-from dfsql.spark.plan.parsed_plan import (
+from dfsql.spark.parsed_plan import (
     Node,
     PlanTooLarge,
     Tree,

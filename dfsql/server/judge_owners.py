@@ -31,7 +31,7 @@ from dfsql.language.scan import Source
 from dfsql.server.judge_text import Refusal, locate
 from dfsql.server.object_owners import Registry, database_key, table_key
 from dfsql.server.owner_rows import described, tables_shown
-from dfsql.spark.plan.parsed_plan import Node, Tree, _as_active, walk
+from dfsql.spark.parsed_plan import Node, Tree, _as_active, walk
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -9,7 +9,7 @@ a schema); this reads what analysis made of it, once per DataFrame dfsql hands b
 A view's body is read through, unless the view is one the operator's session setup made
 before the session was handed to the client (its own files, e.g. ``--stream`` sources'),
 a global temporary or a persistent one (made by dfsql, or judged when a client made it).
-One small Java class, compiled once per JVM (as :mod:`dfsql.spark.plan.parsed_plan`'s
+One small Java class, compiled once per JVM (as :mod:`dfsql.spark.parsed_plan`'s
 walker), collects the scans in one py4j call: about 3 ms per DataFrame, 5 of them for
 a windowed query of the paper's example (15–30 ms against its 4.5 s).
 """

@@ -11,7 +11,7 @@ from dfsql.errors import DfsqlError
 from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JvmNotAllowedError, NotAllowedError
-from dfsql.spark.plan.parsed_plan import Node, Tree
+from dfsql.spark.parsed_plan import Node, Tree
 
 _OPTION_FIELDS = ("options", "properties")  # and serdeProperties, …
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.language.costs import CostError, max_windows_per_row, windows_per_row
 from dfsql.server.judge_text import Refusal, fragment_of, start_of
-from dfsql.spark.plan.parsed_plan import Node, Tree
+from dfsql.spark.parsed_plan import Node, Tree
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

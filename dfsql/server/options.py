@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.server.judge_text import Refusal, start_of, unjudged
 from dfsql.server.paths import PathNotAllowedError
-from dfsql.spark.plan.parsed_plan import Node, Tree
+from dfsql.spark.parsed_plan import Node, Tree
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from dfsql.spark.plan.parsed_plan import Node
+from dfsql.spark.parsed_plan import Node
 
 #: the settings a client may SET: its session's own (time, partitions, SQL dialect,
 #: file formats' options); never a static, core, catalog or legacy setting

@@ -17,7 +17,7 @@ from typing import Any
 
 from dfsql.language.names import EVENT_TIME, PROCESSING_TIME
 from dfsql.model.windows import NEG_INF, POS_INF
-from dfsql.spark.plan.values import in_query
+from dfsql.spark.values import in_query
 
 MAX_ELEMENTS = 2000  # per key shown
 _SCALARS = (str, int, float, bool, decimal.Decimal, dt.date, type(None))

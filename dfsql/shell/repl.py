@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dfsql
+from dfsql import api
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
-from dfsql.session import DEFAULT_MASTER, register_paper_tables
+from dfsql.session import DEFAULT_MASTER, register_paper_tables, session
 from dfsql.shell import display
 from dfsql.shell.commands import (
     ShellError,
@@ -39,6 +39,8 @@ from dfsql.shell.script import Piece, is_complete, split
 from dfsql.shell.watch import watch
 from dfsql.spark import progress_bar
 from dfsql.spark.errors import spark_errors
+from dfsql.spark.planned import Planned
+from dfsql.version import __version__
 
 DEFAULT_HISTORY = Path.home() / ".dfsql_history"
 DEFAULT_PLOT = "dfsql-plot.png"
@@ -49,7 +51,8 @@ class LastResult:
     """The last windowed (or EXPLAIN WATERMARK) result shown, for ``\\plot``."""
 
     text: str
-    df: Any
+    #: the statement's plan value (:func:`dfsql.api.plan`): its top block is what is drawn
+    planned: Planned
     columns: list[str]
     rows: list[tuple]
 
@@ -95,7 +98,7 @@ class Shell:
         try:
             if not self.quiet_spark:
                 os.environ["DFSQL_SPARK_LOG"] = "-"  # the JVM's output on the terminal
-            spark = dfsql.session(self.master)
+            spark = session(self.master)
             if self.paper_tables:
                 register_paper_tables(spark)
             self._spark = spark
@@ -162,35 +165,37 @@ class Shell:
         t0 = time.monotonic()
 
         def work():
-            df = dfsql.sql(parsed, spark)  # the statement parsed: not read again
+            planned = api.plan(parsed, spark)  # the statement parsed: not read again
+            df = planned.result
             if df.isStreaming:
-                return df, None, False, []
+                return planned, None, False, []
             got: list = []
             with spark_errors(Source(text), text=text):
                 if df.columns:
                     got = df.limit(self.max_rows + 1).collect()
                 # after the rows: the replay counted its drops while they were computed
-                warnings = dfsql.api.dropped_warnings(df)  # loaded by dfsql.sql
-            return df, [tuple(r) for r in got[: self.max_rows]], len(got) > self.max_rows, \
-                warnings
+                warnings = api.dropped_warnings(df)  # loaded by dfsql.sql
+            return planned, [tuple(r) for r in got[: self.max_rows]], \
+                len(got) > self.max_rows, warnings
 
         try:
-            df, rows, more, warnings = self._job(spark, work, text)
+            planned, rows, more, warnings = self._job(spark, work, text)
         finally:
             self.catalog.invalidate()  # the statement may have made or dropped a view
         if rows is None:
             raise DfsqlError("this query reads a stream: it has no end to wait for", 1, 1,
                              "\\watch it to see its panes live, or start it with CREATE "
                              "STREAMING QUERY name AS ...")
+        df = planned.result
         columns = list(df.columns)
         if ("emit_time" in columns or is_firings(columns)) and "window_start" in columns or \
                 is_tradeoff(columns):
-            self.last = LastResult(text, df, columns, rows)
+            self.last = LastResult(text, planned, columns, rows)
         display.print_result(self.out, columns, rows, more,
                              time.monotonic() - t0 if self.timing else None,
                              page=self.pager and sys.stdin.isatty(), warnings=warnings,
-                             changelog=_retracting(df))
-        for note in dfsql.api.batch_notes(df):
+                             changelog=planned.is_changelog)
+        for note in api.batch_notes(df):
             self.err.print(note, style="yellow")
 
     def _job(self, spark, fn, text: str):
@@ -249,7 +254,7 @@ class Shell:
         path, fmt = file_format(load)
         df = read_files(self.spark(), path, fmt, load.stream)
         try:
-            dfsql.register(load.name, df, event_time=load.event_time,
+            api.register(load.name, df, event_time=load.event_time,
                            processing_time=load.processing_time, watermark=load.watermark)
         except DfsqlError as e:
             raise load.error_at(e, at) from None
@@ -276,13 +281,13 @@ class Shell:
 
         try:
             stmt = parse_statement(text)
-            plan = dfsql.explain(stmt, self._spark)  # the statement parsed: not read again
+            plan = api.explain(stmt, self._spark)  # the statement parsed: not read again
         except DfsqlError as e:
             raise _shifted(e, at) from None
         self.out.print(plan, highlight=False, markup=False)
         if not stmt.windowed:
             spark = self.spark()
-            rows = self._job(spark, lambda: dfsql.sql(f"EXPLAIN {text}", spark).collect(),
+            rows = self._job(spark, lambda: api.sql(f"EXPLAIN {text}", spark).collect(),
                              text)
             self.out.print(rows[0][0], highlight=False, markup=False)
 
@@ -310,12 +315,10 @@ class Shell:
         if not path.lower().endswith(".png"):
             raise ShellError(f"\\plot writes a PNG file, not {path!r}", 1, at + 1,
                              "e.g. \\plot panes.png")
-        from dfsql.spark.plan.planner import top_plan
-
         spark = self.spark()
         summary = self._job(spark, lambda: plot_result(
             self.last.columns, self.last.rows, path, self.last.text,
-            plan=top_plan(self.last.df)), "\\plot")
+            plan=self.last.planned.top_block), "\\plot")
         if isinstance(summary, TradeoffSummary):
             self.out.print(f"wrote {path}: {len(summary.points)} watermarks, the late "
                            "fraction against the ON_TIME latency of each")
@@ -371,7 +374,7 @@ class Shell:
             completer=ThreadedCompleter(ShellCompleter(self.catalog)), multiline=True,
             key_bindings=keys, prompt_continuation=lambda width, _n, _s: "...> ".rjust(width),
             complete_while_typing=False)
-        self.out.print(f"dfsql {dfsql.__version__} shell on "
+        self.out.print(f"dfsql {__version__} shell on "
                        f"{self.master or _default_target()}. End statements with ';', "
                        f"\\help for help, Ctrl-D to leave.", style="dim")
         while True:
@@ -442,10 +445,3 @@ def _unexpected(e: BaseException) -> DfsqlError:
 def _default_target() -> str:
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
-
-
-def _retracting(df) -> bool:
-    """Whether ``df``'s rows get +/- marks (:func:`dfsql.spark.plan.planner.is_changelog`)."""
-    from dfsql.spark.plan.planner import is_changelog
-
-    return is_changelog(df)

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import dfsql
+from dfsql import api
 from dfsql.errors import DfsqlError, SourceError
 from dfsql.shell.display import result_table
 from dfsql.shell.jobs import CtrlC
+from dfsql.spark.stream.sinks import TableSink
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,13 +36,13 @@ TRIGGER = {"processingTime": "1 second"}
 def watch(spark: SparkSession, console: Console, text: str, name: str) -> None:
     """Run ``text`` into a table sink called ``name`` and redraw its live windows on
     ``console`` after every micro-batch, until Ctrl-C."""
-    df = dfsql.sql(text, spark)
+    df = api.sql(text, spark)
     if not df.isStreaming:
         raise SourceError("\\watch shows a query over a stream, and this one reads bounded "
                           "tables", 1, 1, "run it as a statement (end it with ';'), or "
                           "\\load a directory with STREAM")
-    sink = dfsql.TableSink(name)
-    query = dfsql.start(text, sink=sink, trigger=TRIGGER, spark=spark)
+    sink = TableSink(name)
+    query = api.start(text, sink=sink, trigger=TRIGGER, spark=spark)
     try:
         with CtrlC() as ctrl_c:
             _follow(console, query, sink, ctrl_c.pressed)

@@ -41,12 +41,12 @@ from dfsql.model.watermarks import DelayHistogram, Timeline, percentile_lags, ro
 from dfsql.session import spark_context
 from dfsql.spark import door
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan.values import late_row_columns
+from dfsql.spark.values import late_row_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 _TS = f"{PROCESSING_TIME} TIMESTAMP, {EVENT_TIME} TIMESTAMP"
 

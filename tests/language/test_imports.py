@@ -105,6 +105,60 @@ def test_no_import_cycle_anywhere_in_dfsql() -> None:
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
+# --------------------------------------------------------------------------- folders
+
+#: the floors whose folders are read as one (issue #53, item 1): the house's top-level
+#: modules and packages (``dfsql.api``, ``dfsql.spark``), and inside ``dfsql.spark`` its
+#: packages and top-level modules (``dfsql.spark.plan``, ``dfsql.spark.values``)
+FLOORS = (("dfsql", 2), ("dfsql.spark", 3))
+
+
+def _folder_graph(graph: dict[str, set[str]], floor: str, depth: int) -> dict[str, set[str]]:
+    """``graph`` read a folder at a time: each module under ``floor`` is its first ``depth``
+    name parts, and a folder imports another when any of its modules imports any of the
+    other's (anywhere: in a function or under ``TYPE_CHECKING`` too)."""
+    def folder(module: str) -> str | None:
+        inside = module == floor or module.startswith(floor + ".")
+        return ".".join(module.split(".")[:depth]) if inside else None
+
+    out: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        a = folder(module)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        for b in filter(None, map(folder, imported)):
+            if b != a:
+                out[a].add(b)
+                out.setdefault(b, set())
+    return out
+
+
+def _folder_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The folder-level circles of every floor (a circle: folders that import each
+    other, directly or round a ring)."""
+    return [c for floor, depth in FLOORS for c in _cycles(_folder_graph(graph, floor, depth))]
+
+
+def test_no_folder_imports_back_up() -> None:
+    """0 circles between the house's folders, and between dfsql/spark's (issue #53): the
+    planner imports the executors and the values, never the other way round."""
+    cycles = _folder_cycles(_package_graph())
+    assert not cycles, "folder-level circles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_folder_check_sees_a_planted_back_import() -> None:
+    graph = _package_graph()
+    assert _folder_graph(graph, "dfsql.spark", 3)["dfsql.spark.plan"] >= {
+        "dfsql.spark.replay", "dfsql.spark.stream", "dfsql.spark.explain"}
+    graph["dfsql.spark.replay.panes"] = graph["dfsql.spark.replay.panes"] | {
+        "dfsql.spark.plan.planner"}
+    graph["dfsql.model.clauses"] = graph["dfsql.model.clauses"] | {"dfsql.language.scan"}
+    cycles = _folder_cycles(graph)
+    assert ["dfsql.language", "dfsql.model"] in cycles
+    assert any({"dfsql.spark.plan", "dfsql.spark.replay"} <= set(c) for c in cycles)
+
+
 # --------------------------------------------------------------------------- sizes
 
 #: issue #33's limits (item 4): no module over 500 lines, no function over 80

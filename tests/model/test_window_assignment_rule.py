@@ -5,7 +5,7 @@ s ≡ o (mod period) containing t — none when period > size and t falls in a g
 sampling window: in no window, not dropped); GLOBAL in ``[-inf, +inf)``; SESSIONS in the
 proto-window ``[t, t+gap)``. Every path holds to it at the boundaries, by hand: the model's
 ``assign``, the batch plan's Spark SQL (Spark's ``window()`` as
-``dfsql.spark.plan.window_assignment.grid_sql`` renders the grid) and the replay's
+``dfsql.spark.window_assignment.grid_sql`` renders the grid) and the replay's
 ``by_window`` (the element's window starts in µs, from the same function): t on a window
 start, one µs before it, negative and epoch times, OFFSET, SLIDING with period < size and
 with period > size (t in the gap)."""

@@ -164,7 +164,7 @@ def test_a_clients_stored_view_is_not_substituted_when_made_again(server, cursor
     nothing), and so does its definition in the warehouse; made again from it — by
     another process, or this one after a restart (here: the file changed, so the next
     statement's sync reads it again) — it is still text, never the server's variable."""
-    from dfsql.spark.catalog.warehouse import VIEWS, warehouse_dir
+    from dfsql.warehouse import VIEWS, warehouse_dir
     from tests.server.judged import CANARY, ENV
 
     cursor.execute(f"CREATE OR REPLACE VIEW subst_kept AS SELECT '{ENV}' AS c")
@@ -251,7 +251,7 @@ _READS = re.compile(r"\b(?:[a-z_.]*(?:spark|session)[a-z_]*|s)\.(?:sql|table)\(|
 #: statement drives, or a place whose path was judged with the statement that named it
 OWN_READS = {
     "dfsql/spark/door.py": 2,  # the door itself (Open: a program's session)
-    "dfsql/spark/catalog/warehouse.py": 16,  # the process's own session's catalog
+    "dfsql/warehouse.py": 16,  # the process's own session's catalog
     "dfsql/spark/catalog/parquet.py": 4,  # dfsql.read_parquet and the shell's \load
     "dfsql/session.py": 2,  # the demo's tables, in dfsql's own session
     "dfsql/server/streams.py": 2,  # the operator's --stream views

@@ -27,7 +27,7 @@ from dfsql.server import Server
 from dfsql.server.auth import set_password
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.paths import outside
-from dfsql.spark.plan.parsed_plan import walk
+from dfsql.spark.parsed_plan import walk
 from tests.server.judged import CANARY, ENV, SECRET, _connect_as
 
 #: (statement, where it is refused or None for "anywhere"); {root}, {outside} and

@@ -25,7 +25,7 @@ import pytest
 
 from dfsql.server.judge import Judge, Policy
 from dfsql.server.options import FUNCTION_KEYS, SOURCE_KEYS
-from dfsql.spark.plan.parsed_plan import parse_plan, walk
+from dfsql.spark.parsed_plan import parse_plan, walk
 from tests.server.clients import answers_select_1
 from tests.server.judged import _connect_as, _fill, _refused
 

@@ -21,7 +21,7 @@ from dfsql.language.scan import Token, name_end, scan_text, splice
 from dfsql.language.vocabulary import CLAUSE_WORDS
 from dfsql.spark import door
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan.parsed_plan import relations_read
+from dfsql.spark.parsed_plan import relations_read
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -21,16 +21,16 @@ from dfsql.errors import NotSupportedError
 from dfsql.language.names import FIRINGS_COLUMNS, PANE_COLUMNS
 from dfsql.model.panes import DROP_REASONS
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan.block import PlannedBlock
-from dfsql.spark.plan.physical import choose
-from dfsql.spark.plan.values import FiringsRequest
+from dfsql.spark.physical import choose
+from dfsql.spark.planned import PlannedBlock
 from dfsql.spark.replay.panes import replay_panes
+from dfsql.spark.values import FiringsRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from dfsql.language.statement import Statement
-    from dfsql.spark.plan.block import BlockPlan
+    from dfsql.spark.planned import BlockView
 
 COLUMNS = FIRINGS_COLUMNS
 
@@ -48,7 +48,7 @@ def refuse(stmt: Statement, message: str, hint: str) -> NotSupportedError:
     return NotSupportedError(message, p.line, p.column, hint)
 
 
-def key_names(plan: BlockPlan) -> list[str]:
+def key_names(plan: BlockView) -> list[str]:
     """The group keys' columns in the result: as the SELECT names them, else as written."""
     out = []
     for i, k in enumerate(plan.stages.group_keys):
@@ -56,7 +56,7 @@ def key_names(plan: BlockPlan) -> list[str]:
     return out
 
 
-def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, PlannedBlock]:
+def firings_result(plan: BlockView, stmt: Statement) -> tuple[DataFrame, PlannedBlock]:
     """The events of the statement's windowed block (see the module docstring)."""
     plan.check_clauses()
     plan.analyse_original()
@@ -79,7 +79,7 @@ def firings_result(plan: BlockPlan, stmt: Statement) -> tuple[DataFrame, Planned
     return df, PlannedBlock(plan, physical, replayed)
 
 
-def in_order(plan: BlockPlan, df: DataFrame, where: tuple[int, str] | None,
+def in_order(plan: BlockView, df: DataFrame, where: tuple[int, str] | None,
              source) -> DataFrame:
     """The events narrowed by the statement's ``WHERE`` (offset in ``source``, text),
     in §7's order."""
@@ -94,7 +94,7 @@ def in_order(plan: BlockPlan, df: DataFrame, where: tuple[int, str] | None,
         .drop("__seq")
 
 
-def _split_where(plan: BlockPlan, where: tuple[int, str] | None,
+def _split_where(plan: BlockView, where: tuple[int, str] | None,
                  tree: exp.Expression | None):
     """(the predicate on the events, the conjuncts over plain-column group keys as a
     filter of the input stage, or None). ``tree``: the predicate as the statement's
@@ -116,7 +116,7 @@ def _split_where(plan: BlockPlan, where: tuple[int, str] | None,
     return where, (" AND ".join(f"({p})" for p in pushed) or None)
 
 
-def _value_sql(plan: BlockPlan) -> str:
+def _value_sql(plan: BlockView) -> str:
     """A pane's aggregates as the SELECT names them (``total=7, n=3``), in Spark SQL over
     the panes table."""
     named = {a.alias: a.output_name for a in plan.stages.aggregate_calls if a.output_name}
@@ -137,7 +137,7 @@ def _time(col: str) -> str:
             "'yyyy-MM-dd HH:mm:ss') END")
 
 
-def with_values(plan: BlockPlan, panes: DataFrame, ev: DataFrame) -> DataFrame:
+def with_values(plan: BlockView, panes: DataFrame, ev: DataFrame) -> DataFrame:
     """The recorded events ``ev`` with the values their ``panes`` emitted, in the
     result's columns (and ``__seq``, the model's order of one key's events at one
     instant)."""

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from dfsql.language.scan import Source
-    from dfsql.spark.plan.block import BlockPlan
+    from dfsql.spark.planned import BlockView
 
 
-def live_firings(plan: BlockPlan, state: tuple, checkpoint: str,
+def live_firings(plan: BlockView, state: tuple, checkpoint: str,
                  where: tuple[int, str] | None, source: Source) -> DataFrame:
     """The live windows of the query whose block is ``plan`` and whose bucket processor
     and output schema are ``state`` (:attr:`StreamPlan.state`), from ``checkpoint``."""
@@ -69,7 +69,7 @@ def _times(*names: str) -> list:
     return [F.timestamp_micros(n).alias(n) for n in names]
 
 
-def _bounded_writers(plan: BlockPlan) -> tuple | None:
+def _bounded_writers(plan: BlockView) -> tuple | None:
     """A bounded WATERMARK FROM … BY writer table's rows (writer, processing time, noted
     time; µs), which name the writer holding the watermark (a stream's are in the
     state); None for every other watermark."""

@@ -34,17 +34,17 @@ from dfsql.model.watermark_trials import Latencies, TrialStats, run_trials
 from dfsql.model.watermarks import Timeline, timeline_for
 from dfsql.model.windows import NEG_INF, NULL_EVENT_TIME
 from dfsql.spark.errors import spark_errors
-from dfsql.spark.plan.values import in_query
 from dfsql.spark.replay.driver import key_runs
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.replay.panes import by_window
 from dfsql.spark.timelines import Shipped, check_processing_time, from_table_timeline, us
+from dfsql.spark.values import in_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from dfsql.language.watermark_tries import TriedWatermark
-    from dfsql.spark.plan.block import BlockPlan
+    from dfsql.spark.planned import BlockView
 
 #: the result's columns: latencies in seconds (DOUBLE), NULL without an ON_TIME pane
 RESULT_SCHEMA = ("watermark STRING, late_rows BIGINT, late_fraction DOUBLE, "
@@ -56,7 +56,7 @@ _STATS_SCHEMA = ("trial INT, rows BIGINT, late BIGINT, dropped BIGINT, panes BIG
                  "lat_counts ARRAY<BIGINT>")
 
 
-def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> DataFrame:
+def explain_watermark(plan: BlockView, tries: tuple[TriedWatermark, ...]) -> DataFrame:
     """One row per watermark — the query's own, then each tried one — of what replaying
     the block under it gives (see the module doc and
     :mod:`dfsql.model.watermark_trials` for what each column counts)."""
@@ -93,7 +93,7 @@ def explain_watermark(plan: BlockPlan, tries: tuple[TriedWatermark, ...]) -> Dat
     return plan.spark.createDataFrame(rows, RESULT_SCHEMA)
 
 
-def _own_label(plan: BlockPlan) -> str:
+def _own_label(plan: BlockView) -> str:
     """The query's own watermark as written (or registered), said where it comes from."""
     cl = plan.clauses
     registered = registered_defaults(plan.stmt.blocks[plan.block.index], plan.registry)
@@ -124,7 +124,7 @@ def _own_label(plan: BlockPlan) -> str:
 _NEXT_CLAUSE = tuple(CLAUSE_WORDS - {"WINDOW", "WATERMARK"})
 
 
-def _timelines(plan: BlockPlan, inp: DataFrame,
+def _timelines(plan: BlockView, inp: DataFrame,
                watermarks: list[c.Watermark]) -> list[tuple[Timeline, int]]:
     """Each watermark's timeline and end floor, from one read of the input's times."""
     with spark_errors(None):
@@ -142,7 +142,7 @@ def _timelines(plan: BlockPlan, inp: DataFrame,
     return out
 
 
-def _replayed(plan: BlockPlan, inp: DataFrame,
+def _replayed(plan: BlockView, inp: DataFrame,
               trials: list[tuple[Timeline, int]]) -> list[TrialStats]:
     """Every trial's statistics, from one shuffle of the input's keys and times."""
     from pyspark.sql import functions as F  # noqa: N812

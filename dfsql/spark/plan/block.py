@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -43,21 +42,20 @@ from dfsql.language.tree_positions import written_at
 from dfsql.model import clauses as c
 from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error, spark_errors
-from dfsql.spark.plan.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
-from dfsql.spark.plan.physical import choose
-from dfsql.spark.plan.values import (
+from dfsql.spark.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
+from dfsql.spark.physical import choose
+from dfsql.spark.planned import PlannedBlock
+from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
+from dfsql.spark.replay.panes import replay_panes
+from dfsql.spark.stream.backfill import history_input, stream_input
+from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
+from dfsql.spark.values import (
     BUCKET_PROCESSOR,
     NATIVE_BATCH,
     NATIVE_STREAM,
     PhysicalPlan,
-    Replayed,
     StreamPlan,
 )
-from dfsql.spark.replay.driver import ROW_ID, dropped_total
-from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
-from dfsql.spark.replay.panes import KIND_DROPPED, replay_panes
-from dfsql.spark.stream.backfill import history_input, stream_input
-from dfsql.spark.stream.plan import check_streamable, native_panes, stream_panes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -420,35 +418,6 @@ class BlockPlan:
             return 0
         inp = self._input_subquery()
         return door.sql(self.spark, f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
-
-
-@dataclass(frozen=True)
-class PlannedBlock:
-    """A planned block: its plan, and what its replay or stream computed (not its result,
-    which :func:`dfsql.spark.plan.planner.remember` keys weakly)."""
-
-    plan: BlockPlan
-    #: the executor it ran on (:func:`dfsql.spark.plan.physical.choose`)
-    physical: PhysicalPlan
-    replay: Replayed | None = None
-    stream: StreamPlan | None = None
-
-    def dropped_count(self, windows: bool = False) -> int:
-        """How many rows this block dropped as too late or without an event time (a row
-        dropped from several SLIDING windows once; ``windows``: the (row, window) pairs)."""
-        if self.plan.clauses.processing_time is None:
-            return self.plan.null_time_count()
-        r = self.replay
-        if r is None:
-            return 0
-        counts = r.dropped_by_partition.value if r.dropped_by_partition else {}
-        if len(counts) >= r.driver_partitions:
-            return dropped_total(counts.values(), windows)  # what the query's run counted
-        # the query has not run (in full) yet: run the driver once, which fills the count
-        dropped = r.emitted.where(f"__kind = {KIND_DROPPED}")
-        if windows or ROW_ID not in r.emitted.columns:
-            return dropped.count()
-        return dropped.select(ROW_ID).distinct().count()
 
 
 def _unresolved_pane_column(exc: BaseException) -> bool:

@@ -14,12 +14,10 @@ each watermark by :mod:`dfsql.spark.explain.watermark_trials` instead.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.blocks import executor_view
-from dfsql.language.functions import resolve_aggregates
 from dfsql.language.scan import splice
 from dfsql.language.statement import Statement
 from dfsql.model import clauses as c
@@ -30,33 +28,16 @@ from dfsql.spark.catalog.writes import write
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.explain.firings import firings_result, refuse
 from dfsql.spark.explain.watermark_trials import explain_watermark
-from dfsql.spark.plan.block import BlockPlan, PlannedBlock, new_uid
-from dfsql.spark.plan.physical import choose
-from dfsql.spark.plan.values import PhysicalPlan, StreamPlan
+from dfsql.spark.functions import resolve_aggregates
+from dfsql.spark.physical import choose
+from dfsql.spark.plan.block import BlockPlan, new_uid
+from dfsql.spark.planned import Planned, PlannedBlock
+from dfsql.spark.values import PhysicalPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.continuous import Backfill
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A planned statement: its result, its windowed blocks (innermost first), and the
-    stream :func:`dfsql.api.start` starts (the last block over a streaming source)."""
-
-    result: DataFrame
-    blocks: tuple[PlannedBlock, ...] = ()
-
-    @property
-    def stream(self) -> StreamPlan | None:
-        streams = [b.stream for b in self.blocks if b.stream is not None]
-        return streams[-1] if streams else None
-
-    def dropped_count(self, windows: bool = False) -> int:
-        """Rows dropped by the statement's windowed blocks (``windows``: (row, window)
-        pairs, see :meth:`~dfsql.spark.plan.block.PlannedBlock.dropped_count`)."""
-        return sum(b.dropped_count(windows) for b in self.blocks)
 
 
 def net_changelog(df: DataFrame) -> DataFrame:
@@ -258,22 +239,14 @@ def block_plans(df: DataFrame) -> list[BlockPlan]:
 
 
 def top_plan(df: DataFrame) -> BlockPlan | None:
-    """The plan of the statement's own (outermost) windowed block behind ``df``, or None:
-    what ``\\plot`` draws the input elements and the watermark of."""
-    plans = block_plans(df)
-    top = [p for p in plans if p.block is p.stmt.top] or plans[-1:]
-    return top[0] if top else None
+    """The plan of the statement's own windowed block behind ``df``, or None
+    (:attr:`Planned.top_block`)."""
+    planned = planned_of(df)
+    return planned.top_block if planned is not None else None
 
 
 def is_changelog(df: DataFrame) -> bool:
-    """Whether ``df`` is the result of a windowed query that EMITs retractions: the shell
-    and the notebook mark its rows +/-; a plain query over a table with an is_retraction
-    column is not one."""
+    """Whether ``df`` is the result of a windowed query that EMITs retractions
+    (:attr:`Planned.is_changelog`)."""
     planned = planned_of(df)
-    if planned is None or not planned.blocks:
-        return False
-    plan = planned.blocks[-1].plan  # the statement's own block, if it is windowed
-    top = plan.stmt.top
-    return top is not None and plan.block.index == top.index and \
-        plan.stmt.kind != "explain_firings" and \
-        plan.clauses.accumulation is c.Accumulation.ACCUMULATING_AND_RETRACTING
+    return planned is not None and planned.is_changelog

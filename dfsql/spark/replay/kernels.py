@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 #: Spark conf that turns the kernels off (any value but "false" leaves them on)
 KERNELS_CONF = "dfsql.replay.aggregateKernels"
@@ -188,7 +188,7 @@ def _arrow(values: np.ndarray, has: np.ndarray, typ: pa.DataType) -> pa.Array:
 def kernels_for(plan: ReplayPlan, inp: DataFrame) -> Kernels | None:
     """The kernels for the block's aggregates, or None when one of them is not a
     kernel's: then Spark aggregates, the general case (the choice, and the session
-    setting that turns the kernels off: :func:`dfsql.spark.plan.physical.choose`)."""
+    setting that turns the kernels off: :func:`dfsql.spark.physical.choose`)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F  # noqa: N812
 

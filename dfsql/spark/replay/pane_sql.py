@@ -4,7 +4,7 @@ aggregates (the model's kernels do not: :mod:`dfsql.spark.replay.kernels`).
 Each element row lists the panes that aggregate it. Any aggregate takes every
 (pane, element) pair (:func:`panes_exploded`); a decomposable one takes each delta once
 and merges the deltas' partial results into the panes that cover them
-(:func:`panes_two_level`), which :func:`dfsql.spark.plan.physical.choose` picks where it can.
+(:func:`panes_two_level`), which :func:`dfsql.spark.physical.choose` picks where it can.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dfsql.model.aggregates import PARTIAL_MERGES
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 #: the driver's row kinds (see :class:`dfsql.spark.replay.driver.PartitionDriver`)
 KIND_MEMBER, KIND_MARKER, KIND_DROPPED = 0, 1, 4

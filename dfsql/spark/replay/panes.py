@@ -34,8 +34,6 @@ from dfsql.model.group_also_by_window import end_floor_of
 from dfsql.model.panes import TIMING_NAMES
 from dfsql.model.windows import NEG_INF, AssignedWindows
 from dfsql.spark import door
-from dfsql.spark.plan.values import Replayed, in_query, late_row_columns
-from dfsql.spark.plan.window_assignment import grid_sql
 from dfsql.spark.replay.driver import ROW_ID, WINDOW_START, PartitionDriver
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.replay.pane_sql import (
@@ -47,11 +45,13 @@ from dfsql.spark.replay.pane_sql import (
 )
 from dfsql.spark.replay.recorder import EVENT_FIELDS, KIND_EVENT, for_firings
 from dfsql.spark.timelines import Shipped, watermark_timeline
+from dfsql.spark.values import Replayed, in_query, late_row_columns
+from dfsql.spark.window_assignment import grid_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan.values import FiringsRequest, PhysicalPlan, ReplayPlan
+    from dfsql.spark.values import FiringsRequest, PhysicalPlan, ReplayPlan
 
 
 
@@ -141,7 +141,7 @@ def replay_panes(plan: ReplayPlan, physical: PhysicalPlan,
 
 def _dropped_rows(plan: ReplayPlan, emitted: DataFrame) -> DataFrame:
     """LATE ROWS INTO's rows: the dropped elements the driver emitted, one per window a
-    row was dropped from (:func:`~dfsql.spark.plan.values.late_row_columns`)."""
+    row was dropped from (:func:`~dfsql.spark.values.late_row_columns`)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     named = late_row_columns(plan)

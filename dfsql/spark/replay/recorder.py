@@ -23,7 +23,7 @@ from dfsql.spark.timelines import us as _us
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from dfsql.spark.plan.values import FiringsRequest, ReplayPlan
+    from dfsql.spark.values import FiringsRequest, ReplayPlan
 
 KIND_EVENT = 5
 #: an event row's columns beside the keys and window_start / window_end

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.scan import Source
-    from dfsql.spark.plan.planner import Planned
+    from dfsql.spark.planned import Planned
 
 #: the file source's log in a checkpoint (one source: the query's one stream)
 SOURCE_LOG = "sources/0"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.continuous import Backfill
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 HINT = ("the history has the stream's columns (its processing-time column included) and "
         "holds what arrived before the stream's first row")

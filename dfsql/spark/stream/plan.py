@@ -81,8 +81,7 @@ from dfsql.language.names import EVENT_TIME, IN_QUERY, LATE_ROW, PROCESSING_TIME
 from dfsql.model import clauses as c
 from dfsql.model.pane_columns import PANE_COLUMNS, PANE_TIMES, pane_types
 from dfsql.spark import door
-from dfsql.spark.plan.native_batch import batch_panes_sql
-from dfsql.spark.plan.values import late_row_columns
+from dfsql.spark.native_batch import batch_panes_sql
 from dfsql.spark.replay.ordering import shuffle_partitions
 from dfsql.spark.stream.buckets import ELEMENTS, POINTS, BucketProcessor
 from dfsql.spark.stream.output_rows import (
@@ -110,13 +109,14 @@ from dfsql.spark.stream.packing import (
     Packer,
 )
 from dfsql.spark.timelines import from_table_timeline, watermark_table
+from dfsql.spark.values import late_row_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
     from dfsql.language.stages import Stages
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 __all__ = ["BUCKET", "BUCKETS_CONF", "LATE", "LATE_FIELDS", "METRICS", "NATIVE_CONF", "PANE",
            "ROCKSDB", "ROW_KIND", "STATS", "STATS_FIELDS", "BucketProcessor", "Packer",
@@ -308,7 +308,7 @@ def _marks_rows(table: DataFrame) -> DataFrame:
 
 #: the state store transformWithState needs (Spark refuses the default HDFS-backed one; it
 #: is the store for large state anyway): a stream the bucket processor runs starts on it
-#: (the plan says so, :class:`~dfsql.spark.plan.values.StreamPlan`); a query Spark's own
+#: (the plan says so, :class:`~dfsql.spark.values.StreamPlan`); a query Spark's own
 #: operator runs keeps the session's store (Spark's default, the in-memory HDFS-backed
 #: one, is its fastest)
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

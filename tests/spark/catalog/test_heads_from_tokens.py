@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from dfsql import warehouse as catalog
 from dfsql.language.scan import scan_text, splice
 from dfsql.language.statement import parse_statement
-from dfsql.spark.catalog import warehouse as catalog
 from dfsql.spark.catalog import writes
 from dfsql.spark.explain import firings, watermark_trials
 from dfsql.spark.stream import plan as streaming

@@ -3,7 +3,7 @@ rendered as Spark SQL: the one place Spark learns which windows an element belon
 
 The Grid's own arithmetic (latest start at or before t, the candidate starts, whether a
 window holds t) runs here over :class:`Sql` values, which print the expression instead
-of computing it; the batch plan (:func:`dfsql.spark.plan.native_batch.batch_panes_sql`)
+of computing it; the batch plan (:func:`dfsql.spark.native_batch.batch_panes_sql`)
 and the replay (:func:`dfsql.spark.replay.panes.by_window`) both take :func:`grid_sql`'s result.
 """
 

@@ -67,7 +67,7 @@ REPLAY = "replay"
 NATIVE_STREAM = "native stream"
 BUCKET_PROCESSOR = "bucket processor"
 
-#: how a replay computes its aggregates (:func:`dfsql.spark.plan.physical.choose`)
+#: how a replay computes its aggregates (:func:`dfsql.spark.physical.choose`)
 KERNELS, TWO_LEVEL, EXPLODED = "the model's kernels", "Spark, two levels", "Spark, per element"
 
 

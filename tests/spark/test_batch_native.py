@@ -18,7 +18,7 @@ import pytest
 import dfsql
 from dfsql.language.model_run import run
 
-GEN = Path(__file__).resolve().parents[3] / "benchmarks" / "gen_events.py"
+GEN = Path(__file__).resolve().parents[2] / "benchmarks" / "gen_events.py"
 
 
 @pytest.fixture(scope="module")

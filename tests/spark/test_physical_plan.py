@@ -1,4 +1,4 @@
-"""What runs a block is chosen once, as a value (issue #33): ``dfsql.spark.plan.physical.choose``.
+"""What runs a block is chosen once, as a value (issue #33): ``dfsql.spark.physical.choose``.
 
 EXPLAIN prints the choice as one ``-- runs as:`` line, and the query itself runs on the
 executor that line names (its planned block carries the same value). The expected lines

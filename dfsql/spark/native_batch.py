@@ -3,7 +3,7 @@ TIME a bounded table arrives at once, and every key and window fires one ON_TIME
 pane, whatever the trigger: ``GROUP BY window()`` / ``session_window()``), and a stream
 on the engine's clock compiled to the same aggregation
 (:func:`dfsql.spark.stream.plan.native_panes`). The windows are the model's:
-:func:`~dfsql.spark.plan.window_assignment.grid_sql` renders FIXED and SLIDING, and
+:func:`~dfsql.spark.window_assignment.grid_sql` renders FIXED and SLIDING, and
 :func:`~dfsql.model.windows.closed_gap_sessions` says how Spark's sessions match §3's."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from dfsql.language.names import EVENT_TIME, SORT_COLUMNS
 from dfsql.model import clauses as c
 from dfsql.model.windows import closed_gap_sessions
-from dfsql.spark.plan.values import late_row_columns
-from dfsql.spark.plan.window_assignment import GridSql, grid_sql
+from dfsql.spark.values import late_row_columns
+from dfsql.spark.window_assignment import GridSql, grid_sql
 
 if TYPE_CHECKING:
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 
 def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,

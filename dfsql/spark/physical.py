@@ -21,7 +21,7 @@ Every decision about aggregates starts from the model's one rule,
 :func:`dfsql.model.aggregates.decomposable`; what each executor adds to it (the kernels'
 types, the two-level merge, the stream's columns) is said here and nowhere else.
 ``EXPLAIN`` prints the choice as one line (:meth:`PhysicalPlan.line`); the value is
-:class:`~dfsql.spark.plan.values.PhysicalPlan`, beside the other values the planner and the
+:class:`~dfsql.spark.values.PhysicalPlan`, beside the other values the planner and the
 executors pass.
 """
 
@@ -29,7 +29,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql.spark.plan.values import (
+from dfsql.spark.replay.kernels import KERNELS_CONF, kernels_for
+from dfsql.spark.replay.pane_sql import two_level_merges
+from dfsql.spark.stream.plan import NATIVE_CONF, ROCKSDB, runs_natively
+from dfsql.spark.values import (
     BUCKET_PROCESSOR,
     EXPLODED,
     KERNELS,
@@ -40,12 +43,9 @@ from dfsql.spark.plan.values import (
     PhysicalPlan,
     in_query,
 )
-from dfsql.spark.replay.kernels import KERNELS_CONF, kernels_for
-from dfsql.spark.replay.pane_sql import two_level_merges
-from dfsql.spark.stream.plan import NATIVE_CONF, ROCKSDB, runs_natively
 
 if TYPE_CHECKING:
-    from dfsql.spark.plan.values import ReplayPlan
+    from dfsql.spark.values import ReplayPlan
 
 
 def choose(plan: ReplayPlan) -> PhysicalPlan:

@@ -2,7 +2,7 @@
 Spark's ``any``, built-ins that sqlglot does not type, and a user-defined aggregate
 registered in the session (a pandas grouped-aggregate UDF), on the batch path and in a
 replay. The planner asks Spark which unknown functions aggregate
-(:mod:`dfsql.language.functions`); expected values are derived by hand per test.
+(:mod:`dfsql.spark.functions`); expected values are derived by hand per test.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sqlglot import exp
 import dfsql
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, WindowedQueryError
 from dfsql.language import parse_statement
-from dfsql.language.functions import resolve_aggregates
 from dfsql.language.rewrite import SPARK_AGGREGATES, rewrite
+from dfsql.spark.functions import resolve_aggregates
 
 T0 = dt.datetime(2024, 1, 1)
 
