@@ -56,8 +56,7 @@ class Result(pd.DataFrame):
     Anything computed from it (``head``, a filter, arithmetic) is a plain DataFrame:
     its marks describe these rows only."""
 
-    _metadata = ["dfsql_text", "dfsql_changelog", "dfsql_warnings", "dfsql_df",
-                 "dfsql_planned"]
+    _metadata = ["dfsql_text", "dfsql_changelog", "dfsql_warnings", "dfsql_planned"]
 
     @property
     def _constructor(self):  # derived frames lose the marks (see the class docstring)
@@ -142,7 +141,7 @@ def _statement(text: str, spark) -> Result | None:
         frame = df.toPandas()
         warnings = dropped_warnings(df)  # after the rows: counted while computed
     result = Result(frame)
-    result.dfsql_text, result.dfsql_df, result.dfsql_planned = text, df, planned
+    result.dfsql_text, result.dfsql_planned = text, planned
     result.dfsql_changelog, result.dfsql_warnings = planned.is_changelog, warnings
     return result
 

@@ -243,10 +243,3 @@ def top_plan(df: DataFrame) -> BlockPlan | None:
     (:attr:`Planned.top_block`)."""
     planned = planned_of(df)
     return planned.top_block if planned is not None else None
-
-
-def is_changelog(df: DataFrame) -> bool:
-    """Whether ``df`` is the result of a windowed query that EMITs retractions
-    (:attr:`Planned.is_changelog`)."""
-    planned = planned_of(df)
-    return planned is not None and planned.is_changelog
