@@ -1,4 +1,4 @@
-"""The plan value (issue #53, item 1): what planning a statement returns, and what
+"""The plan value: what planning a statement returns, and what
 EXPLAIN, :func:`dfsql.api.start`, ALTER and the shell read.
 
 It sits between :mod:`dfsql.spark.plan` (the planner, which makes it) and the executors
