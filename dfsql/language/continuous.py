@@ -32,10 +32,12 @@ offsets (the head is blanked), so its errors name the line and column the user w
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
 from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
 from dfsql.language.statement import Statement, parse_statement
+from dfsql.language.statement_facts import StatementFacts, with_history
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
             "[CHECKPOINT 'path'] [BACKFILL FROM <table or (query)>] AS <windowed query>")
@@ -131,6 +133,19 @@ class ContinuousStatement:
         return Scanned(Source(self.query),
                        [t for t in self.scanned.tokens if t.start >= body],
                        splice(cleaned, [(0, body, "")]))
+
+    @cached_property
+    def facts(self) -> StatementFacts:
+        """The tables it reads: its query's (parsed here if it was not parsed with the
+        statement; none if it does not parse) and its history's."""
+        query = self.statement
+        if query is None and self.kind in ("create", "alter"):
+            try:
+                query = parse_statement(self.query, self.query_scanned)
+            except DfsqlError:  # its error is raised when it starts
+                query = None
+        found = query.facts if query is not None else StatementFacts()
+        return with_history(found, self.backfill.sql if self.backfill is not None else None)
 
     @property
     def query_statement(self) -> Statement | str:

@@ -12,6 +12,7 @@ without any region is plain Spark SQL and is passed to Spark untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
@@ -25,6 +26,7 @@ from dfsql.language.parse import parse_region
 from dfsql.language.regions import find_regions, spark_watermarks
 from dfsql.language.rewrite import parse_select, rewrite
 from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
+from dfsql.language.statement_facts import StatementFacts, statement_facts
 from dfsql.language.watermark_tries import TriedWatermark, check_explained, split_tries
 from dfsql.model import clauses as c
 
@@ -72,6 +74,12 @@ class Statement:
     @property
     def windowed(self) -> bool:
         return bool(self.blocks)
+
+    @cached_property
+    def facts(self) -> StatementFacts:
+        """The tables it reads (:mod:`dfsql.language.statement_facts`): found on first
+        read, then read by everyone who asks."""
+        return statement_facts(self)
 
     def spark_sql(self) -> str:
         """The statement as Spark will see its parts, offsets kept: every windowed

@@ -1,16 +1,72 @@
-"""The tables a parsed statement reads, its clauses included
-(docs/reference.md#sources): the tree walk of :mod:`dfsql.language.facts` over the
-statement's Spark text, plus the tables its dfsql clauses name. Kept apart from the
-walk so that the rewrite and the stages, which the statement is made with, can read the
-walk without a circle."""
+"""What a parsed statement reads, found once (docs/reference.md#sources): the tree walk
+of :mod:`dfsql.language.facts` over the statement's Spark text, plus the tables its
+dfsql clauses name. :attr:`Statement.facts <dfsql.language.statement.Statement.facts>`
+and :attr:`ContinuousStatement.facts <dfsql.language.continuous.ContinuousStatement.facts>`
+hold the answer, computed on first read; the server's record of a continuous query's
+streams and the endpoint's judge read it there rather than each finding the names again.
+
+Kept apart from the walk so that the rewrite and the stages, which the statement is
+made with, can read the walk without a circle; and it names neither statement class
+(they import it): a statement is read through :class:`Parsed`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
 from sqlglot import exp
 
-from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.facts import tables_read
-from dfsql.language.statement import Statement
+from dfsql.model import clauses as c
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from dfsql.language.blocks import WindowedBlock
+    from dfsql.language.scan import Scanned, Token
+    from dfsql.language.watermark_tries import TriedWatermark
+
+
+@dataclass(frozen=True)
+class StatementFacts:
+    """The tables a statement reads: those its Spark text names (a CTE's own name where
+    it is in scope is none) and those its dfsql clauses name, with where each is
+    written."""
+
+    #: the tables its Spark text reads, each once, in the order written
+    #: (:func:`~dfsql.language.facts.tables_read`)
+    tables: tuple[str, ...] = ()
+    #: (name, offset of the name in the text as written; -1: not found there) of each
+    #: table a clause names for dfsql to read: every block's ``WATERMARK FROM``, every
+    #: ``TRY … FROM`` (docs/reference.md#watermark); repeats kept
+    named: tuple[tuple[str, int], ...] = ()
+    #: the tables a continuous query's history reads (``BACKFILL FROM``'s relation,
+    #: docs/guides/streams.md#continuous-queries-as-statements)
+    history: tuple[str, ...] = ()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every table read, each once: the text's, the clauses', the history's."""
+        return tuple(dict.fromkeys((*self.tables, *(n for n, _ in self.named),
+                                    *self.history)))
+
+
+class Parsed(Protocol):
+    """What the facts read of a :class:`~dfsql.language.statement.Statement`."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def body_start(self) -> int: ...
+    @property
+    def blocks(self) -> tuple[WindowedBlock, ...]: ...
+    @property
+    def tries(self) -> tuple[TriedWatermark, ...]: ...
+    @property
+    def scanned(self) -> Scanned | None: ...
+    @property
+    def written(self) -> str: ...
+    def spark_sql(self) -> str: ...
 
 
 def _parsed(text: str) -> exp.Expression | None:
@@ -23,29 +79,32 @@ def _parsed(text: str) -> exp.Expression | None:
         return None
 
 
-def statement_reads(stmt: Statement) -> tuple[str, ...]:
-    """The tables a parsed statement reads: those its Spark text names (the windowed
-    clauses blanked, so ``LATE ROWS INTO v``, which is written, is not one) and each
-    block's ``WATERMARK FROM`` table (docs/reference.md#watermark)."""
+def statement_facts(stmt: Parsed) -> StatementFacts:
+    """A parsed statement's facts: the tables its Spark text names (the windowed
+    clauses blanked, so ``LATE ROWS INTO v``, which is written, is not one) and those
+    its clauses name to read."""
     body = stmt.spark_sql()
     if stmt.kind not in ("explain_firings", "explain_watermark"):
         body = " " * stmt.body_start + body[stmt.body_start:]
     tree = _parsed(body)
-    out = list(tables_read(tree)) if tree is not None else []
-    for b in stmt.blocks:
-        table = getattr(b.clauses.watermark, "table", "")
-        if table and table not in out:
-            out.append(table)
-    return tuple(out)
+    froms = [b.clauses.watermark for b in stmt.blocks] + [t.watermark for t in stmt.tries]
+    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
+    named = tuple((wm.table, _name_after_from(tokens, wm)) for wm in froms
+                  if isinstance(wm, c.WatermarkFrom))
+    return StatementFacts(tables_read(tree) if tree is not None else (), named)
 
 
-def continuous_reads(stmt: ContinuousStatement) -> tuple[str, ...]:
-    """The tables a CREATE STREAMING QUERY reads: its query's (:func:`statement_reads`)
-    and its history's (``BACKFILL FROM``, docs/guides/streams.md#continuous-queries-as-statements)."""
-    out = list(statement_reads(stmt.statement)) if stmt.statement is not None else []
-    history = stmt.backfill.sql if stmt.backfill is not None and stmt.backfill.sql else ""
-    tree = _parsed(history)  # SELECT * FROM the relation, at the offsets written
-    for name in tables_read(tree) if tree is not None else ():
-        if name not in out:
-            out.append(name)
-    return tuple(out)
+def _name_after_from(tokens: Sequence[Token], wm: c.WatermarkFrom) -> int:
+    """The offset of the name after the FROM at or after the clause's place (WATERMARK
+    in a query, FROM in a TRY list)."""
+    for i, t in enumerate(tokens):
+        if t.start >= wm.pos.offset and t.is_word("FROM") and i + 1 < len(tokens):
+            return tokens[i + 1].start
+    return -1
+
+
+def with_history(query: StatementFacts, history_sql: str | None) -> StatementFacts:
+    """A continuous query's facts: its query's, and the tables its history (``BACKFILL
+    FROM``'s relation, read by ``history_sql`` at the offsets written) reads."""
+    tree = _parsed(history_sql or "")
+    return replace(query, history=tables_read(tree)) if tree is not None else query

@@ -1,6 +1,7 @@
-"""The tables a statement reads, answered once (issue #53; docs/reference.md#sources):
+"""The tables a statement reads, answered once (docs/reference.md#sources):
 :mod:`dfsql.language.facts` (a query's tree) and
-:mod:`dfsql.language.statement_facts` (a statement, its clauses included). Each expected tuple is derived by hand from the statement:
+:mod:`dfsql.language.statement_facts` (a statement, its clauses included, recorded on the
+statement as ``facts``). Each expected tuple is derived by hand from the statement:
 the names after FROM and JOIN (subqueries and CTE bodies included), a CTE's own name
 not one where it is in scope, ``WATERMARK FROM`` and ``BACKFILL FROM`` read, ``LATE ROWS
 INTO`` written. A second text-level walk of table names in ``dfsql/`` fails here."""
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlglot
 
-from dfsql.language import facts, statement_facts
+from dfsql.language import facts
 from dfsql.language.continuous import parse_any
 from dfsql.language.statement import parse_statement
 
@@ -67,14 +68,31 @@ STATEMENTS = {
 @pytest.mark.parametrize("name", list(STATEMENTS))
 def test_tables_read_of_a_statement(name: str) -> None:
     sql, expected = STATEMENTS[name]
-    assert statement_facts.statement_reads(parse_statement(sql)) == expected
+    assert parse_statement(sql).facts.reads == expected
 
 
 def test_backfill_from_history_is_read() -> None:
     stmt = parse_any("CREATE STREAMING QUERY q INTO DIRECTORY '/tmp/out' "
                      "BACKFILL FROM history AS SELECT k, COUNT(*) AS n FROM live" + W +
                      " WATERMARK FROM marks")
-    assert statement_facts.continuous_reads(stmt) == ("live", "marks", "history")
+    assert stmt.facts.reads == ("live", "marks", "history")
+    assert stmt.facts.history == ("history",)
+
+
+def test_the_clauses_tables_are_named_where_written() -> None:
+    # what the judge checks by name: each WATERMARK FROM and TRY … FROM table, at the
+    # offset of its name in the text as written (after the FROM that follows the clause)
+    sql = ("EXPLAIN WATERMARK SELECT k, COUNT(*) AS n FROM events" + W +
+           " WATERMARK FROM marks TRY DELAY 1 MINUTE, FROM other_marks")
+    stmt = parse_statement(sql)
+    assert stmt.facts.named == (("marks", sql.index("marks")),
+                                ("other_marks", sql.index("other_marks")))
+    assert stmt.facts.reads == ("events", "marks", "other_marks")
+
+
+def test_the_facts_are_found_once() -> None:
+    stmt = parse_statement("SELECT k, COUNT(*) AS n FROM events" + W)
+    assert stmt.facts is stmt.facts
 
 
 def test_direct_relations_are_the_from_and_joins_only() -> None:
@@ -100,3 +118,9 @@ def test_the_former_readers_ask_the_facts() -> None:
                "spark/stream/backfill.py"]
     for r in readers:
         assert "from dfsql.language.facts import" in (PACKAGE / r).read_text(), r
+    # a statement's tables, read from its facts: the server's stream record (once a scan
+    # of the query's word tokens) and the judge's clause tables (once a FROM search)
+    for r, asked in (("server/state.py", "stmt.facts.reads"),
+                     ("server/judge.py", "stmt.facts.named")):
+        assert asked in (PACKAGE / r).read_text(), r
+    assert "scan_text" not in (PACKAGE / "server/state.py").read_text()
