@@ -40,7 +40,6 @@ from dfsql import continuous
 from dfsql.api import start
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_any
-from dfsql.language.scan import scan_text
 from dfsql.server.operations import describe
 from dfsql.server.settings import text_only
 from dfsql.server.streams import StreamView
@@ -143,13 +142,11 @@ class StateDir:
              owner: str | None, altered: continuous.Altered | None = None) -> None:
         assert stmt.name is not None
         checkpoint, table = self.places(stmt.name, False, altered.version if altered else 1)
-        # the streams its query names, from the tokens the statement was read with
-        query = stmt.statement.scanned if stmt.statement is not None else stmt.query_scanned
-        tokens = (query or scan_text(stmt.query)).tokens
-        words = {t.text.strip("`").lower() for t in tokens if t.kind in ("word", "quoted")}
+        # the streams it reads: the --stream views among the tables its facts name
+        reads = {name.replace("`", "").lower() for name in stmt.facts.reads}
         streams = [{"name": v.name, "path": v.path, "format": v.format,
                     "schema": spark.table(v.name).schema.json()}
-                   for v in self.streams if v.name.lower() in words]
+                   for v in self.streams if v.name.lower() in reads]
         record = {
             "version": VERSION, "name": stmt.name, "statement": text,
             # the user who created it (None: the process itself); absent from records
