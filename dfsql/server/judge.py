@@ -38,7 +38,7 @@ from dfsql.language.continuous import ContinuousStatement
 from dfsql.language.scan import Source
 from dfsql.language.statement import Statement
 from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllowedError
-from dfsql.server.judge_door import HEAD, JudgedDoor, named_relations
+from dfsql.server.judge_door import HEAD, JudgedDoor
 from dfsql.server.judge_owners import OwnerRule, built_tree
 from dfsql.server.judge_scans import FILE_CLASSES, scan_refusal, scans, trusted_views
 from dfsql.server.judge_text import (
@@ -184,7 +184,7 @@ class Judge:
         if not stmt.windowed and stmt.kind not in ("explain_firings", "explain_watermark"):
             return
         self.check(spark, stmt.spark_sql(), exact=True)
-        for name, at in named_relations(stmt):  # WATERMARK FROM t, TRY FROM t
+        for name, at in stmt.facts.named:  # WATERMARK FROM t, TRY FROM t
             self.check_name(spark, name, (stmt.written, at))
         # its WHERE, blanked in the query's text
         self._check_events_where(spark, text, stmt.firings_where)

@@ -1,17 +1,15 @@
 """The endpoint's door (:mod:`dfsql.spark.door`): what dfsql reads for a client passes the
 judge (:class:`dfsql.server.judge.Judge`) whichever call reads it — a query text dfsql
-built, or a relation it opens by name. And the names a client's statement hands dfsql to
+built, or a relation it opens by name. The names a client's statement hands dfsql to
 open itself, outside the Spark SQL of its blocks (``WATERMARK FROM t``, ``TRY FROM t``),
-found with the statement's parse, to be judged before anything is planned.
+are the statement's facts (:attr:`dfsql.language.statement_facts.StatementFacts.named`),
+judged before anything is planned.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
-
-from dfsql.language.statement import Statement
-from dfsql.model import clauses as c
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,26 +67,3 @@ class JudgedDoor:
         df = type(spark).table(spark, name)
         self.judge.check_scans(spark, df, self.trusted)
         return df
-
-
-def named_relations(stmt: Statement) -> list[tuple[str, int]]:
-    """(name, offset in the statement's text) of each relation the statement names for
-    dfsql to read by name: every block's ``WATERMARK FROM`` table and every ``TRY
-    FROM`` one (the offset -1 when the name is not found as written)."""
-    froms = [b.clauses.watermark for b in stmt.blocks]
-    froms += [t.watermark for t in stmt.tries]
-    tokens = stmt.scanned.tokens if stmt.scanned is not None else []
-    out = []
-    for wm in froms:
-        if isinstance(wm, c.WatermarkFrom):
-            out.append((wm.table, _name_at(stmt.written, tokens, wm)))
-    return out
-
-
-def _name_at(text: str, tokens, wm: c.WatermarkFrom) -> int:
-    """The offset of the name after the FROM at or after the clause's place (WATERMARK
-    in a query, FROM in a TRY list)."""
-    for i, t in enumerate(tokens):
-        if t.start >= wm.pos.offset and t.is_word("FROM") and i + 1 < len(tokens):
-            return tokens[i + 1].start
-    return -1
