@@ -8,6 +8,7 @@ import numpy as np
 
 from dfsql.language.names import SORT_COLUMNS
 from dfsql.model.changelog import changelog_ranks, emission_place, retraction_place
+from dfsql.model.pane_columns import PANE_COLUMNS
 from dfsql.spark.replay.driver import TIMING
 from dfsql.spark.stream.aggregates import bucket_aggregates
 from dfsql.spark.stream.packing import ET, NEG, POS
@@ -66,18 +67,25 @@ def changelog_rows(r, elems, dense: np.ndarray, lo: int, hi: int, keys: list[str
     for alias, _, _ in aggs:
         cols[alias] = values[alias][ids]
     ws, we = r.pane_window_start[ids], r.pane_window_end[ids]
-    cols["window_start"] = pd.array(np.where(ws == NEG, 0, ws), dtype="Int64")
-    cols["window_start"][ws == NEG] = pd.NA
-    cols["window_end"] = pd.array(np.where(we == POS, 0, we), dtype="Int64")
-    cols["window_end"][we == POS] = pd.NA
-    cols["pane_index"] = r.pane_index[ids].astype(np.int64)
-    cols["pane_timing"] = TIMING[r.pane_timing[ids].astype(np.int64)]
-    cols["is_last"] = r.pane_is_last[ids].astype(bool)
-    cols["emit_time"] = emit.astype(np.int64)
-    cols["is_retraction"] = is_ret
+    pane = {  # each pane column's values; the model says which there are, in order
+        "window_start": _or_null(ws, ws == NEG), "window_end": _or_null(we, we == POS),
+        "pane_index": r.pane_index[ids].astype(np.int64),
+        "pane_timing": TIMING[r.pane_timing[ids].astype(np.int64)],
+        "is_last": r.pane_is_last[ids].astype(bool),
+        "emit_time": emit.astype(np.int64), "is_retraction": is_ret}
+    cols |= {n: pane[n] for n in PANE_COLUMNS}  # a column the model adds fails here
     cols[SORT_COLUMNS[0]] = rank.astype(np.int64)
     cols[ROW_KIND] = np.full(len(ids), PANE, np.int8)
     return pd.DataFrame(cols, columns=out_names)
+
+
+def _or_null(bound: np.ndarray, unbounded: np.ndarray):
+    """An instant (µs) as a nullable column: NULL where ``unbounded`` (no such bound)."""
+    import pandas as pd
+
+    out = pd.array(np.where(unbounded, 0, bound), dtype="Int64")
+    out[unbounded] = pd.NA
+    return out
 
 
 def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, columns: list[str],
@@ -99,15 +107,12 @@ def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, columns: list[str],
     for name, bound in (("window_start", r.dropped_window_start[sel]),
                         ("window_end", r.dropped_window_end[sel])):
         # NEG (also a NULL event time's "no window") and POS: NULL
-        row[name] = pd.array(np.where((bound == NEG) | (bound == POS), 0, bound),
-                             dtype="Int64")
-        row[name][(bound == NEG) | (bound == POS)] = pd.NA
+        row[name] = _or_null(bound, (bound == NEG) | (bound == POS))
     wm = r.dropped_watermark[sel]
     event_time, arrival, watermark, reason = LATE_FIELDS
     row[event_time] = pd.Series(elems[ET].to_numpy()[rows]).astype("Int64").array
     row[arrival] = at[rows]
-    row[watermark] = pd.array(np.where(wm == NEG, 0, wm), dtype="Int64")
-    row[watermark][wm == NEG] = pd.NA
+    row[watermark] = _or_null(wm, wm == NEG)
     row[reason] = np.asarray(r.dropped_reason_text)[sel]
     row[ROW_KIND] = np.full(len(rows), LATE, np.int8)
     return pd.DataFrame(row, columns=out_names)
