@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dfsql.errors import ClusterUnreachableError
+from dfsql.setting import setting_while as setting_while  # its callers' name for it
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -345,25 +346,6 @@ def spark_context(spark):
         return spark.sparkContext
     except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
         return None
-
-
-@contextlib.contextmanager
-def setting_while(spark, key: str, value: str | None) -> Iterator[None]:
-    """The session on ``key`` = ``value`` inside the block, then on what it was before
-    (unset if it was); ``None`` changes nothing. A query takes its own copy of the
-    settings when it starts, so this picks the settings of one query's start."""
-    before = spark.conf.get(key, None) if value is not None else None
-    if value is None or before == value:
-        yield
-        return
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def cancel_group(spark, group: str) -> None:

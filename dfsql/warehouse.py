@@ -42,6 +42,7 @@ from urllib.parse import quote, unquote
 
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
+from dfsql.setting import setting_while
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -327,13 +328,8 @@ def _verbatim(spark: SparkSession) -> Iterator[None]:
     Spark's ``SHOW CREATE TABLE`` of an object, substituted already (or not: an endpoint
     client's text) when it was made; run on this process's session, whose substitution
     is on, a client's ``${env:…}`` would become the server's environment."""
-    conf = spark.conf
-    was = conf.get(_SUBSTITUTE, "true")
-    conf.set(_SUBSTITUTE, "false")
-    try:
+    with setting_while(spark, _SUBSTITUTE, "false"):
         yield
-    finally:
-        conf.set(_SUBSTITUTE, was)
 
 
 def _is_ddl(statement: Statement | str) -> bool:
