@@ -252,6 +252,7 @@ class Service:
                     key = k[len("set:hiveconf:"):]
                     if not (self.allow_jvm_functions or setting_allowed(key, v)):
                         raise JvmNotAllowedError(setting_refusal(key))
+                    # the client's own session, made above: kept, never restored
                     spark.conf.set(key, v)
             self.judge.guard(spark)
         except Exception as e:  # noqa: BLE001

@@ -43,7 +43,9 @@ SUBSTITUTE = "spark.sql.variable.substitute"
 
 
 def text_only(spark) -> None:
-    """No ``${…}`` substitution in ``spark`` (an endpoint client's session)."""
+    """No ``${…}`` substitution in ``spark`` (an endpoint client's session, or a kept
+    query's: one dfsql made for it, so set for good, never restored:
+    :func:`dfsql.session.setting_while` is for a session dfsql does not own)."""
     spark.conf.set(SUBSTITUTE, "false")
 
 
