@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
-from dfsql.language.facts import relation_name, table_nodes
+from dfsql.language.facts import tables_read
 from dfsql.model import clauses as c
 from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error
@@ -147,17 +147,17 @@ def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
 
 def stream_relations(plan: ReplayPlan) -> list[str]:
     """The names of the streaming relations the block's input stage reads (as written,
-    qualified as written): a tree walk, each name asked of Spark's catalog."""
+    qualified as written): the tables the facts' walk finds (a CTE's own name in its
+    scope is none), each asked of Spark's catalog."""
     tree = plan.stages.timed_input if plan.stages.filters_input else plan.stages.input
     placeholders = set(plan.views)
     found: list[str] = []
-    for table in table_nodes(tree):
-        name = relation_name(table)
-        if not name or name in placeholders or name in found:
+    for name in tables_read(tree):
+        if name in placeholders:
             continue
         try:
             streaming = door.table(plan.spark, name).isStreaming
-        except Exception:  # noqa: BLE001 - not a catalog relation (a CTE's name, a path)
+        except Exception:  # noqa: BLE001 - not a catalog relation (a path)
             continue
         if streaming:
             found.append(name)
