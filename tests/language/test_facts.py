@@ -124,3 +124,28 @@ def test_the_former_readers_ask_the_facts() -> None:
                      ("server/judge.py", "stmt.facts.named")):
         assert asked in (PACKAGE / r).read_text(), r
     assert "scan_text" not in (PACKAGE / "server/state.py").read_text()
+
+
+#: a search of a statement's tokens for the name after FROM: the parser's (language/)
+#: and the persistent views' expansion, which runs before the parse (its docstring says
+#: why it cannot read the facts); anywhere else it is a second answer
+FROM_SEARCH = re.compile(r"""is_word\(\s*["']FROM["']""")
+FROM_HOMES = ("language/", "spark/catalog/views.py")
+
+
+def _from_searches(root: Path) -> list[str]:
+    return sorted(rel for p in root.rglob("*.py")
+                  if not (rel := p.relative_to(root).as_posix()).startswith(FROM_HOMES)
+                  and FROM_SEARCH.search(p.read_text()))
+
+
+def test_no_token_search_for_tables_outside_the_parser() -> None:
+    assert _from_searches(PACKAGE) == []
+
+
+def test_the_token_search_guard_sees_a_planted_one(tmp_path: Path) -> None:
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "door.py").write_text("ok = t.is_word('FROM')\n")
+    (tmp_path / "language").mkdir()
+    (tmp_path / "language" / "parse.py").write_text("ok = t.is_word('FROM')\n")
+    assert _from_searches(tmp_path) == ["server/door.py"]

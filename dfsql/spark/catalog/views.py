@@ -175,7 +175,17 @@ def _cte_names(tokens: list[Token]) -> set[str]:
 
 def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool, Token]]:
     """The table names a statement (its ``tokens``) reads: (start, end, followed by an
-    alias, the name's last part)."""
+    alias, the name's last part).
+
+    Not the statement's facts (:mod:`dfsql.language.statement_facts`), for three
+    reasons. Expansion comes before the statement is parsed (its windowed blocks
+    include the views'), so there is no Statement yet, and the text still holds the
+    windowed clauses, which the facts' Spark parse cannot read. The splice needs each
+    name's span and whether an alias follows, which the facts do not record. And the
+    two differ on a CTE's name: here it is no table anywhere in the statement, there
+    only in its scope, so in ``WITH a AS (SELECT * FROM v), v AS (SELECT 1) SELECT *
+    FROM a`` a windowed view ``v`` is not expanded here (Spark's error for reading it
+    as a plain view stands) but would be by the facts: a refusal that would change."""
     ctes = _cte_names(tokens)
     refs: list[tuple[int, int, bool, int, Token]] = []  # … the token index after the alias
     for i, t in enumerate(tokens):
