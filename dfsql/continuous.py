@@ -131,7 +131,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
                         "Connect keeps on its server", stmt.query_offset, "STOP the query "
                         "and CREATE the new one, or run dfsql on classic Spark")
     created = r.created()
-    written = statement_into(created)
+    written = statement_into(r.name, created.sink, created.path)
     directory = written.directory  # restated by retractions (None: whole)
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
@@ -233,7 +233,7 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
-    into = statement_into(stmt)
+    into = statement_into(stmt.name, stmt.sink, stmt.path)
     if into.classic_only is not None and spark_context(spark) is None:
         raise src.error(NotSupportedError, into.classic_only[0], stmt.name_offset,
                         into.classic_only[1])

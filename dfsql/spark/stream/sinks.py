@@ -6,6 +6,7 @@ checkpoint commit together). Memory uses Spark's memory sink. Console and a call
 each micro-batch in docs/reference.md#output-columns's changelog order (``foreachBatch``; a callable is
 handed ``(batch DataFrame, batch_id)`` and must itself be idempotent per batch_id to keep
 exactly once). :class:`TableSink` keeps the current value of every live window.
+CREATE STREAMING QUERY's ``INTO`` words become a sink here too (:func:`statement_into`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from dfsql.spark.stream.table_sink import AppendView, TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-    from dfsql.language.continuous import ContinuousStatement
 
 __all__ = ["AppendView", "STORE_CONF", "Into", "TableSink", "as_sink", "batch_rows",
            "in_changelog_order", "start_stream", "statement_into"]
@@ -82,20 +81,18 @@ class Into:
         return self.build(place, changed, log_base, previous)
 
 
-def statement_into(stmt: ContinuousStatement) -> Into:
+def statement_into(name: str, into: str, path: str | None) -> Into:
     """The one place CREATE STREAMING QUERY's ``INTO TABLE`` / ``INTO DIRECTORY 'path'``
-    becomes a sink (docs/guides/streams.md#continuous-queries-as-statements): a table is
+    (``into``: the statement's ``sink``, "table" or "directory") becomes a sink for the
+    query ``name`` (docs/guides/streams.md#continuous-queries-as-statements): a table is
     a :class:`TableSink` (``global_temp.<name>``) that a changed version ``replaces``; a
     directory is Spark's file sink, a changed version's a
     :class:`~dfsql.spark.stream.restate.LoggedDirectory` going on with its log."""
-    assert stmt.name is not None
-    name, path = stmt.name, stmt.path
-    if stmt.sink == "directory":
-        assert path is not None
-        return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(path)}", path,
-                    None, lambda place, changed, log_base, previous:
-                    FileSink(path) if log_base is None
-                    else LoggedDirectory.resumed(path, log_base, place))
+    if into == "directory":
+        return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(str(path))}",
+                    path, None, lambda place, changed, log_base, previous:
+                    FileSink(str(path)) if log_base is None
+                    else LoggedDirectory.resumed(str(path), log_base, place))
     return Into(f"table global_temp.{name}", "", None,
                 ("INTO TABLE is not supported over Spark Connect yet: the table's sink is a "
                  "function of this process, which a Spark Connect server does not run",

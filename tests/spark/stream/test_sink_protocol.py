@@ -2,7 +2,14 @@
 written only against the protocol, driven by ``dfsql.start`` over a file stream, gets
 each committed micro-batch once, in changelog order, and a restart from the same
 checkpoint commits no batch again. Expected rows: Figure 14's changelog
-(examples/paper/figures.json, derived by hand from the paper's rows)."""
+(examples/paper/figures.json, derived by hand from the paper's rows).
+
+ALTER STREAMING QUERY restates a sink through the same seam
+(docs/guides/streams.md#continuous-queries-as-statements): a Restatable sink builds
+the changed query's sink over its own place (a table the one replacing it, read until
+its first batch; a directory on with its log's next entry, the old rows retracted, a
+batch written but not committed refused), and CREATE's INTO words become a sink in one
+place, for a restart too. Expected values are the guide's, by hand."""
 
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from dfsql.language.continuous import parse_continuous
 from dfsql.spark.stream.plain_sinks import CallableSink, ConsoleSink, FileSink, MemorySink
 from dfsql.spark.stream.restate import LoggedDirectory, log_latest
 from dfsql.spark.stream.sink import Restatable, Restated, Restatement, Sink, restated
-from dfsql.spark.stream.sinks import TableSink, as_sink, statement_into
+from dfsql.spark.stream.sinks import Into, TableSink, as_sink, statement_into
 from tests.paper import FIGURES
 from tests.spark.feeds import paper_events, with_sentinel, write_parts
 
@@ -145,16 +152,17 @@ def test_a_table_is_restated_by_the_table_replacing_it_in_the_new_versions_place
         ("q", "/kept/tables/q.v2", True, True, "/kept/tables/q")
 
 
-def _statement(into: str):
+def _into(into: str) -> Into:
+    """The sink a CREATE STREAMING QUERY statement with ``into`` words gets."""
     stmt = parse_continuous(f"CREATE STREAMING QUERY q{into} AS SELECT key, SUM(value) "
                             "AS total FROM s GROUP BY key WINDOW TUMBLING(SIZE 1 MINUTE) "
                             "ON event_time")
-    assert stmt is not None
-    return stmt
+    assert stmt is not None and stmt.name == "q"
+    return statement_into(stmt.name, stmt.sink, stmt.path)
 
 
 def test_the_into_words_are_mapped_to_a_sink_in_one_place():
-    table = statement_into(_statement(""))  # the default: INTO TABLE
+    table = _into("")  # the default: INTO TABLE
     assert (table.where, table.clause, table.directory) == ("table global_temp.q", "", None)
     assert table.classic_only is not None and \
         table.classic_only[0].startswith("INTO TABLE is not supported over Spark Connect")
@@ -165,7 +173,7 @@ def test_the_into_words_are_mapped_to_a_sink_in_one_place():
     changed = table.sink("/kept/tables/q.v3", True, None, "/kept/tables/q.v2")
     assert (changed.replaces, changed.previous) == (True, "/kept/tables/q.v2")  # type: ignore
 
-    d = statement_into(_statement(" INTO DIRECTORY '/data/panes'"))
+    d = _into(" INTO DIRECTORY '/data/panes'")
     assert (d.where, d.clause, d.directory, d.classic_only) == \
         ("directory /data/panes", " INTO DIRECTORY '/data/panes'", "/data/panes", None)
     first = d.sink(None)  # Spark's own file sink
@@ -206,7 +214,7 @@ def test_a_directory_is_restated_on_with_its_log_and_restarts_through_the_same_s
     assert (new.path, new.base) == (directory, 2)
     assert new.first.to_dict("list") == retracted.to_dict("list")
     # kept in its place: a restart before that batch commits restates again
-    again = statement_into(_statement(f" INTO DIRECTORY '{directory}'")).sink(
+    again = _into(f" INTO DIRECTORY '{directory}'").sink(
         str(place), True, log_base)
     assert isinstance(again, LoggedDirectory) and again.base == 2
     assert again.first.to_dict("list") == retracted.to_dict("list")
