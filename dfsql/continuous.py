@@ -18,7 +18,6 @@ user is an admin. Python and the shell run as the process itself, which may stop
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from dataclasses import replace
@@ -26,13 +25,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
 from dfsql.continuous_actors import actor as _actor
-from dfsql.continuous_kept import (
-    RESTATEMENT,
-    Altered,
-    Keeper,
-    directory_sink,
-    drop_old_places,
-)
+from dfsql.continuous_kept import Altered, Keeper, drop_old_places
 from dfsql.continuous_queries import QUERIES, Running
 from dfsql.continuous_show import Totals, current_totals, show_queries
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
@@ -46,15 +39,14 @@ from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
 from dfsql.session import spark_context
 from dfsql.spark.stream import progress_log
-from dfsql.spark.stream.checkpoint import committed_batches, last_committed
-from dfsql.spark.stream.restate import LoggedDirectory, log_latest
-from dfsql.spark.stream.sinks import TableSink
+from dfsql.spark.stream.checkpoint import committed_batches
+from dfsql.spark.stream.sink import Restatement, restated
+from dfsql.spark.stream.sinks import statement_into
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.continuous_calls import Alterer, Explainer, Starter
-    from dfsql.spark.stream.alter import Change
 
 
 def owners() -> dict[str, str | None]:
@@ -139,7 +131,8 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
                         "Connect keeps on its server", stmt.query_offset, "STOP the query "
                         "and CREATE the new one, or run dfsql on classic Spark")
     created = r.created()
-    directory = created.path if created.sink == "directory" else None
+    written = statement_into(r.name, created.sink, created.path)
+    directory = written.directory  # restated by retractions (None: whole)
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
         parse_statement(stmt.query, stmt.query_scanned)
@@ -158,20 +151,17 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     totals = _stopped(r, spark)
     body = stmt.query[stmt.query_offset:]
     head = "" if created.checkpoint is None else f" CHECKPOINT {string_literal(checkpoint)}"
-    into = "" if directory is None else f" INTO DIRECTORY {string_literal(directory)}"
+    into = written.clause
     new_text = f"CREATE STREAMING QUERY {r.name}{head}{into} AS {body}"
     versions = (*r.versions, (version, totals.frontier))
     switched = False
     try:
         history = change.history()
-        if directory is None:  # readers keep the old table until the restated one
-            previous = r.sink_object.path if isinstance(r.sink_object, TableSink) else None
-            sink: object = TableSink(r.name, path=table_path, global_view=True,
-                                     replaces=True, previous=previous)
-            base = None
-        else:
-            sink = _restating(r, change, directory, table_path, spark, src, stmt)
-            base = sink.base  # type: ignore[attr-defined]
+        # the changed query's sink over the old one's place (a table readers keep until
+        # the restated one; a directory's log, its current rows retracted)
+        sink, base = restated(r.sink_object, Restatement(
+            spark, r.name, r.checkpoint, table_path, change.retractions,
+            lambda message, hint: src.error(DfsqlError, message, stmt.name_offset, hint)))
         altered = Altered(versions, change.stream, history.skip, _first_backfill(r), base)
         if keeper is not None:  # the switch, before the new query can write a row: the
             # record replaced whole, or not at all (a kill after it starts the new one)
@@ -197,27 +187,6 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     return spark.createDataFrame([(r.name, str(new.id), version, frontier, checkpoint)],
                                  "name STRING, id STRING, version BIGINT, "
                                  "from_frontier STRING, checkpoint STRING")
-
-
-def _restating(r: Running, change: Change, directory: str, table_path: str | None,
-               spark: SparkSession, src: Source, stmt: ContinuousStatement) -> LoggedDirectory:
-    """The changed query's sink over the old one's directory (:mod:`dfsql.spark.stream.restate`):
-    its batches go on with the directory's log, the first with the retractions of the
-    old query's current rows (kept beside its checkpoint with a keeper, for a restart before
-    that batch commits). Refused (the old query then runs on) when the old query stopped
-    between writing a batch and committing it: its state is a batch behind its rows."""
-    old_base = r.sink_object.base if isinstance(r.sink_object, LoggedDirectory) else 0
-    latest = log_latest(spark, directory)
-    if latest - old_base > last_committed(spark, r.checkpoint):
-        raise src.error(DfsqlError, f"{r.name} stopped between writing a micro-batch and "
-                        "committing it, so its state is a batch behind its directory; it "
-                        "runs on unchanged", stmt.name_offset, "run the ALTER again")
-    assert change.retractions is not None
-    first = change.retractions()
-    if table_path is not None:
-        os.makedirs(table_path, exist_ok=True)
-        first.to_parquet(os.path.join(table_path, RESTATEMENT), index=False)  # type: ignore
-    return LoggedDirectory(directory, latest + 1, first)
 
 
 def _first_backfill(r: Running) -> str | None:
@@ -264,11 +233,10 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
-    if stmt.sink == "table" and spark_context(spark) is None:
-        raise src.error(NotSupportedError, "INTO TABLE is not supported over Spark Connect "
-                        "yet: the table's sink is a function of this process, which a "
-                        "Spark Connect server does not run", stmt.name_offset,
-                        "write the panes INTO DIRECTORY '<path>' (Spark's file sink)")
+    into = statement_into(stmt.name, stmt.sink, stmt.path)
+    if into.classic_only is not None and spark_context(spark) is None:
+        raise src.error(NotSupportedError, into.classic_only[0], stmt.name_offset,
+                        into.classic_only[1])
     table_path = None
     if keeper is not None:
         checkpoint, table_path = keeper.places(stmt.name, fresh=not restarting,
@@ -276,17 +244,12 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         checkpoint = stmt.checkpoint or checkpoint
     else:
         checkpoint = stmt.checkpoint or tempfile.mkdtemp(prefix=f"dfsql-{stmt.name}-")
-    if stmt.sink == "directory":
-        assert stmt.path is not None
-        sink: object = directory_sink(stmt.path, altered, table_path)
-        where = f"directory {stmt.path}"
-    else:
-        previous = None  # a changed query's: its version before, until its first batch
-        if keeper is not None and altered is not None and altered.version > 1:
-            previous = keeper.places(stmt.name, fresh=False, version=altered.version - 1)[1]
-        sink = TableSink(stmt.name, path=table_path, global_view=True,
-                         replaces=altered is not None, previous=previous)
-        where = f"table global_temp.{stmt.name}"
+    previous = None  # a changed query's: its version before, until its first batch
+    if keeper is not None and altered is not None and altered.version > 1:
+        previous = keeper.places(stmt.name, fresh=False, version=altered.version - 1)[1]
+    sink = into.sink(table_path, altered is not None,
+                     None if altered is None else altered.log_base, previous)
+    where = into.where
     try:
         history = history or stmt.backfill
         progress_log.watch(spark, stmt.name, checkpoint)

@@ -4,12 +4,9 @@ made of a query (:class:`Altered`), and what its places hold across versions."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
-
-from dfsql.spark.stream.restate import LoggedDirectory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,30 +51,14 @@ class Altered:
     stream: str
     files: tuple[str, ...]
     backfill: str | None = None  # the first version's BACKFILL FROM, as Spark reads it
-    #: into a directory: the log entry the latest version's first batch is written as
+    #: what its sink's restatement left for a restart to build it again
+    #: (:class:`~dfsql.spark.stream.sink.Restated`): into a directory, the log entry the
+    #: latest version's first batch is written as
     log_base: int | None = None
 
     @property
     def version(self) -> int:
         return self.versions[-1][0]
-
-
-#: a changed directory query's retractions, in its version's table place (with a keeper)
-RESTATEMENT = "restatement.parquet"
-
-
-def directory_sink(path: str, altered: Altered | None, table_path: str | None) -> object:
-    """Where a kept directory query restarts its panes: Spark's file sink, or a changed
-    version's :class:`LoggedDirectory` (with its retractions while its first batch has
-    not committed: it restates again)."""
-    if altered is None or altered.log_base is None:
-        return path
-    first = None
-    if table_path is not None and os.path.exists(os.path.join(table_path, RESTATEMENT)):
-        import pandas as pd
-
-        first = pd.read_parquet(os.path.join(table_path, RESTATEMENT))
-    return LoggedDirectory(path, altered.log_base, first)
 
 
 def drop_old_places(keeper: Keeper, name: str, old: int) -> None:

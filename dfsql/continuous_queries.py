@@ -31,7 +31,8 @@ class Running:
     text: str
     started: float
     owner: str | None = None
-    #: where its panes go (the TableSink object, or the directory)
+    #: where its panes go: its :class:`~dfsql.spark.stream.sink.Sink`
+    #: (:func:`~dfsql.spark.stream.sinks.statement_into`), which ALTER restates
     sink_object: object = None
     #: its history (BACKFILL FROM, or what ALTER gave it), for the next version's
     history: Backfill | None = None

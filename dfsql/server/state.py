@@ -46,6 +46,7 @@ from dfsql.server.streams import StreamView
 from dfsql.spark.errors import quiet_spark_loggers
 from dfsql.spark.stream.alter import file_stream, history_of, unread_history
 from dfsql.spark.stream.backfill import needed as backfill_needed
+from dfsql.spark.stream.sinks import statement_into
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -213,8 +214,7 @@ class StateDir:
         try:
             record = json.loads(path.read_text())
             name, owner = record.get("name", name), record.get("owner")
-            sink = (f"directory {record.get('directory')}" if record.get("sink") ==
-                    "directory" else f"table global_temp.{name}")
+            sink = statement_into(name, record.get("sink"), record.get("directory")).where
             self._restart(record, spark, setup, judge)
             return Restarted(name, True, str(self.root / record["checkpoint"]),
                              time.monotonic() - began)

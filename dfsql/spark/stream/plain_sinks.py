@@ -8,10 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dfsql.spark.stream.restate import restated_directory
 from dfsql.spark.stream.table_sink import AppendView
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.types import StructType
+
+    from dfsql.spark.stream.sink import Restated, Restatement
 
 
 class CallableSink:
@@ -23,10 +28,11 @@ class CallableSink:
     def __init__(self, receive: Callable[[DataFrame, int], None]) -> None:
         self.receive = receive
 
-    def native(self, visible, name):
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None
 
-    def open(self, spark, schema, key_names, name) -> None:
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
         pass
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
@@ -49,10 +55,11 @@ class MemorySink:
     def __init__(self) -> None:
         self.view: AppendView | None = None
 
-    def native(self, visible, name):
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return visible.writeStream.format("memory").queryName(name or "dfsql_panes")
 
-    def open(self, spark, schema, key_names, name) -> None:
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
         self.view = AppendView(name or "dfsql_panes", spark, schema)
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
@@ -72,10 +79,16 @@ class FileSink:
     def __str__(self) -> str:
         return self.path
 
-    def native(self, visible, name):
+    def restated(self, how: Restatement) -> Restated:
+        """A first version's directory: the next version goes on with the log Spark's
+        file sink wrote (from its entry 0; :func:`restated_directory`)."""
+        return restated_directory(self.path, 0, how)
+
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return visible.writeStream.format("parquet").option("path", self.path)
 
-    def open(self, spark, schema, key_names, name) -> None:
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
         pass
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:

@@ -26,16 +26,24 @@ repeats the row it retracts.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from dfsql.spark.progress import say
+from dfsql.spark.stream.checkpoint import last_committed
 from dfsql.spark.stream.live_state import STATE_VARIABLE, EachBucket, current_panes
+from dfsql.spark.stream.sink import Restated, Restatement
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.types import StructType
 
 #: Spark's file sink log, in the sink's directory
 METADATA = "_spark_metadata"
+
+#: a changed directory query's retractions, in its version's place (with a keeper)
+RESTATEMENT = "restatement.parquet"
 
 
 class LoggedDirectory:
@@ -55,10 +63,27 @@ class LoggedDirectory:
     def __str__(self) -> str:  # what SHOW and CREATE's answer call the sink
         return self.path
 
-    def native(self, visible, name):
+    @classmethod
+    def resumed(cls, path: str, base: int, place: str | None) -> LoggedDirectory:
+        """A changed version's sink at a restart (``base``: the log entry the keeper
+        recorded for its first batch), with its retractions while that batch has not
+        committed (kept in ``place``: it restates again)."""
+        first = None
+        if place is not None and os.path.exists(os.path.join(place, RESTATEMENT)):
+            import pandas as pd
+
+            first = pd.read_parquet(os.path.join(place, RESTATEMENT))
+        return cls(path, base, first)
+
+    def restated(self, how: Restatement) -> Restated:
+        """The next version goes on with this one's log (:func:`restated_directory`)."""
+        return restated_directory(self.path, self.base, how)
+
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None  # Spark's log, its own batch ids
 
-    def open(self, spark, schema, key_names, name) -> None:
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
         pass  # the log says which batches it holds
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
@@ -79,6 +104,26 @@ class LoggedDirectory:
         for i, f in enumerate(files):
             listed[i] = status.apply(f)
         log.add(entry, listed)
+
+
+def restated_directory(path: str, base: int, how: Restatement) -> Restated:
+    """The changed query's sink over the directory ``path``, whose log the old query
+    wrote from entry ``base`` on (0: Spark's own file sink): its batches go on with the
+    log, the first with the retractions of the old query's current rows (kept in the new
+    version's place with a keeper, for a restart before that batch commits). Refused
+    (the old query then runs on) when the old query stopped between writing a batch and
+    committing it: its state is a batch behind its rows."""
+    latest = log_latest(how.spark, path)
+    if latest - base > last_committed(how.spark, how.checkpoint):
+        raise how.refuse(f"{how.name} stopped between writing a micro-batch and "
+                         "committing it, so its state is a batch behind its directory; it "
+                         "runs on unchanged", "run the ALTER again")
+    assert how.retractions is not None
+    first = how.retractions()
+    if how.place is not None:
+        os.makedirs(how.place, exist_ok=True)
+        first.to_parquet(os.path.join(how.place, RESTATEMENT), index=False)
+    return Restated(LoggedDirectory(path, latest + 1, first), latest + 1)
 
 
 def log_latest(spark: SparkSession, path: str) -> int:

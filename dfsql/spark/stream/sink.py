@@ -18,13 +18,18 @@ argument into a :class:`Sink`.
   starts, so a sink reads back what it kept (its rows, its last committed batch id) from
   its own place — a path under ``--state-dir``, a table — and publishes what readers
   see before the first batch. The checkpoint itself belongs to Spark.
-- **How ALTER restates it**: the changed query's sink is built over the old one's place
-  (``TableSink(replaces=True, previous=...)``; a directory's
-  :class:`~dfsql.spark.stream.restate.LoggedDirectory` with the old query's current
-  rows retracted, :func:`~dfsql.spark.stream.restate.retractions`), and its first
-  committed batch holds the restatement: the old query's current rows retracted and the
-  new query's current rows, at the frontier. A database sink commits that first batch in
-  one transaction, as it commits every batch.
+- **How ALTER restates it**: a sink that can be restated is also :class:`Restatable`:
+  ``restated(how)`` returns the changed query's sink built over its own place
+  (a :class:`~dfsql.spark.stream.table_sink.TableSink` the table replacing it; a
+  directory the next :class:`~dfsql.spark.stream.restate.LoggedDirectory`, with the old
+  query's current rows retracted), and what the keeper records so that a restart builds
+  the same sink again (:class:`Restated`). Its first committed batch holds the
+  restatement: the old query's current rows retracted and the new query's current rows,
+  at the frontier. A database sink commits that first batch in one transaction, as it
+  commits every batch. :func:`restated` is the one call ALTER makes (a sink that is not
+  :class:`Restatable` is refused there), and
+  :func:`~dfsql.spark.stream.sinks.statement_into` the one place CREATE STREAMING
+  QUERY's ``INTO`` words become a sink (a fresh start, a restart, a changed version's).
 - ``native(visible, name)``: a sink Spark writes itself (its memory or file sink) returns
   its writer; any other returns None and gets ``open`` and ``commit``. A query with a
   LATE ROWS INTO side sink always uses ``open`` and ``commit``.
@@ -33,7 +38,9 @@ argument into a :class:`Sink`.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,6 +68,56 @@ class Sink(Protocol):
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         """Write one micro-batch's changes, once per ``batch_id``."""
         ...
+
+
+@dataclass(frozen=True)
+class Restatement:
+    """What ALTER STREAMING QUERY hands a running query's sink, stopped at its last
+    completed micro-batch, to build the changed query's sink over the same place
+    (docs/guides/streams.md#continuous-queries-as-statements)."""
+
+    spark: SparkSession
+    #: the query's name
+    name: str
+    #: the old query's checkpoint (its committed batches)
+    checkpoint: str
+    #: the changed version's own place with a keeper (a table's rows, a directory's
+    #: retractions kept for a restart before its first batch commits); None: no keeper
+    place: str | None
+    #: the old query's current rows retracted (pandas, the sink's columns), for a sink
+    #: restated by retractions (None: the change restates it whole)
+    retractions: Callable[[], Any] | None
+    #: ``(message, hint)`` → the error that refuses the change, placed at the query's name
+    #: (the old query then runs on unchanged)
+    refuse: Callable[[str, str], BaseException]
+
+
+class Restated(NamedTuple):
+    """The changed query's sink, and what the keeper records so that a restart builds it
+    again (:func:`~dfsql.spark.stream.sinks.statement_into`): a directory's log entry its
+    first batch is written as (None: nothing)."""
+
+    sink: Sink
+    log_base: int | None = None
+
+
+@runtime_checkable
+class Restatable(Protocol):
+    """A sink ALTER STREAMING QUERY can restate (see the module doc)."""
+
+    def restated(self, how: Restatement) -> Restated:
+        """The changed query's sink over this sink's place (raise ``how.refuse(...)``
+        when it cannot be restated now)."""
+        ...
+
+
+def restated(sink: object, how: Restatement) -> Restated:
+    """The changed query's sink over ``sink``'s place; refused for a sink that cannot be
+    restated (a memory, console or callable sink: no CREATE STREAMING QUERY writes one)."""
+    if not isinstance(sink, Restatable):
+        raise how.refuse(f"{how.name} writes into a sink ALTER STREAMING QUERY cannot "
+                         "restate", "STOP the query and CREATE the changed one")
+    return sink.restated(how)
 
 
 #: A micro-batch cancelled while Spark computes it (its query stopped: ALTER STREAMING

@@ -6,25 +6,30 @@ checkpoint commit together). Memory uses Spark's memory sink. Console and a call
 each micro-batch in docs/reference.md#output-columns's changelog order (``foreachBatch``; a callable is
 handed ``(batch DataFrame, batch_id)`` and must itself be idempotent per batch_id to keep
 exactly once). :class:`TableSink` keeps the current value of every live window.
+CREATE STREAMING QUERY's ``INTO`` words become a sink here too (:func:`statement_into`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dfsql.language.continuous import string_literal
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
 from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
 from dfsql.spark.stream.plain_sinks import CallableSink, ConsoleSink, FileSink, MemorySink
+from dfsql.spark.stream.restate import LoggedDirectory
 from dfsql.spark.stream.sink import Sink, batch_rows
 from dfsql.spark.stream.table_sink import AppendView, TableSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["AppendView", "STORE_CONF", "TableSink", "as_sink", "batch_rows",
-           "in_changelog_order", "start_stream"]
+__all__ = ["AppendView", "STORE_CONF", "Into", "TableSink", "as_sink", "batch_rows",
+           "in_changelog_order", "start_stream", "statement_into"]
 
 
 def in_changelog_order(batch: DataFrame, order_by: tuple[str, ...] | None) -> DataFrame:
@@ -50,6 +55,51 @@ def as_sink(sink: Any) -> Sink:
     if sink == "memory":
         return MemorySink()
     return FileSink(str(sink))
+
+
+@dataclass(frozen=True)
+class Into:
+    """A CREATE STREAMING QUERY's ``INTO`` words, read by the sink layer once
+    (:func:`statement_into`): how SHOW names the sink, what it needs, and its sink."""
+
+    #: what SHOW STREAMING QUERIES and CREATE's answer call the sink
+    where: str
+    #: the ``INTO`` clause as a changed version's statement writes it again
+    clause: str
+    #: the directory a change restates by retractions (None: the sink is restated whole)
+    directory: str | None
+    #: ``(message, hint)`` refusing the sink over Spark Connect (None: it runs there)
+    classic_only: tuple[str, str] | None
+    #: the sink, from ``(place, changed, log_base, previous)``: the query's place with a
+    #: keeper; whether it is a changed version (ALTER's, at its start or a restart); the
+    #: log entry the keeper recorded for its first batch (:class:`~dfsql.spark.stream.
+    #: sink.Restated`); the version before's place, until its first batch
+    build: Callable[[str | None, bool, int | None, str | None], Sink]
+
+    def sink(self, place: str | None, changed: bool = False, log_base: int | None = None,
+             previous: str | None = None) -> Sink:
+        return self.build(place, changed, log_base, previous)
+
+
+def statement_into(name: str, into: str, path: str | None) -> Into:
+    """The one place CREATE STREAMING QUERY's ``INTO TABLE`` / ``INTO DIRECTORY 'path'``
+    (``into``: the statement's ``sink``, "table" or "directory") becomes a sink for the
+    query ``name`` (docs/guides/streams.md#continuous-queries-as-statements): a table is
+    a :class:`TableSink` (``global_temp.<name>``) that a changed version ``replaces``; a
+    directory is Spark's file sink, a changed version's a
+    :class:`~dfsql.spark.stream.restate.LoggedDirectory` going on with its log."""
+    if into == "directory":
+        return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(str(path))}",
+                    path, None, lambda place, changed, log_base, previous:
+                    FileSink(str(path)) if log_base is None
+                    else LoggedDirectory.resumed(str(path), log_base, place))
+    return Into(f"table global_temp.{name}", "", None,
+                ("INTO TABLE is not supported over Spark Connect yet: the table's sink is a "
+                 "function of this process, which a Spark Connect server does not run",
+                 "write the panes INTO DIRECTORY '<path>' (Spark's file sink)"),
+                lambda place, changed, log_base, previous:
+                TableSink(name, path=place, global_view=True, replaces=changed,
+                          previous=previous))
 
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,

@@ -8,10 +8,14 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dfsql.spark.stream.sink import batch_rows
+from dfsql.spark.stream.sink import Restated, batch_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.types import StructType
+
+    from dfsql.spark.stream.sink import Restatement
 
 
 class TableSink:
@@ -59,10 +63,11 @@ class TableSink:
 
     changelog_order = True  # the last change of a window decides its row
 
-    def native(self, visible, name):
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None
 
-    def open(self, spark, schema, key_names: tuple[str, ...], name) -> None:
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
         """The view before the first batch (:meth:`publish_initial`); each batch's view
         is registered in ``spark``, the query's own session."""
         self.publish_initial(spark, schema)
@@ -70,6 +75,13 @@ class TableSink:
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         self._receive(batch, batch_id)
+
+    def restated(self, how: Restatement) -> Restated:
+        """The changed query's table, in its version's place: it replaces this one, whose
+        rows readers keep seeing (from this sink's ``path`` after a restart) until its
+        first batch publishes the restated table."""
+        return Restated(TableSink(self.name, path=how.place, global_view=self.global_view,
+                                  replaces=True, previous=self.path))
 
     def receiver(self, keys: tuple[str, ...], spark) -> Callable[[DataFrame, int], None]:
         """What each micro-batch of a query goes to: ``keys`` are the output columns that
