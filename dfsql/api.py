@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql import planning
+from dfsql import planning, result_warnings
 from dfsql.continuous import run as run_continuous
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import ContinuousStatement
-from dfsql.language.registered import CLAUSE_OF_FIELD, Registration, registered_defaults
-from dfsql.model.clauses import SlidingWindows, Watermark
-from dfsql.model.triggers import batch_trigger_note
+from dfsql.language.registered import Registration
+from dfsql.model.clauses import Watermark
 from dfsql.planning import explain_statement
 from dfsql.registrations import REGISTRATIONS
 from dfsql.registrations import session_id as _session_id  # noqa: F401 (tests read it)
@@ -24,7 +23,6 @@ from dfsql.session import active_session, session
 from dfsql.spark.plan import planner
 from dfsql.spark.planned import Planned
 from dfsql.spark.progress_bar import watching
-from dfsql.spark.timelines import ahead_note
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -129,74 +127,13 @@ def dropped_late(df: DataFrame, windows: bool = False) -> int:
 
 
 def dropped_warnings(df: DataFrame) -> list[str]:
-    """docs/reference.md#allowed-lateness, dropped rows are never silent: for each windowed block behind
-    ``df`` that dropped rows, the line the shell prints under the result and the endpoint
-    returns as a warning with it — how many, the clauses in force that dropped them
-    (registered defaults marked) and how to keep them. The counts are
-    :func:`dropped_late`'s, from the replay itself. [] for any other DataFrame or a
-    stream (its drops are in the query's progress)."""
+    """docs/reference.md#allowed-lateness, dropped rows are never silent: for each windowed
+    block behind ``df`` (a result of :func:`sql`) that dropped rows, the line the shell
+    prints under the result and the endpoint returns as a warning with it
+    (:func:`dfsql.result_warnings.dropped_warnings`, which reads the plan value). []
+    for any other DataFrame or a stream (its drops are in the query's progress)."""
     planned = planned_of(df)
-    if planned is None or df.isStreaming:
-        return []
-    lines = []
-    for b in planned.blocks:
-        n = b.dropped_count()
-        if n:
-            where = "" if len(planned.blocks) == 1 else f" (windowed block {b.plan.block.index})"
-            lines.append(f"warning{where}: {_dropped_text(b, n)}")
-    return lines
-
-
-def batch_notes(df: DataFrame) -> list[str]:
-    """The notes of the windowed blocks behind ``df`` that ran as a batch (no replay, no
-    stream) with a TRIGGER that cannot act there (:func:`batch_trigger_note`): the shell
-    prints them under the result, the endpoint returns them with its warnings."""
-    planned = planned_of(df)
-    notes = [batch_trigger_note(b.plan.clauses) for b in planned.blocks
-             if b.replay is None and b.stream is None] if planned is not None else []
-    return [n for n in notes if n]
-
-
-def _dropped_text(block, n: int) -> str:
-    """The words of one planned block's warning (see :func:`dropped_warnings`) on the
-    ``n`` rows it dropped: with SLIDING windows, from how many (row, window) pairs; when
-    its watermark ran ahead of processing time, when and why
-    (:func:`dfsql.spark.timelines.ahead_note`)."""
-    plan = block.plan
-    cl = plan.clauses
-    marks = registered_defaults(plan.stmt.blocks[plan.block.index],
-                                _registry(plan.spark)).registered
-
-    def said(field: str, value: object) -> str:
-        if field not in marks:
-            return f"{CLAUSE_OF_FIELD[field]} {value}"
-        table, text = marks[field]
-        return f"{CLAUSE_OF_FIELD[field]} {text} (registered with {table})"
-
-    # a batch block drops only rows without an event time; a replay also drops late ones
-    nulls = n if cl.processing_time is None else plan.null_time_count()
-    late = n - nulls
-    listed = (f"LATE ROWS INTO {cl.late_rows_into} lists them" if cl.late_rows_into
-              else "LATE ROWS INTO <view> lists them")
-    parts = []
-    if late:
-        finished = " or after their window's trigger had finished" if cl.trigger_given else ""
-        pairs = (block.dropped_count(windows=True) - nulls
-                 if isinstance(cl.window, SlidingWindows) else late)
-        from_windows = f" (from {pairs:,} (row, window) pairs)" if pairs != late else ""
-        ahead = ahead_note(plan, block.replay.timeline) if block.replay else None
-        parts.append(
-            f"{late:,} row{'s' if late != 1 else ''} dropped as late{from_windows}: they "
-            f"arrived ({said('processing_time', cl.processing_time)}) after the watermark "
-            f"({said('watermark', cl.watermark)}) had passed "
-            f"their window's end + ALLOWED LATENESS {cl.allowed_lateness}{finished}. "
-            f"ALLOWED LATENESS <duration> keeps them (LATE panes); {listed}"
-            + (f". {ahead}" if ahead else ""))
-    if nulls:
-        parts.append(f"{nulls:,} row{'s' if nulls != 1 else ''} dropped without an event "
-                     f"time ({said('on', cl.on)} is NULL): they belong to no "
-                     f"window; {listed}")
-    return "; ".join(parts)
+    return [] if planned is None else result_warnings.dropped_warnings(planned)
 
 
 def register(name: str, df: DataFrame, event_time: str | None = None,
