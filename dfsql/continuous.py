@@ -62,10 +62,6 @@ def owners() -> dict[str, str | None]:
     return QUERIES.owners()
 
 
-#: the running queries by name, :data:`QUERIES`'s own (the tests wait on their streams)
-_RUNNING = QUERIES.running
-
-
 def keep_with(keeper: Keeper | None) -> None:
     """Keep every continuous query of this process with ``keeper`` from now on (None:
     no longer; the failed entries of the old one go too)."""
