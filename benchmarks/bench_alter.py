@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import dfsql
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     spark = dfsql.session()
     for events in args.events:
@@ -64,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         into = f" INTO DIRECTORY '{out}'" if out else ""
         dfsql.sql(f"CREATE STREAMING QUERY bench_alter{into} AS "
                   + QUERY.format(t="live", gap=30), spark)
-        _RUNNING["bench_alter"].query.processAllAvailable()
+        QUERIES.running["bench_alter"].query.processAllAvailable()
         t0 = time.perf_counter()
         dfsql.sql("ALTER STREAMING QUERY bench_alter AS " + QUERY.format(t="live", gap=60),
                   spark)
         alter = time.perf_counter() - t0
-        _RUNNING["bench_alter"].query.processAllAvailable()
+        QUERIES.running["bench_alter"].query.processAllAvailable()
         restated = time.perf_counter() - t0
         rows = _restatement_rows(spark, out) if out else \
             spark.table("global_temp.bench_alter").count()

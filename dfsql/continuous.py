@@ -2,8 +2,8 @@
 registry per Spark application, so that any session — a Thrift client's, the shell's,
 Python's — lists and stops the queries any other started.
 
-The statements are run for :func:`dfsql.api.sql`, which passes its own ``start`` in: this
-module sits below the API and does not import it (no cycle between the two).
+The statements are run for :func:`dfsql.api.sql`; their queries are planned, started and
+read by :mod:`dfsql.planning`, below this module (nothing here calls back up to the API).
 
 A :class:`Keeper` (``dfsql serve --state-dir``, :mod:`dfsql.server.state`) makes the
 queries outlive the process: with one set, every query checkpoints and keeps its table
@@ -37,6 +37,7 @@ from dfsql.language.continuous import (
 )
 from dfsql.language.scan import Source
 from dfsql.language.statement import parse_statement
+from dfsql.planning import alter_running, explain_running, start
 from dfsql.session import spark_context
 from dfsql.spark.stream import progress_log
 from dfsql.spark.stream.checkpoint import committed_batches
@@ -46,16 +47,10 @@ from dfsql.spark.stream.sinks import statement_into
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dfsql.continuous_calls import Alterer, Explainer, Starter
-
 
 def owners() -> dict[str, str | None]:
     """Every registered query's name and owner (running, or kept but failed)."""
     return QUERIES.owners()
-
-
-#: the running queries by name, :data:`QUERIES`'s own (the tests wait on their streams)
-_RUNNING = QUERIES.running
 
 
 def keep_with(keeper: Keeper | None) -> None:
@@ -65,13 +60,13 @@ def keep_with(keeper: Keeper | None) -> None:
 
 
 def restart(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter, owner: str | None = None, altered: Altered | None = None,
+            owner: str | None = None, altered: Altered | None = None,
             history: Backfill | None = None) -> None:
     """Start a kept query again, from its checkpoint, its table from the kept rows, as
     ``owner``'s again; an altered one with the history ALTER gave it (used only if it
     had not completed a micro-batch)."""
     with acting_as(Actor(owner)):
-        _create(stmt, text, spark, start, restarting=True, altered=altered, history=history)
+        _create(stmt, text, spark, restarting=True, altered=altered, history=history)
     QUERIES.started_again(stmt.name or "")
 
 
@@ -81,11 +76,11 @@ def failed(name: str, sink: str, reason: str, owner: str | None = None) -> None:
     QUERIES.fail(name, sink, reason, owner)
 
 
-def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
-        explain: Explainer | None = None, alter: Alterer | None = None) -> DataFrame:
-    """CREATE (its query started with ``start``), SHOW, STOP or START STREAMING QUERY, EXPLAIN
-    FIRINGS FOR STREAMING QUERY (its query's state read with ``explain``) or ALTER
-    STREAMING QUERY (what it read made the new query's history by ``alter``)."""
+def run(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
+    """CREATE (its query started by :func:`dfsql.planning.start`), SHOW, STOP or START
+    STREAMING QUERY, EXPLAIN FIRINGS FOR STREAMING QUERY (its query's state read by
+    :func:`~dfsql.planning.explain_running`) or ALTER STREAMING QUERY (checked, and what
+    it read made the new query's history, by :func:`~dfsql.planning.alter_running`)."""
     if stmt.kind == "show":
         return _show(spark)
     if stmt.kind == "stop":
@@ -93,12 +88,10 @@ def run(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starte
     if stmt.kind == "start":
         return _start(stmt, text, spark)
     if stmt.kind == "explain":
-        assert explain is not None
-        return _explain(stmt, text, spark, explain)
+        return _explain(stmt, text, spark)
     if stmt.kind == "alter":
-        assert alter is not None
-        return _alter(stmt, text, spark, start, alter)
-    return _create(stmt, text, spark, start)
+        return _alter(stmt, text, spark)
+    return _create(stmt, text, spark)
 
 
 def _running(stmt: ContinuousStatement, src: Source, what: str) -> Running:
@@ -115,8 +108,7 @@ def _running(stmt: ContinuousStatement, src: Source, what: str) -> Running:
     return r
 
 
-def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Starter,
-           alter: Alterer) -> DataFrame:
+def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
     """ALTER STREAMING QUERY (docs/guides/streams.md#continuous-queries-as-statements): checked while the old query runs (a
     refusal leaves it running unchanged); then it stops at its last completed
     micro-batch and the new query starts from everything it read, its sink restated by
@@ -136,8 +128,8 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession, start: Sta
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
         parse_statement(stmt.query, stmt.query_scanned)
-    change = alter(query, created.query_statement, r.checkpoint, r.history, src,
-                   stmt.query_offset, spark, directory)
+    change = alter_running(query, created.query_statement, r.checkpoint, r.history, src,
+                           stmt.query_offset, spark, directory)
     keeper, version = QUERIES.keeper, r.versions[-1][0] + 1
     table_path = None
     if keeper is not None:  # each version in places of its own: the old ones stay whole
@@ -197,8 +189,7 @@ def _first_backfill(r: Running) -> str | None:
     return r.history.sql if r.history is not None else None
 
 
-def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
-             explain: Explainer) -> DataFrame:
+def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:
     """EXPLAIN FIRINGS FOR STREAMING QUERY: its owner's (or an admin's), as STOP is: the
     rows show the values of whatever the query reads."""
     src = Source(text)
@@ -207,7 +198,8 @@ def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
         raise src.error(DfsqlError, f"{stmt.name} has not completed a micro-batch yet: it "
                         "has no state to explain", stmt.name_offset,
                         "SHOW STREAMING QUERIES shows its inputs' latest processing times")
-    rows = explain(r.created().query_statement, r.checkpoint, stmt.where, src, spark)
+    rows = explain_running(r.created().query_statement, r.checkpoint, stmt.where, src,
+                           spark)
     if rows is None:
         raise src.error(NotSupportedError, f"{stmt.name} runs on Spark's own streaming "
                         "aggregation, whose state dfsql does not read", stmt.name_offset,
@@ -217,7 +209,7 @@ def _explain(stmt: ContinuousStatement, text: str, spark: SparkSession,
 
 
 def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
-            start: Starter, restarting: bool = False, altered: Altered | None = None,
+            restarting: bool = False, altered: Altered | None = None,
             history: Backfill | None = None) -> DataFrame:
     src = Source(text)
     assert stmt.name is not None

@@ -7,7 +7,7 @@ the next cell can compute with them. The frame is a :class:`Result`: a windowed 
 renders its pane timing coloured and, for a retracting EMIT, a leading ``+``/``-`` column
 with the retractions in red, exactly the rows the shell marks
 (:attr:`dfsql.spark.planned.Planned.is_changelog`); the rows the query dropped are listed under
-it (:func:`dfsql.api.dropped_warnings`, never silent). ``%dfsql --plot`` and
+it (:func:`dfsql.result_warnings.dropped_warnings`, never silent). ``%dfsql --plot`` and
 :func:`plot` draw the panes as the shell's ``\\plot`` does, inline.
 
 A user's mistake shows dfsql's positioned message (line, column, caret, hint) and no
@@ -29,9 +29,10 @@ from typing import Any
 
 import pandas as pd
 
-from dfsql.api import dropped_warnings, plan, planned_of
+from dfsql.api import plan, planned_of
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
+from dfsql.result_warnings import dropped_warnings
 from dfsql.session import session
 from dfsql.shell.display import TIMING_STYLE, cell, print_error
 from dfsql.shell.plot import plot_result
@@ -139,7 +140,7 @@ def _statement(text: str, spark) -> Result | None:
         if not df.columns:
             return None  # a statement with no rows (DDL): spark.sql has run it
         frame = df.toPandas()
-        warnings = dropped_warnings(df)  # after the rows: counted while computed
+        warnings = dropped_warnings(planned)  # after the rows: counted while computed
     result = Result(frame)
     result.dfsql_text, result.dfsql_planned = text, planned
     result.dfsql_changelog, result.dfsql_warnings = planned.is_changelog, warnings

@@ -451,7 +451,7 @@ def run_alter(spark: Any, tmp: Path) -> dict[str, Any]:
     query goes into a directory there: a table's sink is a Python callable, which Spark
     Connect does not take from a dfsql client yet)."""
     import dfsql
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
     from dfsql.session import spark_context
 
     head = "" if spark_context(spark) is not None else f" INTO DIRECTORY '{tmp / 'panes'}'"
@@ -467,7 +467,7 @@ def run_alter(spark: Any, tmp: Path) -> dict[str, Any]:
             out["table"] = f"{exc.line}:{exc.column} {exc.message}"
     try:
         dfsql.sql(f"CREATE STREAMING QUERY dist_alter{head} AS {text}", spark)
-        _RUNNING["dist_alter"].query.processAllAvailable()
+        QUERIES.running["dist_alter"].query.processAllAvailable()
         changed = dfsql.sql("ALTER STREAMING QUERY dist_alter AS "
                             + text.replace("GAP 1 MINUTE", "GAP 5 MINUTES"), spark).collect()
         out.update(ok=True, version=changed[0]["version"])
@@ -478,7 +478,7 @@ def run_alter(spark: Any, tmp: Path) -> dict[str, Any]:
         out.update(ok=False, dfsql_error=False, type=type(exc).__name__,
                    message=str(exc)[:2000], traceback=traceback.format_exc()[-6000:])
     finally:
-        if "dist_alter" in _RUNNING:
+        if "dist_alter" in QUERIES.running:
             dfsql.sql("STOP STREAMING QUERY dist_alter", spark)
     return out
 

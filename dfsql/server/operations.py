@@ -1,13 +1,13 @@
 """A client session's operations: one statement or metadata call each, its state, and
 its result set streamed from Spark.
 
-A statement runs through ``dfsql.sql`` (plain Spark SQL and dfsql's windowed queries
-alike) under a Spark job group of its own, so that CancelOperation can cancel its jobs.
-Results stream: a statement's rows come from Spark one partition at a time as Arrow
-batches (:func:`arrow_batches`), and FetchResults slices those into Thrift columns. A
-result larger than memory never sits whole in the server. Operation status lives in
-plain attributes, so GetOperationStatus (which JDBC clients call once per fetched row)
-takes no lock and starts no Spark work.
+A statement runs through ``dfsql.api.plan`` (plain Spark SQL and dfsql's windowed queries
+alike; its plan value gives the result and the warnings) under a Spark job group of its
+own, so that CancelOperation can cancel its jobs. Results stream: a statement's rows come
+from Spark one partition at a time as Arrow batches (:func:`arrow_batches`), and
+FetchResults slices those into Thrift columns. A result larger than memory never sits
+whole in the server. Operation status lives in plain attributes, so GetOperationStatus
+(which JDBC clients call once per fetched row) takes no lock and starts no Spark work.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-import dfsql
+from dfsql.api import plan
 from dfsql.continuous_actors import Actor, acting_as
 from dfsql.errors import DfsqlError, DfsqlSyntaxError, NotSupportedError
 from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import Scanned
 from dfsql.language.statement import Statement
+from dfsql.result_warnings import batch_notes, dropped_warnings
 from dfsql.server import progress_update, rowsets
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import (
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from dfsql.server.judge import Judge
+    from dfsql.spark.planned import Planned
 
 #: the first protocol version whose row sets are column-based
 COLUMNAR_FROM = tt.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6
@@ -150,9 +152,9 @@ class Operation:
         self.lock = threading.Lock()
         #: ((state, progress update asked), encoded reply)
         self._status_reply: tuple[tuple[int, bool], bytes] | None = None
-        #: the statement's result as dfsql.sql returned it, until its log is computed
-        #: (the dropped-row warnings are keyed by it: :meth:`log`)
-        self._result: DataFrame | None = None
+        #: the statement's plan value (its result and windowed blocks), until its log is
+        #: computed (the dropped-row warnings are read from it: :meth:`log`)
+        self._result: Planned | None = None
         self._log: list[str] | None = None
         self._log_at = 0
         #: its progress while it runs (phase lines, its job group's stages), made when
@@ -204,7 +206,7 @@ class Operation:
                 pass
         try:
             text_only(spark)  # again: a RESET before this statement turned it back on
-            # read once: the judge and dfsql.sql take the value, not the text
+            # read once: the judge and dfsql.api.plan take the value, not the text
             scanned, self.scanned = self.scanned, None  # its tokens not held past the parse
             stmt = parse_any(self.statement, scanned)
             with acting_as(Actor(self.session.user, self.session.admin)), \
@@ -213,7 +215,8 @@ class Operation:
                     self.session.judge.check_statement(spark, stmt)
                 with streaming_slot(stmt, self.statement, self.session.user,
                                     self.session.max_streaming_queries):
-                    df = dfsql.sql(stmt, spark)
+                    planned = plan(stmt, spark)
+                    df = planned.result
             if self._abandoned():  # while it was planned: start no job
                 return
             if df.isStreaming:
@@ -222,7 +225,7 @@ class Operation:
                 if self._abandoned():  # cancelled or closed meanwhile
                     return
                 self.schema = df.schema
-                self._result = df
+                self._result = planned
                 self._df = bounded_partitions(rowsets.wire_frame(df), self.max_partition_mb)
                 self._start()
             if self.state == S.RUNNING_STATE:
@@ -300,7 +303,8 @@ class Operation:
         while it runs, its progress — dfsql's phase lines (a backfill, ALTER's
         restatement) and its Spark stages' tasks when they changed
         (:class:`dfsql.spark.progress.LogLines`, read only when asked); once it has
-        finished, the warnings about rows it dropped (:func:`dfsql.api.dropped_warnings`;
+        finished, the warnings about rows it dropped
+        (:func:`dfsql.result_warnings.dropped_warnings`;
         for a replay after its rows, so from the count its run made). Each line is
         returned once (FETCH_NEXT); ``first`` (FETCH_FIRST) starts again."""
         with self._log_lock:
@@ -335,10 +339,10 @@ class Operation:
 
     def _notes(self) -> list[str]:
         """The finished statement's warnings and notes, worked out once."""
-        result, self._result = self._result, None
+        planned, self._result = self._result, None
         try:
-            return [] if result is None else [
-                *dfsql.api.dropped_warnings(result), *dfsql.api.batch_notes(result)]
+            return [] if planned is None else [*dropped_warnings(planned),
+                                               *batch_notes(planned)]
         except Exception as e:  # noqa: BLE001 (the rows stay valid without it)
             return [f"warning: dropped rows not counted: {describe(e)[0]}"]
 

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dfsql import continuous
-from dfsql.api import start
 from dfsql.errors import DfsqlError
 from dfsql.language.continuous import Backfill, ContinuousStatement, parse_any
 from dfsql.server.operations import describe
@@ -248,7 +247,7 @@ class StateDir:
         checkpoint = self.root / record["checkpoint"]
         drop_unfinished_writes(checkpoint)
         altered, history = _altered(record.get("altered"), session, str(checkpoint))
-        continuous.restart(stmt, text, session, start, record.get("owner"), altered, history)
+        continuous.restart(stmt, text, session, record.get("owner"), altered, history)
 
 
 def drop_unfinished_writes(checkpoint: Path) -> list[Path]:

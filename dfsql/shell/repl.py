@@ -21,6 +21,7 @@ from typing import Any
 from dfsql import api
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Source
+from dfsql.result_warnings import batch_notes, dropped_warnings
 from dfsql.session import DEFAULT_MASTER, register_paper_tables, session
 from dfsql.shell import display
 from dfsql.shell.commands import (
@@ -174,7 +175,7 @@ class Shell:
                 if df.columns:
                     got = df.limit(self.max_rows + 1).collect()
                 # after the rows: the replay counted its drops while they were computed
-                warnings = api.dropped_warnings(df)  # loaded by dfsql.sql
+                warnings = dropped_warnings(planned)
             return planned, [tuple(r) for r in got[: self.max_rows]], \
                 len(got) > self.max_rows, warnings
 
@@ -195,7 +196,7 @@ class Shell:
                              time.monotonic() - t0 if self.timing else None,
                              page=self.pager and sys.stdin.isatty(), warnings=warnings,
                              changelog=planned.is_changelog)
-        for note in api.batch_notes(df):
+        for note in batch_notes(planned):
             self.err.print(note, style="yellow")
 
     def _job(self, spark, fn, text: str):

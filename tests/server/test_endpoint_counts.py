@@ -115,7 +115,7 @@ def test_a_windowed_statement_is_read_once(service, handle, monkeypatch) -> None
 
 
 def test_create_streaming_query_is_read_once(service, handle, monkeypatch) -> None:
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     spark_parses: Counter = Counter()
 
@@ -125,7 +125,7 @@ def test_create_streaming_query_is_read_once(service, handle, monkeypatch) -> No
 
     try:
         counts = _count(monkeypatch, run)
-        assert "counted_live" in _RUNNING
+        assert "counted_live" in QUERIES.running
     finally:
         _run(service, handle, "STOP STREAMING QUERY counted_live")
     print("endpoint CREATE STREAMING QUERY", dict(counts), dict(spark_parses))

@@ -148,7 +148,7 @@ def two_keys(spark, paper_tables):
     """Figure 12's query (fixed 2-minute windows, the paper's watermark) over the paper's
     scores and three elements of a second key j; the result's rows and its plan."""
     import dfsql
-    from dfsql.spark.plan.planner import top_plan
+    from dfsql.api import planned_of
     from tests.paper import FIGURES
 
     values = ", ".join(f"('j', {v}, TIMESTAMP '2015-09-01 {e}', TIMESTAMP '2015-09-01 {a}')"
@@ -158,7 +158,7 @@ def two_keys(spark, paper_tables):
     query = FIGURES["fig12_fixed_streaming"]["query"].replace("FROM scores",
                                                                "FROM plot_two_keys")
     df = dfsql.sql(query, spark)
-    return df.columns, [tuple(r) for r in df.collect()], top_plan(df), query
+    return df.columns, [tuple(r) for r in df.collect()], planned_of(df).top_block, query
 
 
 def test_every_keys_panel_has_its_input_and_the_watermark(two_keys, tmp_path) -> None:
@@ -207,12 +207,12 @@ def test_elements_of_a_key_that_is_no_group_by_key_are_left_out_and_said(
     unknown, so no panel shows dots (they would be every key's), the summary says why,
     and both panels still have the watermark."""
     import dfsql
-    from dfsql.spark.plan.planner import top_plan
+    from dfsql.api import planned_of
 
     query = two_keys[3].replace("SELECT key,", "SELECT UPPER(key) AS k,")
     df = dfsql.sql(query, spark)
     summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
-                          str(tmp_path / "upper.png"), query, plan=top_plan(df))
+                          str(tmp_path / "upper.png"), query, plan=planned_of(df).top_block)
     assert summary.panels == ["k=J", "k=K"] and summary.elements == 0
     assert summary.notes == ["input elements not drawn: the key column k is not itself a "
                              "GROUP BY key, so which panel each element belongs to is unknown"]
@@ -274,7 +274,7 @@ def test_dense_input_labels_never_overlap(spark, tmp_path) -> None:
     its event time minus the delay), so each window fires once, ON_TIME, with the sum
     of its 24 values. No two labels overlap; every window's sum is shown."""
     import dfsql
-    from dfsql.spark.plan.planner import top_plan
+    from dfsql.api import planned_of
 
     spark.sql("CREATE OR REPLACE TEMP VIEW plot_dense AS SELECT 'd' AS key, "
               "CAST(id % 10 AS INT) AS value, "
@@ -286,7 +286,7 @@ def test_dense_input_labels_never_overlap(spark, tmp_path) -> None:
              "PROCESSING TIME arrival_time")
     df = dfsql.sql(query, spark)
     summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
-                          str(tmp_path / "input.png"), query, plan=top_plan(df))
+                          str(tmp_path / "input.png"), query, plan=planned_of(df).top_block)
     sums = [str(sum((24 * w + j) % 10 for j in range(24))) for w in range(10)]
     assert [(label, timing) for _, _, _, label, timing in summary.panes] == [
         (s, "ON_TIME") for s in sums]
@@ -323,13 +323,13 @@ def test_the_watermark_line_comes_from_every_row_the_dots_from_those_where_keeps
     between 12:05:40 and 12:06:20, the 3 of 12:04:00 that WHERE leaves out; over the
     five alone it would be 12:02:10 there."""
     import dfsql
-    from dfsql.spark.plan.planner import top_plan
+    from dfsql.api import planned_of
 
     query = ("SELECT key, SUM(value) AS total FROM scores WHERE value >= 5 GROUP BY key "
              "WINDOW FIXED(2 MINUTES) ON event_time PROCESSING TIME arrival_time")
     df = dfsql.sql(query, spark)
     summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
-                          str(tmp_path / "where.png"), query, plan=top_plan(df))
+                          str(tmp_path / "where.png"), query, plan=planned_of(df).top_block)
     (ax,) = summary.figure.axes
     (dots,) = ax.collections
     assert sorted((_hms(x), _hms(y)) for x, y in dots.get_offsets()) == [

@@ -208,15 +208,15 @@ def test_plot_of_figure_14_draws_the_papers_panes(spark, paper_tables, tmp_path)
     """The panes and retractions drawn are the paper's (Figure 14, §2.4): 5, 7, 10, then
     -7 -10 +25, -5 -25 +39, 3, -3 +12; the ten input elements and the watermark too."""
     import dfsql
+    from dfsql.api import planned_of
     from dfsql.shell.plot import plot_result
-    from dfsql.spark.plan.planner import block_plans
 
     fig = FIGURES["fig14_sessions_retracting"]
     df = dfsql.sql(fig["query"], spark)
     rows = [tuple(r) for r in df.collect()]
     path = tmp_path / "fig14.png"
     summary = plot_result(df.columns, rows, str(path), "Figure 14",
-                          plan=block_plans(df)[-1])
+                          plan=planned_of(df).blocks[-1].plan)
     assert [(p[3], p[4]) for p in summary.panes] == [
         ("5", "ON_TIME"), ("7", "EARLY"), ("10", "EARLY"), ("25", "ON_TIME"),
         ("39", "LATE"), ("3", "EARLY"), ("12", "ON_TIME")]
@@ -246,14 +246,14 @@ def test_plot_draws_every_aggregate_with_its_input_and_watermark(spark, paper_ta
     panel each, both with the ten elements and the watermark; the counts of its sessions
     by hand: {5}, {7}, {3,4,3}, then {7,3,4,3,8}, {5,9,7,3,4,3,8}, {3}, {3,8,1}."""
     import dfsql
+    from dfsql.api import planned_of
     from dfsql.shell.plot import plot_result
-    from dfsql.spark.plan.planner import block_plans
 
     query = FIGURES["fig14_sessions_retracting"]["query"].replace(
         "SUM(value) AS total", "SUM(value) AS total, COUNT(*) AS n")
     df = dfsql.sql(query, spark)
     summary = plot_result(df.columns, [tuple(r) for r in df.collect()],
-                          str(tmp_path / "two.png"), query, plan=block_plans(df)[-1])
+                          str(tmp_path / "two.png"), query, plan=planned_of(df).blocks[-1].plan)
     assert summary.panels == ["key=k: total", "key=k: n"]
     by_panel = {p: [label for q, _, _, label, _ in summary.panes if q == p]
                 for p in summary.panels}

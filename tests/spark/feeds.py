@@ -90,10 +90,10 @@ def in_arrival_order(rng, et: np.ndarray, at: np.ndarray, keys: list[str],
 
 
 def start(spark, name: str, query: str, head: str = "") -> None:
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     dfsql.sql(f"CREATE STREAMING QUERY {name}{head} AS {query}", spark)
-    _RUNNING[name].query.processAllAvailable()
+    QUERIES.running[name].query.processAllAvailable()
 
 
 def t(hms: str) -> datetime:

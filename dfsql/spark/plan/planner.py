@@ -230,16 +230,3 @@ def planned_of(df: DataFrame) -> Planned | None:
     """The Planned behind a result :func:`remember` kept (None for any other DataFrame)."""
     blocks = _PLANNED.get(df)
     return Planned(df, blocks) if blocks is not None else None
-
-
-def block_plans(df: DataFrame) -> list[BlockPlan]:
-    """The block plans behind a windowed result, innermost first ([] if none)."""
-    planned = planned_of(df)
-    return [b.plan for b in planned.blocks] if planned is not None else []
-
-
-def top_plan(df: DataFrame) -> BlockPlan | None:
-    """The plan of the statement's own windowed block behind ``df``, or None
-    (:attr:`Planned.top_block`)."""
-    planned = planned_of(df)
-    return planned.top_block if planned is not None else None

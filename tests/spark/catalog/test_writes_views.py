@@ -224,3 +224,20 @@ def test_a_persistent_view_may_not_read_a_temporary_one(spark, tables):
     tables.append("v_cte")
     dfsql.sql("CREATE VIEW v_cte AS " + cte, spark)
     assert spark.catalog.tableExists("v_cte")
+
+
+def test_a_view_whose_query_is_a_continuous_statement_is_refused(spark, tables):
+    """A persistent view holds a query; a continuous-query statement as its body (here
+    CREATE STREAMING QUERY around a windowed subquery) would start a stream as a side
+    effect of CREATE VIEW: refused at the body's first word (column 24, after
+    ``CREATE VIEW v_query AS ``), and neither the view nor a query is made."""
+    tables += ["scores_v4", "v_query"]
+    spark.sql("CREATE TABLE scores_v4 USING parquet AS SELECT * FROM scores")
+    body = f"CREATE STREAMING QUERY q_in_view AS SELECT * FROM ({_over('scores_v4')})"
+    with pytest.raises(AnalysisError) as e:
+        dfsql.sql("CREATE VIEW v_query AS " + body, spark)
+    assert (e.value.line, e.value.column) == (1, 24)
+    assert e.value.message == "a view's query cannot be a continuous-query statement"
+    assert not spark.catalog.tableExists("v_query")
+    assert "q_in_view" not in [r.name for r in dfsql.sql("SHOW STREAMING QUERIES",
+                                                         spark).collect()]

@@ -201,7 +201,7 @@ def test_a_running_query_now_equals_the_bounded_explain_at_its_frontier(
     rows a bounded EXPLAIN FIRINGS of the rows before the frontier gives at its end (and
     one for each window whose final pane only that run's end of input fired), and the
     last pane of each window still live there."""
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     frame, cuts = _gapped(seed)
     history = int(np.random.default_rng(400 + seed).integers(1, cuts[0]))
@@ -215,7 +215,7 @@ def test_a_running_query_now_equals_the_bounded_explain_at_its_frontier(
     try:
         dfsql.sql("CREATE STREAMING QUERY random_now BACKFILL FROM history_src AS "
                   + q.format(t="live_src"), spark)
-        running = _RUNNING["random_now"].query
+        running = QUERIES.running["random_now"].query
         told = 0
         for i, upto in enumerate(cuts):
             if i:
@@ -240,7 +240,7 @@ def test_a_running_query_now_equals_the_bounded_explain_at_its_frontier(
             told += len(got)
         assert told  # some window was waiting at some cut
     finally:
-        if "random_now" in _RUNNING:
+        if "random_now" in QUERIES.running:
             dfsql.sql("STOP STREAMING QUERY random_now", spark)
         for v in ("live_src", "history_src", "bounded_src"):
             spark.catalog.dropTempView(v)

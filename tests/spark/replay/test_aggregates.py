@@ -251,7 +251,7 @@ DECOMPOSABLE = ["total", "n", "nx", "lo", "hi", "s_lo", "s_hi", "big", "n_neg"]
 
 @pytest.mark.parametrize("mode", MODES)
 def test_decomposable_aggregates_two_level(spark, agg_rows, mode):
-    from dfsql.spark.plan.planner import block_plans
+    from dfsql.api import planned_of
     from dfsql.spark.replay.pane_sql import two_level_merges as _two_level
 
     select = """SELECT key, SUM(x) AS total, COUNT(*) AS n, COUNT(x) AS nx, MIN(x) AS lo,
@@ -259,7 +259,7 @@ def test_decomposable_aggregates_two_level(spark, agg_rows, mode):
        COUNT(*) FILTER (WHERE x < 0) AS n_neg FROM agg_rows GROUP BY key
 """
     df = dfsql.sql(select + CLAUSES.format(mode=mode), spark)
-    plan = block_plans(df)[0]
+    plan = planned_of(df).blocks[0].plan
     assert _two_level(plan, plan.input_df()) is not None  # the plan under test
     got = [tuple(r) for r in df.collect()]
     keep = [0, *[1 + AGGS.index(a) for a in DECOMPOSABLE],
@@ -267,7 +267,7 @@ def test_decomposable_aggregates_two_level(spark, agg_rows, mode):
     want = [tuple(r[i] for i in keep) for r in _reference(mode)]
     assert sorted(got, key=repr) == sorted(want, key=repr)
     # the full SELECT (COUNT DISTINCT, percentiles, ...) takes the one-level plan
-    full = block_plans(dfsql.sql(SELECT + CLAUSES.format(mode=mode), spark))[0]
+    full = planned_of(dfsql.sql(SELECT + CLAUSES.format(mode=mode), spark)).blocks[0].plan
     assert _two_level(full, full.input_df()) is None
     # the merge keeps the one-level type (a SUM of SUMs of DECIMAL(10,2) would widen)
     dec = dfsql.sql("SELECT key, SUM(CAST(x AS DECIMAL(10, 2))) AS dec, SUM(x) AS total "

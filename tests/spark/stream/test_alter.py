@@ -33,9 +33,9 @@ def _table(spark, name: str) -> list[tuple]:
 
 
 def _catch_up(name: str) -> None:
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
-    _RUNNING[name].query.processAllAvailable()
+    QUERIES.running[name].query.processAllAvailable()
 
 
 def test_a_wider_gap_restates_the_table_and_goes_on(spark, paper_live):
@@ -148,7 +148,7 @@ def test_the_changed_table_is_the_new_querys_replay(spark, tmp_path, seed, befor
 
 def test_refusals_leave_the_query_running_unchanged(spark, paper_live, tmp_path):
     """Each refusal is placed where its cause was written, and q goes on as it was."""
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     query = FIG14.replace("FROM scores", "FROM scores_live")
     _start(spark, "kept_as_is", query)
@@ -158,8 +158,8 @@ def test_refusals_leave_the_query_running_unchanged(spark, paper_live, tmp_path)
         with pytest.raises(DfsqlError, match=message) as info:
             dfsql.sql(statement, spark)
         assert (info.value.line, info.value.column) == at, info.value
-        assert _RUNNING["kept_as_is"].query.isActive
-        assert _RUNNING["kept_as_is"].versions == ((1, None),)
+        assert QUERIES.running["kept_as_is"].query.isActive
+        assert QUERIES.running["kept_as_is"].versions == ((1, None),)
 
     refused("ALTER STREAMING QUERY kept_as_is AS\n" + query.replace("SUM(value)", "SUM(nope)"),
             "nope", (2, 17))
@@ -311,7 +311,7 @@ def test_a_directory_changes_only_between_retracting_queries(spark, paper_live, 
         with pytest.raises(DfsqlError, match=message) as info:
             dfsql.sql(f"ALTER STREAMING QUERY into_files AS {changed}", spark)
         assert (info.value.line, info.value.column) == (1, 37), info.value
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
-    assert _RUNNING["into_files"].query.isActive
+    assert QUERIES.running["into_files"].query.isActive
     dfsql.sql("STOP STREAMING QUERY into_files", spark)

@@ -83,12 +83,12 @@ def paper_split(spark, paper_tables, tmp_path):
 
 
 def _create(spark, name: str, fig: str, head: str = "") -> None:
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     query = FIGURES[fig]["query"].replace("FROM scores", "FROM scores_live")
     dfsql.sql(f"CREATE STREAMING QUERY {name}{head} BACKFILL FROM scores_history AS {query}",
               spark)
-    _RUNNING[name].query.processAllAvailable()
+    QUERIES.running[name].query.processAllAvailable()
 
 
 @pytest.mark.parametrize("fig,cut", [

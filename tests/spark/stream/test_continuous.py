@@ -37,11 +37,11 @@ def _query(name: str, head: str = "") -> str:
 
 
 def test_create_read_show_and_stop(spark, scores_live):
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     created = dfsql.sql(_query("fig14_live"), spark).collect()
     assert [(r.name, r.sink) for r in created] == [("fig14_live", "table global_temp.fig14_live")]
-    _RUNNING["fig14_live"].query.processAllAvailable()
+    QUERIES.running["fig14_live"].query.processAllAvailable()
     rows = spark.sql("SELECT * FROM global_temp.fig14_live ORDER BY window_start").collect()
     assert [tuple(r) for r in rows] == FIG14_TABLE
     shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
@@ -66,12 +66,12 @@ def test_create_read_show_and_stop(spark, scores_live):
 
 
 def test_into_directory(spark, scores_live, tmp_path):
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     out = tmp_path / "panes"
     dfsql.sql(_query("fig14_files", f"\nINTO DIRECTORY '{out}' CHECKPOINT '{tmp_path / 'ck'}'"),
               spark)
-    _RUNNING["fig14_files"].query.processAllAvailable()
+    QUERIES.running["fig14_files"].query.processAllAvailable()
     got = spark.read.parquet(str(out)).orderBy("emit_time", "is_retraction").collect()
     assert len(got) == len(FIG14["expected"]) == 12
     assert sum(r.is_retraction for r in got) == 5
@@ -112,11 +112,11 @@ def scores_trickle(spark, paper_tables, tmp_path):
 
 
 def _shown_after_all_batches(spark, name: str, query: str):
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     dfsql.sql(f"CREATE STREAMING QUERY {name} AS {query}", spark)
     try:
-        _RUNNING[name].query.processAllAvailable()
+        QUERIES.running[name].query.processAllAvailable()
         return next(r for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
                     if r.name == name)
     finally:

@@ -45,9 +45,9 @@ def _shown(spark, name: str):
 
 
 def _running(name: str):
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
-    return _RUNNING[name].query
+    return QUERIES.running[name].query
 
 
 @pytest.fixture
@@ -105,8 +105,8 @@ def test_show_after_a_restart_keeps_the_last_committed_figures(spark, trickle, t
     """Stopped and started again from its checkpoint (as a restarted server starts a kept
     query), before any new row: SHOW shows what the batches before did, not NULLs; a
     new row then adds to them."""
-    from dfsql.api import start
-    from dfsql.continuous import _RUNNING, restart, stop_all
+    from dfsql.continuous import restart, stop_all
+    from dfsql.continuous_queries import QUERIES
     from dfsql.language.continuous import parse_continuous
 
     ck = tmp_path / "ck"
@@ -122,12 +122,12 @@ def test_show_after_a_restart_keeps_the_last_committed_figures(spark, trickle, t
         assert (before.input_rows, before.watermark, before.frontier) == (
             2, "2026-01-01 00:00:00", "2026-01-01 01:00:00")
         stop_all()  # as a server shutting down
-        restart(parse_continuous(text), text, spark, start)
+        restart(parse_continuous(text), text, spark)
         after = _shown(spark, "restarted")
         assert (after.input_rows, after.watermark, after.frontier, after.batches) == (
             2, "2026-01-01 00:00:00", "2026-01-01 01:00:00", before.batches)
         _feed(trickle, 2, [("a", 2, T0 + timedelta(hours=2), T0 + timedelta(hours=2))])
-        _RUNNING["restarted"].query.processAllAvailable()
+        QUERIES.running["restarted"].query.processAllAvailable()
         assert _shown(spark, "restarted").input_rows == 3
     finally:
         dfsql.sql("STOP STREAMING QUERY restarted", spark)
@@ -206,13 +206,13 @@ def _restarted(spark, name: str) -> None:
     """Stop the query as a server shutting down stops its queries, and start it again
     from its checkpoint, as the restarted server starts a kept one (its latest
     version's statement, what ALTER made of it)."""
-    from dfsql.api import start
-    from dfsql.continuous import _RUNNING, restart, stop_all
+    from dfsql.continuous import restart, stop_all
+    from dfsql.continuous_queries import QUERIES
     from dfsql.language.continuous import parse_continuous
 
-    r = _RUNNING[name]
+    r = QUERIES.running[name]
     stop_all()
-    restart(parse_continuous(r.text), r.text, spark, start, r.owner, r.altered, r.history)
+    restart(parse_continuous(r.text), r.text, spark, r.owner, r.altered, r.history)
 
 
 def _expected(rows: list[tuple], delay: timedelta) -> tuple[int, str | None, str]:

@@ -185,7 +185,7 @@ def test_show_says_which_input_holds_the_frontier(spark, tmp_path):
     """SHOW STREAMING QUERIES (docs/guides/streams.md#continuous-queries-as-statements, "why no output"): each input's latest
     processing time, the frontier, and the input it stands at. The marks stop half-way
     through the rows: the frontier is the last mark's arrival, held by the marks."""
-    from dfsql.continuous import _RUNNING
+    from dfsql.continuous_queries import QUERIES
 
     rng = np.random.default_rng(22)
     frame = _with_sentinel(_workload(22))
@@ -200,7 +200,7 @@ def test_show_says_which_input_holds_the_frontier(spark, tmp_path):
     try:
         dfsql.sql("CREATE STREAMING QUERY held_by_marks AS " +
                   QUERY.format(t="show_rows", m="show_marks", tail=""), spark)
-        _RUNNING["held_by_marks"].query.processAllAvailable()
+        QUERIES.running["held_by_marks"].query.processAllAvailable()
         [shown] = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
     finally:
         for q in spark.streams.active:
