@@ -98,7 +98,8 @@ _SETTINGS_PROGRAM = """
 import json, dfsql
 spark = dfsql.session()
 keys = ["spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
-        "spark.sql.execution.arrow.maxBytesPerBatch", "spark.scheduler.mode"]
+        "spark.sql.execution.arrow.maxBytesPerBatch", "spark.scheduler.mode",
+        "spark.sql.streaming.pollingDelay"]
 print(json.dumps({"session": [spark.conf.get(k) for k in keys],
                   "new_session": [spark.newSession().conf.get(k) for k in keys],
                   "warehouse": spark.conf.get("spark.sql.warehouse.dir"),
@@ -126,7 +127,7 @@ def test_the_users_spark_settings_win_over_dfsqls_defaults(tmp_path: Path) -> No
     run = subprocess.run([sys.executable, "-c", _SETTINGS_PROGRAM], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    expected = ["4", "America/New_York", "2147483647", "FIFO"]
+    expected = ["4", "America/New_York", "2147483647", "FIFO", "100ms"]
     got = json.loads(run.stdout.splitlines()[-1])
     assert (got["session"], got["new_session"]) == (expected, expected)
     # not a default: the warehouse is dfsql's (DFSQL_WAREHOUSE), where its catalog is kept
