@@ -11,7 +11,8 @@ made with, can read the walk without a circle; and it names neither statement cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from sqlglot import exp
@@ -31,11 +32,12 @@ if TYPE_CHECKING:
 class StatementFacts:
     """The tables a statement reads: those its Spark text names (a CTE's own name where
     it is in scope is none) and those its dfsql clauses name, with where each is
-    written."""
+    written.
 
-    #: the tables its Spark text reads, each once, in the order written
-    #: (:func:`~dfsql.language.facts.tables_read`)
-    tables: tuple[str, ...] = ()
+    The text's tables are found when first asked: the endpoint's judge reads only
+    ``named``, and finding ``tables`` parses the text, which a statement the judge
+    passes to ``dfsql.sql`` is not parsed for again."""
+
     #: (name, offset of the name in the text as written; -1: not found there) of each
     #: table a clause names for dfsql to read: every block's ``WATERMARK FROM``, every
     #: ``TRY … FROM`` (docs/reference.md#watermark); repeats kept
@@ -43,6 +45,15 @@ class StatementFacts:
     #: the tables a continuous query's history reads (``BACKFILL FROM``'s relation,
     #: docs/guides/streams.md#continuous-queries-as-statements)
     history: tuple[str, ...] = ()
+    #: the Spark text whose tables ``tables`` are (offsets as written, clauses blanked)
+    body: str = field(default="", repr=False, compare=False)
+
+    @cached_property
+    def tables(self) -> tuple[str, ...]:
+        """The tables its Spark text reads, each once, in the order written (a CTE's own
+        name where it is in scope is none: :func:`~dfsql.language.facts.tables_read`)."""
+        tree = _parsed(self.body)
+        return tables_read(tree) if tree is not None else ()
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -86,12 +97,11 @@ def statement_facts(stmt: Parsed) -> StatementFacts:
     body = stmt.spark_sql()
     if stmt.kind not in ("explain_firings", "explain_watermark"):
         body = " " * stmt.body_start + body[stmt.body_start:]
-    tree = _parsed(body)
     froms = [b.clauses.watermark for b in stmt.blocks] + [t.watermark for t in stmt.tries]
     tokens = stmt.scanned.tokens if stmt.scanned is not None else []
     named = tuple((wm.table, _name_after_from(tokens, wm)) for wm in froms
                   if isinstance(wm, c.WatermarkFrom))
-    return StatementFacts(tables_read(tree) if tree is not None else (), named)
+    return StatementFacts(named, body=body)
 
 
 def _name_after_from(tokens: Sequence[Token], wm: c.WatermarkFrom) -> int:
