@@ -19,12 +19,13 @@ from dfsql.version import __version__ as __version__  # re-exported
 
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
+    from dfsql.connections import connection
     from dfsql.notebook import plot
     from dfsql.spark.catalog.parquet import read_parquet
     from dfsql.spark.stream.sinks import TableSink
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
-           "DfsqlError", "read_parquet", "plot"]
+           "DfsqlError", "read_parquet", "plot", "connection"]
 
 _FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
 
@@ -44,6 +45,11 @@ def __getattr__(name: str) -> object:
         value = getattr(api, name)
         globals()[name] = value
         return value
+    if name == "connection":  # a database named once (docs/guides/databases.md)
+        from dfsql.connections import connection
+
+        globals()[name] = connection
+        return connection
     if name == "TableSink":
         from dfsql.spark.stream.sinks import TableSink
 
@@ -63,4 +69,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet", "plot"})
+    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet", "plot", "connection"})

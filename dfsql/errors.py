@@ -93,6 +93,13 @@ class NotSupportedError(DfsqlError):
     sqlstate = "0A000"
 
 
+class DatabaseError(DfsqlError):
+    """A database connection that is not named, malformed, or that the database refuses
+    (a login, a missing privilege, a server that is down when a query is created)."""
+
+    sqlstate = "08001"
+
+
 class ClusterUnreachableError(DfsqlError):
     """The Spark cluster or Spark Connect server named in the configuration does not answer."""
 

@@ -1,0 +1,216 @@
+"""A live stream's results in a PostgreSQL table, applied exactly once
+(docs/guides/databases.md): :class:`PostgresTable` keeps the current row of every window
+(a pane replaces its window's row, a retraction without a successor deletes it, a closed
+window's last row stays), as :class:`~dfsql.spark.stream.table_sink.TableSink` does in
+Spark.
+
+Each micro-batch is one database transaction: its changes go in bulk (``COPY`` into a
+staging table, then one ``DELETE`` and one ``INSERT`` over it, set-based, no row at a
+time) together with the query's progress row (query, table, batch id). A batch that
+Spark replays after a crash finds its id already in the progress row and changes
+nothing; a process killed before the commit left nothing, and the replay applies the
+batch once; a reader sees a batch whole or not at all. A database that is lost is tried
+again with back-off (bounded), from a new connection."""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import TYPE_CHECKING, Any
+
+from dfsql.connections import Connection, said
+from dfsql.errors import DatabaseError, NotSupportedError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.types import DataType, StructType
+
+#: the table of every query's progress, in the target's schema (one row per query and table)
+PROGRESS = "dfsql_progress"
+#: tries of one batch's transaction against a lost database, and the first pause (doubled)
+TRIES, PAUSE = 6, 0.5
+
+
+def pg_type(dtype: DataType) -> str:
+    """The PostgreSQL column type that holds a Spark type's values exactly."""
+    from pyspark.sql import types as t
+
+    simple = {t.StringType: "text", t.LongType: "bigint", t.IntegerType: "integer",
+              t.ShortType: "smallint", t.ByteType: "smallint", t.BooleanType: "boolean",
+              t.DoubleType: "double precision", t.FloatType: "real", t.DateType: "date",
+              t.TimestampType: "timestamp with time zone",
+              t.TimestampNTZType: "timestamp without time zone"}
+    for spark_type, name in simple.items():
+        if isinstance(dtype, spark_type):
+            return name
+    if isinstance(dtype, t.DecimalType):
+        return f"numeric({dtype.precision},{dtype.scale})"
+    raise NotSupportedError(f"a column of type {dtype.simpleString()} cannot go into a "
+                            "PostgreSQL table yet",
+                            hint="cast it to STRING or a number in the SELECT")
+
+
+class PostgresTable:
+    """The current row of every window of a query, in ``schema.table`` of ``connection``
+    (see the module doc). The table is created when missing, its primary key the group
+    keys and the window; an existing table whose columns or key differ is refused before
+    anything is written."""
+
+    changelog_order = True  # the last change of a window decides its row
+
+    def __init__(self, connection: Connection, schema: str, table: str,
+                 query: str | None = None) -> None:
+        self.connection = connection
+        self.schema = schema
+        self.table = table
+        #: the progress row's query name (the query's name when ``open`` is given one)
+        self.query = query
+        self.columns: list[tuple[str, str]] = []
+        self.key: list[str] = []
+        self.last_batch = -1
+        self._conn: Any = None
+
+    def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
+        return None
+
+    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+             name: str | None) -> None:
+        """Check or create the table and the progress table; read the last batch id."""
+        self.query = self.query or name or f"{self.schema}.{self.table}"
+        self.columns = [(f.name, pg_type(f.dataType)) for f in schema.fields
+                        if f.name != "is_retraction"]
+        self.key = [*key_names, "window_start", "window_end"]
+        with self._transaction() as cur:
+            self._check_or_create(cur)
+            cur.execute(self._sql("SELECT batch_id FROM {progress} "
+                                  "WHERE query = %s AND target = %s"),
+                        (self.query, self.table))
+            row = cur.fetchone()
+            self.last_batch = row[0] if row else -1
+
+    def commit(self, batch: DataFrame, batch_id: int) -> None:
+        """Apply one micro-batch's changes and its progress in one transaction, once."""
+        data = _csv(batch)
+        for attempt in range(TRIES):
+            try:
+                self._apply(data, batch_id)
+                return
+            except _lost() as e:
+                self._drop_connection()
+                if attempt == TRIES - 1:
+                    raise DatabaseError(f"{self.query}: the database was lost at batch "
+                                        f"{batch_id}: {said(e, self.connection)}") from None
+                time.sleep(PAUSE * 2 ** attempt)
+
+    def _apply(self, data: bytes, batch_id: int) -> None:
+        with self._transaction() as cur:
+            cur.execute(self._sql("SELECT batch_id FROM {progress} WHERE query = %s "
+                                  "AND target = %s FOR UPDATE"), (self.query, self.table))
+            row = cur.fetchone()
+            if row is not None and row[0] >= batch_id:  # committed before a crash
+                self.last_batch = row[0]
+                return
+            cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
+            cur.execute(f"CREATE TEMP TABLE dfsql_stage ({cols}, is_retraction boolean, "
+                        "dfsql_seq bigint) ON COMMIT DROP")
+            names = ", ".join(f'"{c}"' for c, _ in self.columns)
+            with cur.copy(f"COPY dfsql_stage ({names}, is_retraction, dfsql_seq) FROM "
+                          "STDIN (FORMAT csv, HEADER true)") as copy:
+                copy.write(data)
+            ident = ", ".join(f'"{c}"' for c in self.key)
+            same = " AND ".join(f't."{c}" IS NOT DISTINCT FROM s."{c}"' for c in self.key)
+            cur.execute(self._sql("DELETE FROM {target} t USING (SELECT DISTINCT "
+                                  f"{ident} FROM dfsql_stage) s WHERE {same}"))
+            cur.execute(self._sql(
+                f"INSERT INTO {{target}} ({names}) SELECT {names} FROM (SELECT DISTINCT ON "
+                f"({ident}) * FROM dfsql_stage ORDER BY {ident}, dfsql_seq DESC) last "
+                "WHERE NOT last.is_retraction"))
+            cur.execute(self._sql("INSERT INTO {progress} (query, target, batch_id) "
+                                  "VALUES (%s, %s, %s) ON CONFLICT (query, target) DO "
+                                  "UPDATE SET batch_id = EXCLUDED.batch_id"),
+                        (self.query, self.table, batch_id))
+        self.last_batch = batch_id
+
+    def _check_or_create(self, cur: Any) -> None:
+        cur.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM "
+                    "pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN "
+                    "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                    "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY "
+                    "a.attnum", (self.schema, self.table))
+        found = [tuple(r) for r in cur.fetchall()]
+        where = f"{self.connection.name}.{self.schema}.{self.table}"
+        if found:
+            cur.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
+                        "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE "
+                        "i.indrelid = %s::regclass AND i.indisprimary",
+                        (self._sql("{target}"),))
+            key = sorted(r[0] for r in cur.fetchall())
+            if found != self.columns or key != sorted(self.key):
+                raise DatabaseError(
+                    f"{where} has other columns or another primary key than the query's "
+                    "results", hint="want " + ", ".join(f"{c} {t}" for c, t in self.columns)
+                    + f"; primary key ({', '.join(self.key)})")
+        else:
+            cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
+            pk = ", ".join(f'"{c}"' for c in self.key)
+            cur.execute(self._sql(f"CREATE TABLE {{target}} ({cols}, PRIMARY KEY ({pk}))"))
+        cur.execute(self._sql("CREATE TABLE IF NOT EXISTS {progress} (query text, target "
+                              "text, batch_id bigint NOT NULL, PRIMARY KEY (query, target))"))
+
+    def _sql(self, text: str) -> str:
+        """``text`` with ``{target}`` and ``{progress}`` as quoted names."""
+        schema = _quoted(self.schema)
+        return text.replace("{target}", f"{schema}.{_quoted(self.table)}").replace(
+            "{progress}", f"{schema}.{PROGRESS}")
+
+    def _transaction(self) -> Any:
+        """A transaction on the sink's connection (a new one after a loss): committed
+        when the block ends, rolled back when it raises."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def tx():
+            if self._conn is None or self._conn.closed:
+                self._conn = self.connection.connect()
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                yield cur
+        return tx()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # already gone with the database
+                pass
+        self._conn = None
+
+    def close(self) -> None:
+        self._drop_connection()
+
+
+def _lost() -> tuple[type[BaseException], ...]:
+    """The errors that mean the connection or the server went away (tried again)."""
+    import psycopg
+
+    return (psycopg.OperationalError, psycopg.errors.AdminShutdown,
+            psycopg.errors.CannotConnectNow)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _csv(batch: DataFrame) -> bytes:
+    """The batch as CSV for ``COPY``, in changelog order, with its row's place in it."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = batch.toArrow()
+    table = table.append_column("dfsql_seq", pa.array(np.arange(table.num_rows)))
+    others = [c for c in table.column_names if c not in ("is_retraction", "dfsql_seq")]
+    table = table.select([*others, "is_retraction", "dfsql_seq"])
+    out = io.BytesIO()
+    pacsv.write_csv(table, out)
+    return out.getvalue()

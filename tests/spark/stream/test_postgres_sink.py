@@ -1,0 +1,215 @@
+"""A live stream's results in a real PostgreSQL table, exactly once
+(docs/guides/databases.md): :class:`~dfsql.spark.stream.postgres_sink.PostgresTable`
+through the sink seam (``dfsql.start(sink=...)``).
+
+Expected rows are Figure 14's changelog applied by hand (a retraction removes its
+window's row, a pane replaces it), as the TableSink's test derives them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+import dfsql
+from dfsql.connections import Connections
+from dfsql.errors import DatabaseError
+from dfsql.spark.stream.postgres_sink import PostgresTable
+from tests.paper import FIGURES
+from tests.postgres import Postgres
+from tests.spark.feeds import paper_events, with_sentinel, write_parts
+
+FIG14 = FIGURES["fig14_sessions_retracting"]
+UTC = timezone.utc
+
+
+@pytest.fixture(scope="module")
+def pg():
+    server = Postgres()
+    server.start()
+    yield server
+    server.stop()
+    server.remove()
+
+
+@pytest.fixture(scope="module")
+def conn(pg):
+    return Connections().add("warehouse_db", pg.url())
+
+
+def _fig14_current() -> set[tuple]:
+    """Figure 14's changelog applied row by row: each live window's last total."""
+    current: dict = {}
+    for r in FIG14["expected"]:
+        window = (r["key"], r["window_start"], r["window_end"])
+        if r["is_retraction"]:
+            current.pop(window, None)
+        else:
+            current[window] = r["total"]
+    return {(k, datetime.strptime(s, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+             datetime.strptime(e, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), t)
+            for (k, s, e), t in current.items()}
+
+
+def _rows(pg, table: str) -> set[tuple]:
+    with pg.connect() as c:
+        return {tuple(r) for r in c.execute(
+            f"SELECT key, window_start, window_end, total FROM public.{table}")}
+
+
+def _stream(spark, tmp_path, view: str):
+    frame = with_sentinel(paper_events())
+    # a file per arrival minute: the 9 that merges the first two sessions and the 8 that
+    # joins them arrive in batches after theirs (retractions of merged sessions)
+    write_parts(frame, [2, 5, 6, 8, 10], tmp_path / "in")
+    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+     .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+     .createOrReplaceTempView(view))
+
+
+def test_the_table_holds_the_current_row_of_every_live_window(spark, paper_tables, pg, conn,
+                                                               tmp_path):
+    _stream(spark, tmp_path, "fig14_pg")
+    sink = PostgresTable(conn, "public", "fig14_current")
+    q = dfsql.start(FIG14["query"].replace("FROM scores", "FROM fig14_pg"), sink=sink,
+                    checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
+                    name="fig14_pg", spark=spark)
+    q.awaitTermination()
+    assert _rows(pg, "fig14_current") == _fig14_current()
+    with pg.connect() as c:  # one progress row: the last of the 6 micro-batches
+        assert c.execute("SELECT query, target, batch_id FROM public.dfsql_progress "
+                         "WHERE target = 'fig14_current'").fetchall() == [
+            ("fig14_pg", "fig14_current", 5)]
+        key = c.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
+                        "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE "
+                        "i.indrelid = 'public.fig14_current'::regclass AND i.indisprimary "
+                        "ORDER BY a.attname").fetchall()
+    assert [k for (k,) in key] == ["key", "window_end", "window_start"]
+    sink.close()
+
+
+def _batch(spark, rows):
+    return spark.createDataFrame(rows, "key STRING, total BIGINT, window_start TIMESTAMP, "
+                                 "window_end TIMESTAMP, pane_index BIGINT, pane_timing "
+                                 "STRING, is_last BOOLEAN, emit_time TIMESTAMP, "
+                                 "is_retraction BOOLEAN")
+
+
+T = [datetime(2024, 1, 1, 0, m, tzinfo=UTC) for m in range(10)]
+
+
+def _opened(spark, conn, table: str, query: str = "q") -> PostgresTable:
+    sink = PostgresTable(conn, "public", table, query=query)
+    sink.open(spark, _batch(spark, []).schema, ("key",), query)
+    return sink
+
+
+def test_a_replayed_batch_changes_nothing_and_a_new_sink_resumes(spark, pg, conn):
+    sink = _opened(spark, conn, "replayed")
+    early = ("a", 3, T[0], T[2], 0, "EARLY", False, T[1], False)
+    sink.commit(_batch(spark, [early]), 0)
+    # batch 1: the early pane retracted and replaced by the on-time one; b's first pane
+    on_time = [("a", 3, T[0], T[2], 0, "EARLY", False, T[2], True),
+               ("a", 5, T[0], T[2], 1, "ON_TIME", False, T[2], False),
+               ("b", 7, T[0], T[2], 0, "ON_TIME", False, T[2], False)]
+    sink.commit(_batch(spark, on_time), 1)
+    want = {("a", T[0], T[2], 5), ("b", T[0], T[2], 7)}
+    assert _rows(pg, "replayed") == want
+    sink.commit(_batch(spark, on_time), 1)  # Spark replays the last batch after a crash
+    sink.commit(_batch(spark, [early]), 0)
+    assert _rows(pg, "replayed") == want
+    again = _opened(spark, conn, "replayed")  # a restarted process
+    assert again.last_batch == 1
+    # b retracted without a successor: its row is deleted; a's stays (closed)
+    again.commit(_batch(spark, [("b", 7, T[0], T[2], 0, "ON_TIME", False, T[3], True)]), 2)
+    assert _rows(pg, "replayed") == {("a", T[0], T[2], 5)}
+    sink.close()
+    again.close()
+
+
+def test_a_transaction_killed_before_its_commit_leaves_nothing(spark, pg, conn,
+                                                              monkeypatch):
+    """The database drops the sink's connection after the batch's COPY, before its
+    COMMIT (a reader holds the table, so the sink waits at its DELETE; then its backend
+    is terminated): nothing of the batch is in the table, and the batch applied again is
+    applied once."""
+    import threading
+
+    import dfsql.spark.stream.postgres_sink as ps
+
+    sink = _opened(spark, conn, "killed")
+    sink.commit(_batch(spark, [("a", 1, T[0], T[2], 0, "EARLY", False, T[1], False)]), 0)
+    pane = _batch(spark, [("a", 1, T[0], T[2], 0, "EARLY", False, T[2], True),
+                          ("a", 4, T[0], T[2], 1, "ON_TIME", False, T[2], False)])
+    pid = sink._conn.info.backend_pid
+    monkeypatch.setattr(ps, "TRIES", 1)
+    failed: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            sink.commit(pane, 1)
+        except DatabaseError as e:
+            failed.append(e)
+
+    with pg.connect() as holder:
+        holder.autocommit = False
+        holder.execute("LOCK TABLE public.killed IN ACCESS EXCLUSIVE MODE")
+        worker = threading.Thread(target=commit)
+        worker.start()
+        with pg.connect() as watch:  # the sink's backend waiting on the lock: past COPY
+            for _ in range(600):
+                waiting = watch.execute("SELECT wait_event_type FROM pg_stat_activity "
+                                        "WHERE pid = %s", (pid,)).fetchone()
+                if waiting == ("Lock",):
+                    break
+                threading.Event().wait(0.1)
+            assert waiting == ("Lock",)
+            watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        worker.join(120)
+        holder.rollback()
+    assert failed and "lost at batch 1" in str(failed[0])
+    assert _rows(pg, "killed") == {("a", T[0], T[2], 1)}
+    resumed = _opened(spark, conn, "killed")
+    assert resumed.last_batch == 0
+    resumed.commit(pane, 1)
+    resumed.commit(pane, 1)
+    assert _rows(pg, "killed") == {("a", T[0], T[2], 4)}
+    sink.close()
+    resumed.close()
+
+
+def test_the_database_restarted_mid_batch_is_tried_again(spark, pg, conn):
+    sink = _opened(spark, conn, "restarted")
+    sink.commit(_batch(spark, [("a", 1, T[0], T[2], 0, "EARLY", False, T[1], False)]), 0)
+    pg.restart()
+    sink.commit(_batch(spark, [("a", 2, T[0], T[2], 1, "EARLY", False, T[2], False)]), 1)
+    assert _rows(pg, "restarted") == {("a", T[0], T[2], 2)}
+    sink.close()
+
+
+def test_a_table_of_other_columns_is_refused_before_anything_is_written(spark, pg, conn):
+    with pg.connect() as c:
+        c.execute("CREATE TABLE public.other (key text PRIMARY KEY, total bigint)")
+        c.execute("INSERT INTO public.other VALUES ('x', 1)")
+    with pytest.raises(DatabaseError) as info:
+        _opened(spark, conn, "other")
+    assert "warehouse_db.public.other has other columns" in str(info.value)
+    assert "primary key (key, window_start, window_end)" in str(info.value)
+    with pg.connect() as c:
+        assert c.execute("SELECT * FROM public.other").fetchall() == [("x", 1)]
+
+
+def test_a_refused_login_names_the_connection_never_the_password(spark, pg):
+    with pg.connect() as c:
+        c.execute("CREATE ROLE reader LOGIN PASSWORD 'right-horse-battery'")
+    conn = Connections().add("guarded", pg.url("reader"), password="wrong-staple-42")
+    with pytest.raises(DatabaseError) as info:
+        _opened(spark, conn, "never")
+    text = str(info.value)
+    assert text.startswith("connection guarded (postgresql://reader@127.0.0.1:")
+    assert "password authentication failed" in text
+    assert "wrong-staple-42" not in text and "right-horse" not in text
+    assert "wrong-staple-42" not in repr(conn)
+    good = Connections().add("guarded", pg.url("reader"), password="right-horse-battery")
+    with good.connect() as c:
+        assert c.execute("SELECT current_user").fetchone() == ("reader",)
