@@ -23,12 +23,19 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dfsql.connections import CONNECTIONS
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
 from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_kept import Altered, Keeper, drop_old_places
 from dfsql.continuous_queries import QUERIES, Running
 from dfsql.continuous_show import Totals, current_totals, show_queries
-from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
+from dfsql.errors import (
+    AnalysisError,
+    DatabaseError,
+    DfsqlError,
+    NotSupportedError,
+    SourceError,
+)
 from dfsql.language.continuous import (
     Backfill,
     ContinuousStatement,
@@ -123,7 +130,7 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFra
                         "Connect keeps on its server", stmt.query_offset, "STOP the query "
                         "and CREATE the new one, or run dfsql on classic Spark")
     created = r.created()
-    written = statement_into(r.name, created.sink, created.path)
+    written = statement_into(r.name, created.sink, created.path, created.target)
     directory = written.directory  # restated by retractions (None: whole)
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
@@ -225,7 +232,10 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
-    into = statement_into(stmt.name, stmt.sink, stmt.path)
+    if stmt.target is not None:  # an unknown connection, placed at its name
+        p = src.pos(stmt.target_offset)
+        CONNECTIONS.named(stmt.target[0], p.line, p.column)
+    into = statement_into(stmt.name, stmt.sink, stmt.path, stmt.target)
     if into.classic_only is not None and spark_context(spark) is None:
         raise src.error(NotSupportedError, into.classic_only[0], stmt.name_offset,
                         into.classic_only[1])
@@ -247,6 +257,11 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         progress_log.watch(spark, stmt.name, checkpoint)
         query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
                       spark=spark, backfill=history)
+    except DatabaseError as e:
+        if e.line is None and stmt.target is not None:  # the table's: placed at its name
+            p = src.pos(stmt.target_offset)
+            raise DatabaseError(e.message, p.line, p.column, e.hint) from None
+        raise
     except SourceError as e:
         if e.line == 1 and e.column == 1:  # "not over a stream": point at the query
             p = src.pos(stmt.query_offset)

@@ -3,7 +3,7 @@ stream), so that every interface — ``dfsql.sql``, the Thrift endpoint, the she
 run them as SQL::
 
     CREATE STREAMING QUERY name
-        [INTO TABLE | INTO DIRECTORY 'path']
+        [INTO TABLE [NAME.schema.table] | INTO DIRECTORY 'path']
         [CHECKPOINT 'path']
         [BACKFILL FROM <bounded table or (query)>]
         AS <windowed query over a streaming source>
@@ -39,7 +39,8 @@ from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
 from dfsql.language.statement import Statement, parse_statement
 from dfsql.language.statement_facts import StatementFacts, with_history
 
-SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE | INTO DIRECTORY 'path'] "
+SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE [NAME.schema.table] | "
+            "INTO DIRECTORY 'path'] "
             "[CHECKPOINT 'path'] [BACKFILL FROM <table or (query)>] AS <windowed query>")
 
 #: what Spark is given to read a backfill's relation (see :attr:`Backfill.sql`)
@@ -97,8 +98,13 @@ class ContinuousStatement:
     kind: str  # create | show | stop | start | explain | alter
     name: str | None = None
     name_offset: int = 0
-    sink: str = "table"  # table | directory
+    sink: str = "table"  # table | directory | database
     path: str | None = None
+    #: INTO TABLE NAME.schema.table: (connection, schema, table), the names unquoted
+    #: (docs/guides/databases.md); None: not a database
+    target: tuple[str, str, str] | None = None
+    #: where the target's connection name starts
+    target_offset: int = -1
     checkpoint: str | None = None
     #: the statement's text with everything before the query blanked (CREATE only)
     query: str = ""
@@ -219,7 +225,8 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                             words[4].start, _SYNOPSES[kind])
         return ContinuousStatement(kind, name, name_tok.start)
     sink, path, checkpoint, backfill = "table", None, None, None
-    path_at = checkpoint_at = -1
+    path_at = checkpoint_at = target_at = -1
+    target = None
     i = 4
     seen: set[str] = set()
     while i < len(words) and not words[i].is_word("AS"):
@@ -229,6 +236,10 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
             nxt = words[i + 1] if i + 1 < len(words) else None
             if nxt is not None and nxt.is_word("TABLE"):
                 sink, i = "table", i + 2
+                if i < len(words) and not words[i].is_word("AS") and not any(
+                        words[i].is_word(w) for w in ("CHECKPOINT", "BACKFILL")):
+                    target, i = _database_table(src, words, i), i + 5
+                    sink, target_at = "database", words[i - 5].start
                 continue
             if nxt is not None and nxt.is_word("DIRECTORY"):
                 arg = words[i + 2] if i + 2 < len(words) else None
@@ -261,10 +272,24 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
         raise src.error(DfsqlSyntaxError, "CREATE STREAMING QUERY needs AS <windowed query>",
                         at.end, SYNOPSIS)
     body = words[i + 1].start
-    return ContinuousStatement("create", name, name_tok.start, sink, path, checkpoint,
-                               splice(text, [(0, body, "")]), body,
+    return ContinuousStatement("create", name, name_tok.start, sink, path,
+                               checkpoint=checkpoint, query=splice(text, [(0, body, "")]),
+                               query_offset=body, target=target, target_offset=target_at,
                                path_offset=path_at, checkpoint_offset=checkpoint_at,
                                backfill=backfill)
+
+
+def _database_table(src: Source, words: list[Token], i: int) -> tuple[str, str, str]:
+    """``NAME.schema.table`` at ``words[i]`` (each part a name or a quoted name)."""
+    parts = words[i:i + 5]
+    names = [t for t in parts[0::2] if t.kind in ("word", "quoted")]
+    dots = [t for t in parts[1::2] if t.kind == "punct" and t.text == "."]
+    if len(names) != 3 or len(dots) != 2:
+        raise src.error(DfsqlSyntaxError, "a database table is NAME.schema.table",
+                        words[i].start, "NAME is a connection (dfsql.connection, "
+                        "--connection), e.g. INTO TABLE warehouse.public.user_sessions")
+    return tuple(t.text[1:-1].replace("``", "`") if t.kind == "quoted" else t.text
+                 for t in names)  # type: ignore[return-value]
 
 
 ALTER_SYNOPSIS = "ALTER STREAMING QUERY name AS <windowed query>"

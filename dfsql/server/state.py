@@ -154,6 +154,9 @@ class StateDir:
             "owner": owner,
             "sink": stmt.sink,
             "directory": stmt.path,
+            # INTO TABLE NAME.schema.table's names (no host, user or password: the
+            # connection is named again by whoever starts the server)
+            "target": list(stmt.target) if stmt.target else None,
             # DIR's own places relative to DIR (it may move); the user's as given
             "checkpoint": stmt.checkpoint or str(Path(checkpoint).relative_to(self.root)),
             "table": str(Path(table).relative_to(self.root)) if stmt.sink == "table" else None,
@@ -213,7 +216,8 @@ class StateDir:
         try:
             record = json.loads(path.read_text())
             name, owner = record.get("name", name), record.get("owner")
-            sink = statement_into(name, record.get("sink"), record.get("directory")).where
+            sink = statement_into(name, record.get("sink"), record.get("directory"),
+                                  record.get("target")).where
             self._restart(record, spark, setup, judge)
             return Restarted(name, True, str(self.root / record["checkpoint"]),
                              time.monotonic() - began)

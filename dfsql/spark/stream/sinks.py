@@ -81,13 +81,16 @@ class Into:
         return self.build(place, changed, log_base, previous)
 
 
-def statement_into(name: str, into: str, path: str | None) -> Into:
+def statement_into(name: str, into: str, path: str | None,
+                   target: tuple[str, str, str] | None = None) -> Into:
     """The one place CREATE STREAMING QUERY's ``INTO TABLE`` / ``INTO DIRECTORY 'path'``
     (``into``: the statement's ``sink``, "table" or "directory") becomes a sink for the
     query ``name`` (docs/guides/streams.md#continuous-queries-as-statements): a table is
     a :class:`TableSink` (``global_temp.<name>``) that a changed version ``replaces``; a
     directory is Spark's file sink, a changed version's a
     :class:`~dfsql.spark.stream.restate.LoggedDirectory` going on with its log."""
+    if into == "database":
+        return _database_into(name, target)
     if into == "directory":
         return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(str(path))}",
                     path, None, lambda place, changed, log_base, previous:
@@ -100,6 +103,32 @@ def statement_into(name: str, into: str, path: str | None) -> Into:
                 lambda place, changed, log_base, previous:
                 TableSink(name, path=place, global_view=True, replaces=changed,
                           previous=previous))
+
+
+def _database_into(name: str, target: tuple[str, str, str] | None) -> Into:
+    """``INTO TABLE NAME.schema.table``: a :class:`~dfsql.spark.stream.postgres_sink.
+    PostgresTable` over the connection ``NAME`` (docs/guides/databases.md)."""
+    from dfsql.connections import CONNECTIONS
+    from dfsql.spark.stream.postgres_sink import PostgresTable
+
+    assert target is not None
+    conn_name, schema, table = target
+    conn = CONNECTIONS.named(conn_name)
+    written = ".".join(quoted_name(p) for p in target)
+    return Into(f"table {conn.name}.{schema}.{table}", f" INTO TABLE {written}", None,
+                ("INTO TABLE NAME.schema.table is not supported over Spark Connect yet: "
+                 "its transactions are this process's, which a Spark Connect server does "
+                 "not run", "run dfsql on classic Spark"),
+                lambda place, changed, log_base, previous:
+                PostgresTable(conn, schema, table, query=name))
+
+
+def quoted_name(name: str) -> str:
+    """``name`` as a statement writes it: bare when it is a plain name, else quoted."""
+    import re
+
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else \
+        "`" + name.replace("`", "``") + "`"
 
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,

@@ -13,7 +13,7 @@ import pytest
 
 import dfsql
 from dfsql.connections import Connections
-from dfsql.errors import DatabaseError
+from dfsql.errors import DatabaseError, DfsqlError
 from dfsql.spark.stream.postgres_sink import PostgresTable
 from tests.paper import FIGURES
 from tests.postgres import Postgres
@@ -213,3 +213,63 @@ def test_a_refused_login_names_the_connection_never_the_password(spark, pg):
     good = Connections().add("guarded", pg.url("reader"), password="right-horse-battery")
     with good.connect() as c:
         assert c.execute("SELECT current_user").fetchone() == ("reader",)
+
+
+@pytest.fixture
+def named(pg):
+    """The connection ``warehouse_db`` named for this process's statements."""
+    from dfsql.connections import CONNECTIONS
+
+    dfsql.connection("warehouse_db", pg.url())
+    yield "warehouse_db"
+    CONNECTIONS.remove("warehouse_db")
+
+
+@pytest.fixture
+def scores_live(spark, paper_tables, tmp_path):
+    from tests.conftest import paper_stream_dir
+
+    src = paper_stream_dir(tmp_path / "scores")
+    schema = spark.read.parquet(str(src)).schema
+    spark.readStream.schema(schema).parquet(str(src)).createOrReplaceTempView("pg_scores")
+    yield "pg_scores"
+    spark.catalog.dropTempView("pg_scores")  # the session is shared with later modules
+
+
+def _create(into: str) -> str:
+    return (f"CREATE STREAMING QUERY fig14_into\nINTO TABLE {into}\nAS "
+            + FIG14["query"].replace("FROM scores", "FROM pg_scores"))
+
+
+def test_create_streaming_query_into_a_database_table(spark, pg, named, scores_live):
+    from dfsql.continuous_queries import QUERIES
+
+    created = dfsql.sql(_create("warehouse_db.public.`fig14 into`"), spark).collect()
+    try:
+        assert [(r.name, r.sink) for r in created] == [
+            ("fig14_into", "table warehouse_db.public.fig14 into")]
+        QUERIES.running["fig14_into"].query.processAllAvailable()
+        assert _rows(pg, '"fig14 into"') == _fig14_current()
+        shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()
+        assert [(r.name, r.sink) for r in shown] == [
+            ("fig14_into", "table warehouse_db.public.fig14 into")]
+    finally:
+        dfsql.sql("STOP STREAMING QUERY fig14_into", spark)
+
+
+@pytest.mark.parametrize(("into", "at", "says"), [
+    ("nowhere.public.t", (2, 12), "nowhere is not a connection"),
+    ("warehouse_db.public.other_columns", (2, 12),
+     "warehouse_db.public.other_columns has other columns"),
+    ("warehouse_db.t", (2, 12), "a database table is NAME.schema.table"),
+])
+def test_a_wrong_database_table_is_a_positioned_error_and_starts_nothing(
+        spark, pg, named, scores_live, into, at, says):
+    with pg.connect() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS public.other_columns (key text PRIMARY KEY)")
+    with pytest.raises(DfsqlError) as info:
+        dfsql.sql(_create(into), spark)
+    assert (info.value.line, info.value.column) == at
+    assert says in info.value.message
+    assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
+    assert not [q for q in spark.streams.active if q.name == "fig14_into"]
