@@ -137,6 +137,9 @@ def serve(args: argparse.Namespace) -> int:
         raise DfsqlError("--http-path is the path of the HTTP transport",
                          hint="add --transport-mode http")
     streams = parse_streams(args.stream)
+    from dfsql.connections import from_flags
+
+    from_flags(args.connection, args.connection_password_file)  # before kept queries start
     spark = dfsql.session(task_slots=args.task_slots)
     for view in streams:  # columns Spark cannot read: one error now, not one per login
         view.struct(spark)
@@ -413,6 +416,14 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                             "in every session (repeatable); 'NAME=DIR json (key STRING, "
                             "t TIMESTAMP)' gives the format and columns, and DIR may be "
                             "empty; files must be renamed into DIR whole, in arrival order")
+    p_srv.add_argument("--connection", action="append", default=[], metavar="NAME=URL",
+                       help="name a database for statements (INTO TABLE NAME.schema.table; "
+                            "repeatable): URL is postgresql://USER@HOST[:PORT]/DB, without "
+                            "a password (docs/guides/databases.md)")
+    p_srv.add_argument("--connection-password-file", action="append", default=[],
+                       metavar="NAME=FILE",
+                       help="the password of connection NAME, on FILE's first line (else "
+                            "libpq's PGPASSWORD or ~/.pgpass)")
     p_srv.add_argument("--state-dir", metavar="DIR",
                        help="keep every CREATE STREAMING QUERY in DIR (its statement, "
                             "checkpoint and table) and start them again, from their "

@@ -149,3 +149,31 @@ CONNECTIONS = Connections()
 def connection(name: str, url: str, password: str | None = None) -> Connection:
     """Name a database for the statements of this process: ``NAME.schema.table``."""
     return CONNECTIONS.add(name, url, password)
+
+
+def from_flags(named: list[str], password_files: list[str]) -> list[Connection]:
+    """``dfsql serve --connection NAME=URL`` (repeatable) with ``--connection-password-file
+    NAME=FILE``: each connection named in this process. A password file holds the
+    password on its first line; a file for a name not given is a mistake."""
+    passwords: dict[str, str] = {}
+    for flag in password_files:
+        name, sep, path = flag.partition("=")
+        if not sep or not path:
+            raise DatabaseError(f"--connection-password-file {flag}: expected NAME=FILE")
+        try:
+            with open(path) as f:
+                passwords[name.lower()] = f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise DatabaseError(f"--connection-password-file {name}: cannot read {path}: "
+                                f"{e.strerror}") from None
+    added = []
+    for flag in named:
+        name, sep, url = flag.partition("=")
+        if not sep:
+            raise DatabaseError(f"--connection {_without_password(flag)}: expected NAME=URL",
+                                hint="e.g. --connection warehouse=postgresql://ada@db:5432/sales")
+        added.append(CONNECTIONS.add(name, url, passwords.pop(name.lower(), None)))
+    if passwords:
+        raise DatabaseError(f"--connection-password-file {', '.join(sorted(passwords))}: "
+                            "no --connection of that name")
+    return added
