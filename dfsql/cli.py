@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dfsql
+from dfsql.connections import from_flags
 from dfsql.errors import DfsqlError
 from dfsql.language.costs import (
     set_max_trigger_nodes,
@@ -137,8 +138,6 @@ def serve(args: argparse.Namespace) -> int:
         raise DfsqlError("--http-path is the path of the HTTP transport",
                          hint="add --transport-mode http")
     streams = parse_streams(args.stream)
-    from dfsql.connections import from_flags
-
     from_flags(args.connection, args.connection_password_file)  # before kept queries start
     spark = dfsql.session(task_slots=args.task_slots)
     for view in streams:  # columns Spark cannot read: one error now, not one per login

@@ -238,8 +238,8 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                 sink, i = "table", i + 2
                 if i < len(words) and not words[i].is_word("AS") and not any(
                         words[i].is_word(w) for w in ("CHECKPOINT", "BACKFILL")):
-                    target, i = _database_table(src, words, i), i + 5
-                    sink, target_at = "database", words[i - 5].start
+                    sink, target_at = "database", words[i].start
+                    target, i = _database_table(src, words, i)
                 continue
             if nxt is not None and nxt.is_word("DIRECTORY"):
                 arg = words[i + 2] if i + 2 < len(words) else None
@@ -279,17 +279,31 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                                backfill=backfill)
 
 
-def _database_table(src: Source, words: list[Token], i: int) -> tuple[str, str, str]:
-    """``NAME.schema.table`` at ``words[i]`` (each part a name or a quoted name)."""
-    parts = words[i:i + 5]
-    names = [t for t in parts[0::2] if t.kind in ("word", "quoted")]
-    dots = [t for t in parts[1::2] if t.kind == "punct" and t.text == "."]
-    if len(names) != 3 or len(dots) != 2:
-        raise src.error(DfsqlSyntaxError, "a database table is NAME.schema.table",
-                        words[i].start, "NAME is a connection (dfsql.connection, "
-                        "--connection), e.g. INTO TABLE warehouse.public.user_sessions")
-    return tuple(t.text[1:-1].replace("``", "`") if t.kind == "quoted" else t.text
-                 for t in names)  # type: ignore[return-value]
+def _database_table(src: Source, words: list[Token], i: int) -> tuple[tuple[str, str, str], int]:
+    """``NAME.schema.table`` or ``NAME.table`` (schema ``public``) at ``words[i]``, each
+    part a name or a quoted name; and the index after it."""
+    names: list[Token] = []
+    j = i
+    while j < len(words) and words[j].kind in ("word", "quoted") and len(names) < 3:
+        names.append(words[j])
+        if j + 1 < len(words) and words[j + 1].kind == "punct" and words[j + 1].text == ".":
+            j += 2
+            continue
+        j += 1
+        break
+    else:
+        names = []
+    if len(names) < 2 or (j < len(words) and words[j].kind == "punct"
+                          and words[j].text == "."):
+        raise src.error(DfsqlSyntaxError, "a database table is NAME.schema.table or "
+                        "NAME.table", words[i].start, "NAME is a connection "
+                        "(dfsql.connection, --connection), e.g. INTO TABLE "
+                        "warehouse.public.user_sessions")
+    parts = [t.text[1:-1].replace("``", "`") if t.kind == "quoted" else t.text
+             for t in names]
+    if len(parts) == 2:
+        parts.insert(1, "public")
+    return (parts[0], parts[1], parts[2]), j
 
 
 ALTER_SYNOPSIS = "ALTER STREAMING QUERY name AS <windowed query>"

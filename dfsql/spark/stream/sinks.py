@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dfsql.connections import CONNECTIONS
 from dfsql.language.continuous import string_literal
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
 from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
 from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
 from dfsql.spark.stream.plain_sinks import CallableSink, ConsoleSink, FileSink, MemorySink
+from dfsql.spark.stream.postgres_sink import PostgresTable
 from dfsql.spark.stream.restate import LoggedDirectory
 from dfsql.spark.stream.sink import Sink, batch_rows
 from dfsql.spark.stream.table_sink import AppendView, TableSink
@@ -108,9 +110,6 @@ def statement_into(name: str, into: str, path: str | None,
 def _database_into(name: str, target: tuple[str, str, str] | None) -> Into:
     """``INTO TABLE NAME.schema.table``: a :class:`~dfsql.spark.stream.postgres_sink.
     PostgresTable` over the connection ``NAME`` (docs/guides/databases.md)."""
-    from dfsql.connections import CONNECTIONS
-    from dfsql.spark.stream.postgres_sink import PostgresTable
-
     assert target is not None
     conn_name, schema, table = target
     conn = CONNECTIONS.named(conn_name)

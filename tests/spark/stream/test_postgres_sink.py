@@ -261,7 +261,7 @@ def test_create_streaming_query_into_a_database_table(spark, pg, named, scores_l
     ("nowhere.public.t", (2, 12), "nowhere is not a connection"),
     ("warehouse_db.public.other_columns", (2, 12),
      "warehouse_db.public.other_columns has other columns"),
-    ("warehouse_db.t", (2, 12), "a database table is NAME.schema.table"),
+    ("t", (2, 12), "a database table is NAME.schema.table or NAME.table"),
 ])
 def test_a_wrong_database_table_is_a_positioned_error_and_starts_nothing(
         spark, pg, named, scores_live, into, at, says):
