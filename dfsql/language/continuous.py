@@ -3,7 +3,8 @@ stream), so that every interface — ``dfsql.sql``, the Thrift endpoint, the she
 run them as SQL::
 
     CREATE STREAMING QUERY name
-        [INTO TABLE [NAME.schema.table] | INTO DIRECTORY 'path']
+        [INTO TABLE [NAME.schema.table] | INTO CHANGELOG NAME.schema.table
+         | INTO DIRECTORY 'path']
         [CHECKPOINT 'path']
         [BACKFILL FROM <bounded table or (query)>]
         AS <windowed query over a streaming source>
@@ -40,7 +41,7 @@ from dfsql.language.statement import Statement, parse_statement
 from dfsql.language.statement_facts import StatementFacts, with_history
 
 SYNOPSIS = ("CREATE STREAMING QUERY name [INTO TABLE [NAME.schema.table] | "
-            "INTO DIRECTORY 'path'] "
+            "INTO CHANGELOG NAME.schema.table | INTO DIRECTORY 'path'] "
             "[CHECKPOINT 'path'] [BACKFILL FROM <table or (query)>] AS <windowed query>")
 
 #: what Spark is given to read a backfill's relation (see :attr:`Backfill.sql`)
@@ -98,7 +99,7 @@ class ContinuousStatement:
     kind: str  # create | show | stop | start | explain | alter
     name: str | None = None
     name_offset: int = 0
-    sink: str = "table"  # table | directory | database
+    sink: str = "table"  # table | directory | database | changelog
     path: str | None = None
     #: INTO TABLE NAME.schema.table: (connection, schema, table), the names unquoted
     #: (docs/guides/databases.md); None: not a database
@@ -241,6 +242,15 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                     sink, target_at = "database", words[i].start
                     target, i = _database_table(src, words, i)
                 continue
+            if nxt is not None and nxt.is_word("CHANGELOG"):
+                sink, target_at = "changelog", words[i + 2].start if i + 2 < len(words) \
+                    else nxt.end
+                if i + 2 >= len(words):
+                    raise src.error(DfsqlSyntaxError, "INTO CHANGELOG needs a database "
+                                    "table", nxt.end, "e.g. INTO CHANGELOG "
+                                    "warehouse.public.user_sessions_changes")
+                target, i = _database_table(src, words, i + 2)
+                continue
             if nxt is not None and nxt.is_word("DIRECTORY"):
                 arg = words[i + 2] if i + 2 < len(words) else None
                 if arg is None or arg.kind != "string":
@@ -249,7 +259,8 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                                     "e.g. INTO DIRECTORY '/data/panes'")
                 sink, path, path_at, i = "directory", _string(arg), arg.start, i + 3
                 continue
-            raise src.error(DfsqlSyntaxError, "expected TABLE or DIRECTORY 'path' after INTO",
+            raise src.error(DfsqlSyntaxError, "expected TABLE, CHANGELOG or DIRECTORY 'path' "
+                            "after INTO",
                             (nxt or t).start if nxt else t.end, SYNOPSIS)
         if t.is_word("CHECKPOINT") and "CHECKPOINT" not in seen:
             seen.add("CHECKPOINT")

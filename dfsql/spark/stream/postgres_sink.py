@@ -51,13 +51,11 @@ def pg_type(dtype: DataType) -> str:
                             hint="cast it to STRING or a number in the SELECT")
 
 
-class PostgresTable:
-    """The current row of every window of a query, in ``schema.table`` of ``connection``
-    (see the module doc). The table is created when missing, its primary key the group
-    keys and the window; an existing table whose columns or key differ is refused before
-    anything is written."""
+class _PostgresSink:
+    """What both database sinks share: the table checked or created at ``open``, each
+    batch one transaction with the progress row (see the module doc)."""
 
-    changelog_order = True  # the last change of a window decides its row
+    changelog_order = True
 
     def __init__(self, connection: Connection, schema: str, table: str,
                  query: str | None = None) -> None:
@@ -78,9 +76,7 @@ class PostgresTable:
              name: str | None) -> None:
         """Check or create the table and the progress table; read the last batch id."""
         self.query = self.query or name or f"{self.schema}.{self.table}"
-        self.columns = [(f.name, pg_type(f.dataType)) for f in schema.fields
-                        if f.name != "is_retraction"]
-        self.key = [*key_names, "window_start", "window_end"]
+        self.columns, self.key = self._layout(schema, key_names)
         with self._transaction() as cur:
             self._check_or_create(cur)
             cur.execute(self._sql("SELECT batch_id FROM {progress} "
@@ -91,7 +87,7 @@ class PostgresTable:
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         """Apply one micro-batch's changes and its progress in one transaction, once."""
-        data = _csv(batch)
+        data = _csv(batch, batch_id if self._with_batch_id else None)
         for attempt in range(TRIES):
             try:
                 self._apply(data, batch_id)
@@ -111,26 +107,21 @@ class PostgresTable:
             if row is not None and row[0] >= batch_id:  # committed before a crash
                 self.last_batch = row[0]
                 return
-            cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
-            cur.execute(f"CREATE TEMP TABLE dfsql_stage ({cols}, is_retraction boolean, "
-                        "dfsql_seq bigint) ON COMMIT DROP")
-            names = ", ".join(f'"{c}"' for c, _ in self.columns)
-            with cur.copy(f"COPY dfsql_stage ({names}, is_retraction, dfsql_seq) FROM "
-                          "STDIN (FORMAT csv, HEADER true)") as copy:
-                copy.write(data)
-            ident = ", ".join(f'"{c}"' for c in self.key)
-            same = " AND ".join(f't."{c}" IS NOT DISTINCT FROM s."{c}"' for c in self.key)
-            cur.execute(self._sql("DELETE FROM {target} t USING (SELECT DISTINCT "
-                                  f"{ident} FROM dfsql_stage) s WHERE {same}"))
-            cur.execute(self._sql(
-                f"INSERT INTO {{target}} ({names}) SELECT {names} FROM (SELECT DISTINCT ON "
-                f"({ident}) * FROM dfsql_stage ORDER BY {ident}, dfsql_seq DESC) last "
-                "WHERE NOT last.is_retraction"))
+            self._write(cur, data)
             cur.execute(self._sql("INSERT INTO {progress} (query, target, batch_id) "
                                   "VALUES (%s, %s, %s) ON CONFLICT (query, target) DO "
                                   "UPDATE SET batch_id = EXCLUDED.batch_id"),
                         (self.query, self.table, batch_id))
         self.last_batch = batch_id
+
+    _with_batch_id = False
+
+    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+        raise NotImplementedError
+
+    def _write(self, cur: Any, data: bytes) -> None:
+        raise NotImplementedError
 
     def _check_or_create(self, cur: Any) -> None:
         cur.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM "
@@ -189,6 +180,59 @@ class PostgresTable:
         self._drop_connection()
 
 
+class PostgresTable(_PostgresSink):
+    """The current row of every window of a query, in ``schema.table`` of ``connection``
+    (see the module doc). The table is created when missing, its primary key the group
+    keys and the window; an existing table whose columns or key differ is refused before
+    anything is written."""
+
+    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+        return ([(f.name, pg_type(f.dataType)) for f in schema.fields
+                 if f.name != "is_retraction"], [*key_names, "window_start", "window_end"])
+
+    def _write(self, cur: Any, data: bytes) -> None:
+        """The batch staged, then each window it touches deleted and its last change
+        inserted unless that change is a retraction (the last change decides the row)."""
+        cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
+        cur.execute(f"CREATE TEMP TABLE dfsql_stage ({cols}, is_retraction boolean, "
+                    "dfsql_seq bigint) ON COMMIT DROP")
+        names = ", ".join(f'"{c}"' for c, _ in self.columns)
+        with cur.copy(f"COPY dfsql_stage ({names}, is_retraction, dfsql_seq) FROM "
+                      "STDIN (FORMAT csv, HEADER true)") as copy:
+            copy.write(data)
+        ident = ", ".join(f'"{c}"' for c in self.key)
+        same = " AND ".join(f't."{c}" IS NOT DISTINCT FROM s."{c}"' for c in self.key)
+        cur.execute(self._sql("DELETE FROM {target} t USING (SELECT DISTINCT "
+                              f"{ident} FROM dfsql_stage) s WHERE {same}"))
+        cur.execute(self._sql(
+            f"INSERT INTO {{target}} ({names}) SELECT {names} FROM (SELECT DISTINCT ON "
+            f"({ident}) * FROM dfsql_stage ORDER BY {ident}, dfsql_seq DESC) last "
+            "WHERE NOT last.is_retraction"))
+
+
+class PostgresChangelog(_PostgresSink):
+    """Every result row of a query appended to ``schema.table`` of ``connection``, pane
+    columns and ``is_retraction`` included, with its ``batch_id`` and ``batch_row``, its
+    place in the batch's changelog order (docs/reference.md#output-columns): a reader
+    orders by the two. Primary key (batch_id, batch_row)."""
+
+    _with_batch_id = True
+
+    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+        rows = [(f.name, pg_type(f.dataType)) for f in schema.fields
+                if f.name != "is_retraction"]
+        return ([*rows, ("is_retraction", "boolean"), ("batch_row", "bigint"),
+                 ("batch_id", "bigint")], ["batch_id", "batch_row"])
+
+    def _write(self, cur: Any, data: bytes) -> None:
+        names = ", ".join(f'"{c}"' for c, _ in self.columns)
+        with cur.copy(self._sql(f"COPY {{target}} ({names}) FROM STDIN (FORMAT csv, "
+                                "HEADER true)")) as copy:
+            copy.write(data)
+
+
 def _lost() -> tuple[type[BaseException], ...]:
     """The errors that mean the connection or the server went away (tried again)."""
     import psycopg
@@ -201,8 +245,9 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _csv(batch: DataFrame) -> bytes:
-    """The batch as CSV for ``COPY``, in changelog order, with its row's place in it."""
+def _csv(batch: DataFrame, batch_id: int | None = None) -> bytes:
+    """The batch as CSV for ``COPY``, in changelog order, with its row's place in it
+    (and ``batch_id`` on every row, when given)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -211,6 +256,9 @@ def _csv(batch: DataFrame) -> bytes:
     table = table.append_column("dfsql_seq", pa.array(np.arange(table.num_rows)))
     others = [c for c in table.column_names if c not in ("is_retraction", "dfsql_seq")]
     table = table.select([*others, "is_retraction", "dfsql_seq"])
+    if batch_id is not None:
+        table = table.append_column("batch_id", pa.array(
+            np.full(table.num_rows, batch_id, dtype=np.int64)))
     out = io.BytesIO()
     pacsv.write_csv(table, out)
     return out.getvalue()

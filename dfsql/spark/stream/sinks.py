@@ -22,7 +22,7 @@ from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
 from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
 from dfsql.spark.stream.plain_sinks import CallableSink, ConsoleSink, FileSink, MemorySink
-from dfsql.spark.stream.postgres_sink import PostgresTable
+from dfsql.spark.stream.postgres_sink import PostgresChangelog, PostgresTable
 from dfsql.spark.stream.restate import LoggedDirectory
 from dfsql.spark.stream.sink import Sink, batch_rows
 from dfsql.spark.stream.table_sink import AppendView, TableSink
@@ -91,8 +91,8 @@ def statement_into(name: str, into: str, path: str | None,
     a :class:`TableSink` (``global_temp.<name>``) that a changed version ``replaces``; a
     directory is Spark's file sink, a changed version's a
     :class:`~dfsql.spark.stream.restate.LoggedDirectory` going on with its log."""
-    if into == "database":
-        return _database_into(name, target)
+    if into in ("database", "changelog"):
+        return _database_into(name, target, into == "changelog")
     if into == "directory":
         return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(str(path))}",
                     path, None, lambda place, changed, log_base, previous:
@@ -107,19 +107,22 @@ def statement_into(name: str, into: str, path: str | None,
                           previous=previous))
 
 
-def _database_into(name: str, target: tuple[str, str, str] | None) -> Into:
+def _database_into(name: str, target: tuple[str, str, str] | None, changelog: bool) -> Into:
     """``INTO TABLE NAME.schema.table``: a :class:`~dfsql.spark.stream.postgres_sink.
-    PostgresTable` over the connection ``NAME`` (docs/guides/databases.md)."""
+    PostgresTable` over the connection ``NAME`` (docs/guides/databases.md); ``INTO
+    CHANGELOG``: a :class:`~dfsql.spark.stream.postgres_sink.PostgresChangelog`."""
     assert target is not None
     conn_name, schema, table = target
     conn = CONNECTIONS.named(conn_name)
     written = ".".join(quoted_name(p) for p in target)
-    return Into(f"table {conn.name}.{schema}.{table}", f" INTO TABLE {written}", None,
+    kind, sink = ("changelog", PostgresChangelog) if changelog else ("table", PostgresTable)
+    return Into(f"{kind} {conn.name}.{schema}.{table}", f" INTO {kind.upper()} {written}",
+                None,
                 ("INTO TABLE NAME.schema.table is not supported over Spark Connect yet: "
                  "its transactions are this process's, which a Spark Connect server does "
                  "not run", "run dfsql on classic Spark"),
                 lambda place, changed, log_base, previous:
-                PostgresTable(conn, schema, table, query=name))
+                sink(conn, schema, table, query=name))
 
 
 def quoted_name(name: str) -> str:

@@ -273,3 +273,35 @@ def test_a_wrong_database_table_is_a_positioned_error_and_starts_nothing(
     assert says in info.value.message
     assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
     assert not [q for q in spark.streams.active if q.name == "fig14_into"]
+
+
+def test_create_streaming_query_into_a_changelog(spark, pg, named, scores_live):
+    """Every row of Figure 14's changelog appended, with its batch and its place in it:
+    the rows are the figure's emitted rows (hand-derived from the paper), and applied in
+    (batch_id, batch_row) order they leave the figure's current rows."""
+    from dfsql.continuous_queries import QUERIES
+
+    created = dfsql.sql(_create("warehouse_db.fig14_log").replace(
+        "INTO TABLE", "INTO CHANGELOG"), spark).collect()
+    try:
+        assert [r.sink for r in created] == ["changelog warehouse_db.public.fig14_log"]
+        QUERIES.running["fig14_into"].query.processAllAvailable()
+    finally:
+        dfsql.sql("STOP STREAMING QUERY fig14_into", spark)
+    with pg.connect() as c:
+        rows = c.execute("SELECT key, total, window_start, window_end, is_retraction, "
+                         "batch_id, batch_row FROM public.fig14_log "
+                         "ORDER BY batch_id, batch_row").fetchall()
+    want = sorted((r["key"], r["total"], r["window_start"], r["window_end"],
+                   r["is_retraction"]) for r in FIG14["expected"]
+                  if r["emit_time"] is not None)
+    fmt = "%Y-%m-%d %H:%M:%S"
+    assert sorted((k, t, s.strftime(fmt), e.strftime(fmt), x)
+                  for k, t, s, e, x, _, _ in rows) == want
+    current: dict = {}
+    for k, t, s, e, x, _, _ in rows:
+        if x:
+            current.pop((k, s, e), None)
+        else:
+            current[(k, s, e)] = t
+    assert {(k, s, e, t) for (k, s, e), t in current.items()} == _fig14_current()
