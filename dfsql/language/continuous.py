@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import NamedTuple
 
 from dfsql.errors import DfsqlError, DfsqlSyntaxError
 from dfsql.language.scan import Scanned, Source, Token, scan_text, splice
@@ -234,34 +235,9 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
         t = words[i]
         if t.is_word("INTO") and "INTO" not in seen:
             seen.add("INTO")
-            nxt = words[i + 1] if i + 1 < len(words) else None
-            if nxt is not None and nxt.is_word("TABLE"):
-                sink, i = "table", i + 2
-                if i < len(words) and not words[i].is_word("AS") and not any(
-                        words[i].is_word(w) for w in ("CHECKPOINT", "BACKFILL")):
-                    sink, target_at = "database", words[i].start
-                    target, i = _database_table(src, words, i)
-                continue
-            if nxt is not None and nxt.is_word("CHANGELOG"):
-                sink, target_at = "changelog", words[i + 2].start if i + 2 < len(words) \
-                    else nxt.end
-                if i + 2 >= len(words):
-                    raise src.error(DfsqlSyntaxError, "INTO CHANGELOG needs a database "
-                                    "table", nxt.end, "e.g. INTO CHANGELOG "
-                                    "warehouse.public.user_sessions_changes")
-                target, i = _database_table(src, words, i + 2)
-                continue
-            if nxt is not None and nxt.is_word("DIRECTORY"):
-                arg = words[i + 2] if i + 2 < len(words) else None
-                if arg is None or arg.kind != "string":
-                    raise src.error(DfsqlSyntaxError, "INTO DIRECTORY needs a quoted path",
-                                    (arg or nxt).start if arg else nxt.end,
-                                    "e.g. INTO DIRECTORY '/data/panes'")
-                sink, path, path_at, i = "directory", _string(arg), arg.start, i + 3
-                continue
-            raise src.error(DfsqlSyntaxError, "expected TABLE, CHANGELOG or DIRECTORY 'path' "
-                            "after INTO",
-                            (nxt or t).start if nxt else t.end, SYNOPSIS)
+            into = _into(src, words, i)
+            sink, path, path_at, target, target_at, i = into
+            continue
         if t.is_word("CHECKPOINT") and "CHECKPOINT" not in seen:
             seen.add("CHECKPOINT")
             arg = words[i + 1] if i + 1 < len(words) else None
@@ -288,6 +264,44 @@ def _parse(text: str, src: Source, words: list[Token]) -> ContinuousStatement | 
                                query_offset=body, target=target, target_offset=target_at,
                                path_offset=path_at, checkpoint_offset=checkpoint_at,
                                backfill=backfill)
+
+
+class _Into(NamedTuple):
+    sink: str
+    path: str | None
+    path_at: int
+    target: tuple[str, str, str] | None
+    target_at: int
+    after: int
+
+
+def _into(src: Source, words: list[Token], i: int) -> _Into:
+    """``INTO TABLE [NAME.schema.table]``, ``INTO CHANGELOG NAME.schema.table`` or ``INTO
+    DIRECTORY 'path'`` at ``words[i]`` (the INTO), and the index after it."""
+    t = words[i]
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    if nxt is not None and nxt.is_word("TABLE"):
+        i += 2
+        if i < len(words) and not any(words[i].is_word(w)
+                                      for w in ("AS", "CHECKPOINT", "BACKFILL")):
+            target, after = _database_table(src, words, i)
+            return _Into("database", None, -1, target, words[i].start, after)
+        return _Into("table", None, -1, None, -1, i)
+    if nxt is not None and nxt.is_word("CHANGELOG"):
+        if i + 2 >= len(words):
+            raise src.error(DfsqlSyntaxError, "INTO CHANGELOG needs a database table",
+                            nxt.end, "e.g. INTO CHANGELOG warehouse.public.changes")
+        target, after = _database_table(src, words, i + 2)
+        return _Into("changelog", None, -1, target, words[i + 2].start, after)
+    if nxt is not None and nxt.is_word("DIRECTORY"):
+        arg = words[i + 2] if i + 2 < len(words) else None
+        if arg is None or arg.kind != "string":
+            raise src.error(DfsqlSyntaxError, "INTO DIRECTORY needs a quoted path",
+                            (arg or nxt).start if arg else nxt.end,
+                            "e.g. INTO DIRECTORY '/data/panes'")
+        return _Into("directory", _string(arg), arg.start, None, -1, i + 3)
+    raise src.error(DfsqlSyntaxError, "expected TABLE, CHANGELOG or DIRECTORY 'path' after "
+                    "INTO", (nxt or t).start if nxt else t.end, SYNOPSIS)
 
 
 def _database_table(src: Source, words: list[Token], i: int) -> tuple[tuple[str, str, str], int]:
