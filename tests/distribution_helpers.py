@@ -77,26 +77,27 @@ def daemon_env(tmp: Path) -> dict[str, str]:
     """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SPARK_", "DFSQL_SPARK_", "PYSPARK_"))}
-    conf = tmp / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    # Only how the JVMs run, as tests/conftest.py has the run's other JVMs run (C1 only,
-    # one compiler thread, the serial collector: short-lived JVMs on 2 shared cores): the
-    # drivers (the cluster's client, the Connect server) and the executors read it here,
-    # the master and workers from SPARK_DAEMON_JAVA_OPTS. No Spark setting: where the
-    # client runs is still only DFSQL_SPARK_MASTER / DFSQL_SPARK_REMOTE.
-    (conf / "spark-defaults.conf").write_text(
-        f"spark.driver.extraJavaOptions {JVM_OPTIONS}\n"
-        f"spark.executor.extraJavaOptions {JVM_OPTIONS}\n")
     env.update({
         "SPARK_HOME": str(spark_home()),
-        "SPARK_CONF_DIR": str(conf),  # ours: no spark-defaults.conf from anywhere else
+        # A folder that is not there: no spark-defaults.conf from anywhere (no Spark
+        # setting at all: where the client runs is still only DFSQL_SPARK_MASTER /
+        # DFSQL_SPARK_REMOTE), and no folder first on every JVM's class path. A folder
+        # that is there (one holding a spark-defaults.conf) makes the class path differ
+        # from the archive's, and every JVM here started without it (measured: master,
+        # workers, executors, drivers and the Connect server loaded no archived class).
+        "SPARK_CONF_DIR": str(tmp / "no-conf"),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp / "logs"),
         "SPARK_PID_DIR": str(tmp / "pids"),
         "SPARK_IDENT_STRING": f"dfsql-test-{os.getpid()}",
         # The master's REST submission server listens on the fixed port 6066 by default.
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS,
+        # Only how the JVMs run, as tests/conftest.py has the run's other JVMs run (C1
+        # only, one compiler thread, the serial collector: short-lived JVMs on 2 shared
+        # cores; the archive of Spark's classes): read by every JVM started here — the
+        # master, the workers, the executors (which inherit their worker's environment),
+        # the cluster's client and the Connect server.
+        "JAVA_TOOL_OPTIONS": JVM_OPTIONS,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     })

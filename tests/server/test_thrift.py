@@ -33,6 +33,7 @@ from tests.conftest import (
     register_sample_tables,
     wait_until,
 )
+from tests.jvm_archive import driver_flags
 from tests.paper import FIGURES
 from tests.server.clients import COLUMNS, ROOT, _beeline, operation_rows
 
@@ -549,6 +550,10 @@ class Beeline:
     def __init__(self, port: int, tmp: Path) -> None:
         env = dict(os.environ)
         env.pop("SPARK_HOME", None)
+        # beeline's JVM runs as the run's others do (tests/conftest.py: C1 only, the serial
+        # collector, the archive of Spark's classes): spark-class gives it only
+        # SPARK_BEELINE_OPTS, not the drivers' options (its start alone: 3.0 → 1.2 CPU-s)
+        env["SPARK_BEELINE_OPTS"] = driver_flags(make=False)
         self.tmp, self.n = tmp, 0
         self.proc = subprocess.Popen(
             [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl",
