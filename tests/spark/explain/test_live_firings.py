@@ -10,6 +10,7 @@ path: the replay's driver over the rows, not the bucket processor's state)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 
 import dfsql
 from dfsql.errors import DfsqlError
-from tests.conftest import modified_in_order
+from tests.conftest import modified_in_order, paper_stream_dir
 from tests.spark.feeds import FIG14
 from tests.spark.feeds import STREAM_QUERY as QUERY
 from tests.spark.feeds import start as _start
@@ -63,20 +64,93 @@ PAPER_NOW = [
 
 
 
-def test_a_running_query_says_what_each_live_window_waits_for(spark, paper_live):
-    _start(spark, "fig14_now", FIG14.replace("FROM scores", "FROM scores_live"))
-    rows = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_now", spark).collect()
+#: the query the tests that only read a running query's state share (below)
+SHARED = "fig14_words"
+
+
+@pytest.fixture(scope="module")
+def _shared_scores(spark, paper_tables, tmp_path_factory):
+    """The paper's rows up to 12:06's file as the stream ``scores_shared`` (as
+    ``paper_live`` gives ``scores_live``, under a name its teardown leaves alone); the
+    query :func:`fig14_query` started over it is stopped at the module's end."""
+    from dfsql.continuous_queries import QUERIES
+
+    tmp = tmp_path_factory.mktemp("fig14_shared")
+    files = tmp / "all"
+    paper_stream_dir(files)
+    live = tmp / "live"
+    live.mkdir()
+    for f in sorted(files.glob("*.parquet"))[:3]:  # 12:04, 12:05 and 12:06
+        shutil.copy2(f, live / f.name)
+    schema = spark.read.parquet(str(live)).schema
+    spark.readStream.schema(schema).parquet(str(live)).createOrReplaceTempView("scores_shared")
+    yield "scores_shared"
+    if SHARED in QUERIES.running:
+        dfsql.sql(f"STOP STREAMING QUERY {SHARED}", spark)
+    spark.catalog.dropTempView("scores_shared")
+
+
+@pytest.fixture
+def fig14_query(spark, _shared_scores) -> str:
+    """Figure 14's query running over the rows up to 12:06:20, its name. The tests given
+    it only read its state (EXPLAIN FIRINGS, SHOW, the shell), which reading does not
+    change, so they share one query (one start and its micro-batches instead of one per
+    test): started here when no test of the module has started it yet, or when another
+    test's teardown stopped every stream (``paper_live``'s)."""
+    from dfsql.continuous_queries import QUERIES
+
+    running = QUERIES.running.get(SHARED)
+    if running is None or not running.query.isActive:
+        if running is not None:
+            dfsql.sql(f"STOP STREAMING QUERY {SHARED}", spark)
+        _start(spark, SHARED, FIG14.replace("FROM scores", f"FROM {_shared_scores}"))
+    return SHARED
+
+
+def test_a_running_query_says_what_each_live_window_waits_for(spark, fig14_query):
+    rows = dfsql.sql(f"EXPLAIN FIRINGS FOR STREAMING QUERY {fig14_query}", spark).collect()
     assert [tuple(r) for r in rows] == PAPER_NOW
     assert tuple(rows[0].asDict()) == COLUMNS
     # WHERE narrows the rows as a bounded EXPLAIN FIRINGS' WHERE does
-    waiting = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_now\nWHERE event = "
+    waiting = dfsql.sql(f"EXPLAIN FIRINGS FOR STREAMING QUERY {fig14_query}\nWHERE event = "
                         "'WAITING' AND window_start > TIMESTAMP '2015-09-01 12:03:00'",
                         spark).collect()
     assert [tuple(r) for r in waiting] == PAPER_NOW[-1:]
     # what SHOW says of the same moment
     shown = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0]
     assert (shown.frontier, shown.watermark) == ("2015-09-01 12:06:20", "2015-09-01 12:02:00")
-    dfsql.sql("STOP STREAMING QUERY fig14_now", spark)
+
+
+@pytest.mark.parametrize("statement, message, at", [
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY nobody", "no continuous query named nobody",
+     (1, 37)),
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words\nWHERE no_such_column = 1",
+     "no_such_column", (2, 7)),
+    ("EXPLAIN FIRINGS FOR STREAMING fig14_words", "expected QUERY", (1, 31)),
+    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words ORDER BY at", "unexpected 'ORDER'",
+     (1, 49)),
+])
+def test_mistakes_are_positioned(spark, fig14_query, statement, message, at):
+    assert fig14_query == "fig14_words"  # the name the statements give
+    with pytest.raises(DfsqlError, match=message) as info:
+        dfsql.sql(statement, spark).collect()
+    assert (info.value.line, info.value.column) == at
+
+
+def test_the_shell_explains_a_running_query_by_its_name(spark, fig14_query, capsys):
+    """``\\explain firings q [WHERE …]`` in the shell: the statement's rows, printed; a
+    mistake in the WHERE placed where it was typed on the command's line."""
+    from tests.in_process import shell_on
+
+    shell = shell_on(spark)
+    capsys.readouterr()
+    shell.command(f"\\explain firings {fig14_query} WHERE event = 'WAITING'")
+    out = capsys.readouterr().out
+    assert out.count("WAITING") == 2 and "EVERY 1 MINUTE (from the next element on)" in out
+    assert "2 rows" in out
+    with pytest.raises(DfsqlError, match="nope") as info:
+        shell.command(f"\\explain firings {fig14_query} WHERE nope = 1")
+    assert (info.value.line, info.value.column) == (1, 36)
 
 
 def test_a_backfilled_query_explains_its_history_too(spark, paper_live):
@@ -91,23 +165,6 @@ def test_a_backfilled_query_explains_its_history_too(spark, paper_live):
     rows = dfsql.sql("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_backfilled", spark).collect()
     assert [tuple(r) for r in rows] == PAPER_NOW
     dfsql.sql("STOP STREAMING QUERY fig14_backfilled", spark)
-
-
-@pytest.mark.parametrize("statement, message, at", [
-    ("EXPLAIN FIRINGS FOR STREAMING QUERY nobody", "no continuous query named nobody",
-     (1, 37)),
-    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words\nWHERE no_such_column = 1",
-     "no_such_column", (2, 7)),
-    ("EXPLAIN FIRINGS FOR STREAMING fig14_words", "expected QUERY", (1, 31)),
-    ("EXPLAIN FIRINGS FOR STREAMING QUERY fig14_words ORDER BY at", "unexpected 'ORDER'",
-     (1, 49)),
-])
-def test_mistakes_are_positioned(spark, paper_live, statement, message, at):
-    _start(spark, "fig14_words", FIG14.replace("FROM scores", "FROM scores_live"))
-    with pytest.raises(DfsqlError, match=message) as info:
-        dfsql.sql(statement, spark).collect()
-    assert (info.value.line, info.value.column) == at
-    dfsql.sql("STOP STREAMING QUERY fig14_words", spark)
 
 
 def test_a_query_without_a_batch_or_on_sparks_operator_is_refused(spark, paper_live,
@@ -244,21 +301,3 @@ def test_a_running_query_now_equals_the_bounded_explain_at_its_frontier(
             dfsql.sql("STOP STREAMING QUERY random_now", spark)
         for v in ("live_src", "history_src", "bounded_src"):
             spark.catalog.dropTempView(v)
-
-
-def test_the_shell_explains_a_running_query_by_its_name(spark, paper_live, capsys):
-    """``\\explain firings q [WHERE …]`` in the shell: the statement's rows, printed; a
-    mistake in the WHERE placed where it was typed on the command's line."""
-    from tests.in_process import shell_on
-
-    _start(spark, "fig14_shell", FIG14.replace("FROM scores", "FROM scores_live"))
-    shell = shell_on(spark)
-    capsys.readouterr()
-    shell.command("\\explain firings fig14_shell WHERE event = 'WAITING'")
-    out = capsys.readouterr().out
-    assert out.count("WAITING") == 2 and "EVERY 1 MINUTE (from the next element on)" in out
-    assert "2 rows" in out
-    with pytest.raises(DfsqlError, match="nope") as info:
-        shell.command("\\explain firings fig14_shell WHERE nope = 1")
-    assert (info.value.line, info.value.column) == (1, 36)
-    dfsql.sql("STOP STREAMING QUERY fig14_shell", spark)

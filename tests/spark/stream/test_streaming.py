@@ -242,42 +242,57 @@ def test_progress_events_carry_panes_late_rows_state_and_watermark(spark, tmp_pa
     assert 0 < metrics[-1]["state_elements"] < len(frame) // 3
 
 
+LATE_QUERY = ("SELECT key, SUM(value) AS total FROM {t} GROUP BY key HAVING SUM(value) > 5 "
+              "WINDOW FIXED(1 MINUTE) ON event_time WATERMARK DELAY 20 SECONDS "
+              "PROCESSING TIME arrival_time ALLOWED LATENESS 30 SECONDS LATE ROWS INTO {v} "
+              "TRIGGER EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
+              "EMIT ACCUMULATING AND RETRACTING")
+
+
+@pytest.fixture(scope="module")
+def late_rows_replay(spark, tmp_path_factory):
+    """The input of the LATE ROWS INTO tests (written once, only read) and its bounded
+    replay up to the stream's frontier (the sentinel's arrival): its panes, its dropped
+    rows and their reasons. Each sink's test compares its stream with the same replay,
+    so it is computed once for the module."""
+    frame = _with_sentinel(_workload(3))
+    src = tmp_path_factory.mktemp("late_rows") / "in"
+    _write_parts(frame, [50, 120, 200, 260, 300], src)
+    spark.read.parquet(str(src)).createOrReplaceTempView("late_bounded")
+    frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
+    replay = dfsql.sql(LATE_QUERY.format(t="late_bounded", v="late_replay"), spark)
+    # the replay up to the stream's frontier (the sentinel's arrival)
+    panes = sorted((tuple(r) for r in replay.collect() if r.emit_time < frontier), key=repr)
+    dropped = spark.table("late_replay").collect()
+    late = sorted((tuple(r) for r in dropped if r.arrival_time < frontier), key=repr)
+    reasons = {r.reason for r in dropped}
+    for view in ("late_bounded", "late_replay"):  # the session is shared
+        spark.catalog.dropTempView(view)
+    return src, panes, late, reasons
+
+
 @pytest.mark.parametrize("sink", ["dir", "memory"])
-def test_late_rows_into_a_side_view_and_the_panes_into_the_sink(spark, tmp_path, sink):
+def test_late_rows_into_a_side_view_and_the_panes_into_the_sink(spark, tmp_path,
+                                                               late_rows_replay, sink):
     """LATE ROWS INTO on a stream: the dropped rows (reason, watermark at arrival) go to
     the view, the panes to the sink, in one query; both equal the bounded replay's."""
-    frame = _workload(3)
-    frame = _with_sentinel(frame)
-    _write_parts(frame, [50, 120, 200, 260, 300], tmp_path / "in")
-    spark.read.parquet(str(tmp_path / "in")).createOrReplaceTempView("late_bounded")
-    frontier = frame["arrival_time"].max().to_pydatetime().replace(tzinfo=None)
-    (spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
-     .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+    src, want_panes, want_late, reasons = late_rows_replay
+    (spark.readStream.schema(spark.read.parquet(str(src)).schema)
+     .option("maxFilesPerTrigger", 1).parquet(str(src))
      .createOrReplaceTempView("late_live"))
-    q = ("SELECT key, SUM(value) AS total FROM {t} GROUP BY key HAVING SUM(value) > 5 "
-         "WINDOW FIXED(1 MINUTE) ON event_time WATERMARK DELAY 20 SECONDS "
-         "PROCESSING TIME arrival_time ALLOWED LATENESS 30 SECONDS LATE ROWS INTO {v} "
-         "TRIGGER EVERY 15 SECONDS UNTIL WATERMARK THEN REPEAT WATERMARK "
-         "EMIT ACCUMULATING AND RETRACTING")
     out = str(tmp_path / "out") if sink == "dir" else "memory"
-    query = dfsql.start(q.format(t="late_live", v="late_stream"), sink=out, name="late_panes",
-                        checkpoint=str(tmp_path / "ck"), trigger={"availableNow": True},
-                        spark=spark)
+    query = dfsql.start(LATE_QUERY.format(t="late_live", v="late_stream"), sink=out,
+                        name="late_panes", checkpoint=str(tmp_path / "ck"),
+                        trigger={"availableNow": True}, spark=spark)
     query.awaitTermination()
-    replay = dfsql.sql(q.format(t="late_bounded", v="late_replay"), spark)
-    # the replay up to the stream's frontier (the sentinel's arrival)
-    want_panes = sorted((tuple(r) for r in replay.collect() if r.emit_time < frontier),
-                        key=repr)
     got = spark.read.parquet(out) if sink == "dir" else spark.table("late_panes")
     assert sorted((tuple(r) for r in got.collect()), key=repr) == want_panes
     assert len(want_panes) > 20
-    want_late = sorted((tuple(r) for r in spark.table("late_replay").collect()
-                        if r.arrival_time < frontier), key=repr)
     got_late = sorted((tuple(r) for r in spark.table("late_stream").collect()), key=repr)
     assert got_late == want_late
     assert len(want_late) >= 5
-    assert {r.reason for r in spark.table("late_replay").collect()} >= {"expired"}
-    for view in ("late_panes", "late_stream", "late_replay"):  # the session is shared
+    assert reasons >= {"expired"}
+    for view in ("late_panes", "late_stream", "late_live"):  # the session is shared
         spark.catalog.dropTempView(view)
 
 
