@@ -157,3 +157,25 @@ def _show_rows(served: Served) -> list[tuple]:
 
 def _show(served: Served) -> list[tuple]:
     return [(r[0], r[2]) for r in _show_rows(served)]
+
+
+def replayed_table(served: Served, src: Path, query: str, columns: tuple[str, ...]
+                   ) -> set[tuple]:
+    """The bounded replay of the files in ``src`` (``query`` over ``{t}``, run by the
+    server), its changelog before the frontier applied row by row: what an uninterrupted
+    run's table holds, each row as ``columns``."""
+    served.cursor.execute("CREATE OR REPLACE TEMPORARY VIEW bounded AS "
+                          f"SELECT * FROM parquet.`{src}`")
+    rows = served.rows(query.format(t="bounded"))
+    names = [d[0] for d in served.cursor.description]
+    table: dict[tuple, tuple] = {}
+    for r in rows:
+        row = dict(zip(names, r, strict=True))
+        if row["emit_time"] >= FRONTIER:
+            continue
+        window = (row["key"], row["window_start"], row["window_end"])
+        if row["is_retraction"]:
+            table.pop(window, None)
+        else:
+            table[window] = tuple(row[c] for c in columns)
+    return set(table.values())

@@ -37,6 +37,7 @@ from tests.server.restarts import (
     _table,
     _wait,
     _write,
+    replayed_table,
 )
 
 
@@ -66,28 +67,9 @@ def _hand_derived() -> set[tuple]:
 
 
 def _replayed(served: Served, src: Path) -> set[tuple]:
-    """The bounded replay of the same files (dfsql.sql, run by the server), its changelog
-    before the frontier applied row by row: what an uninterrupted run's table holds."""
-    served.cursor.execute("CREATE OR REPLACE TEMPORARY VIEW bounded AS "
-                          f"SELECT * FROM parquet.`{src}`")
-    rows = served.rows(QUERY.format(t="bounded"))
-    names = [d[0] for d in served.cursor.description]
-    keep = [names.index(c) for c in COLUMNS.split(", ")]
-    table: dict[tuple, tuple] = {}
-    for r in rows:
-        row = dict(zip(names, r, strict=True))
-        if row["emit_time"] >= FRONTIER:
-            continue
-        window = (row["key"], row["window_start"], row["window_end"])
-        if row["is_retraction"]:
-            table.pop(window, None)
-        else:
-            table[window] = tuple(r[i] for i in keep)
-    return set(table.values())
-
-
-
-
+    """The bounded replay of the same files, applied: what an uninterrupted run's table
+    holds (:func:`~tests.server.restarts.replayed_table`)."""
+    return replayed_table(served, src, QUERY, tuple(COLUMNS.split(", ")))
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")

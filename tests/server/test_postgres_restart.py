@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta, timezone
-from pathlib import Path
 
 import pytest
 
 from tests.postgres import Postgres
-from tests.server.restarts import FRONTIER, T0, Served, _wait, _write
+from tests.server.restarts import FRONTIER, T0, Served, _wait, _write, replayed_table
 
 PASSWORD = "pg-secret-7c1f"
 #: retracting sessions on the arrival clock (so the rows do not depend on where the kill
@@ -66,26 +65,6 @@ def _progress(pg: Postgres) -> int:
     return row[0] if row else -1
 
 
-def _replayed(served: Served, src: Path) -> set[tuple]:
-    """The bounded replay of the same files (run by the server), its changelog before
-    the frontier applied row by row: what an uninterrupted run's table holds."""
-    served.cursor.execute("CREATE OR REPLACE TEMPORARY VIEW bounded AS "
-                          f"SELECT * FROM parquet.`{src}`")
-    rows = served.rows(QUERY.format(t="bounded"))
-    names = [d[0] for d in served.cursor.description]
-    table: dict[tuple, tuple] = {}
-    for r in rows:
-        row = dict(zip(names, r, strict=True))
-        if row["emit_time"] >= FRONTIER:
-            continue
-        window = (row["key"], row["window_start"], row["window_end"])
-        if row["is_retraction"]:
-            table.pop(window, None)
-        else:
-            table[window] = tuple(row[c] for c in COLUMNS)
-    return set(table.values())
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> None:
     tmp_path = tmp_path.resolve()
@@ -115,7 +94,7 @@ def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> Non
     _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
     second = Served(tmp_path, 2, *flags)
     try:
-        want = _replayed(second, src)
+        want = replayed_table(second, src, QUERY, COLUMNS)
         # hand check of the replay: 5 bursts × 2 keys, one session each (each key's events
         # 2 s apart); bursts 0-3 closed (the watermark, last event − 10 s, is past their
         # end + 30 s): ON_TIME, 6 events of value b + 1; burst 4 still open, its row the
