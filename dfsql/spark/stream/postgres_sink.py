@@ -14,8 +14,10 @@ again with back-off (bounded), from a new connection."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dfsql.connections import Connection, said
@@ -79,11 +81,7 @@ class _PostgresSink:
         self.columns, self.key = self._layout(schema, key_names)
         with self._transaction() as cur:
             self._check_or_create(cur)
-            cur.execute(self._sql("SELECT batch_id FROM {progress} "
-                                  "WHERE query = %s AND target = %s"),
-                        (self.query, self.table))
-            row = cur.fetchone()
-            self.last_batch = row[0] if row else -1
+            self.last_batch = self._committed(cur, lock=False)
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         """Apply one micro-batch's changes and its progress in one transaction, once."""
@@ -101,18 +99,23 @@ class _PostgresSink:
 
     def _apply(self, data: bytes, batch_id: int) -> None:
         with self._transaction() as cur:
-            cur.execute(self._sql("SELECT batch_id FROM {progress} WHERE query = %s "
-                                  "AND target = %s FOR UPDATE"), (self.query, self.table))
-            row = cur.fetchone()
-            if row is not None and row[0] >= batch_id:  # committed before a crash
-                self.last_batch = row[0]
+            committed = self._committed(cur, lock=True)
+            if committed >= batch_id:  # committed before a crash
+                self.last_batch = committed
                 return
             self._write(cur, data)
-            cur.execute(self._sql("INSERT INTO {progress} (query, target, batch_id) "
-                                  "VALUES (%s, %s, %s) ON CONFLICT (query, target) DO "
-                                  "UPDATE SET batch_id = EXCLUDED.batch_id"),
-                        (self.query, self.table, batch_id))
+            cur.execute(f"INSERT INTO {self._progress} (query, target, batch_id) VALUES "
+                        "(%s, %s, %s) ON CONFLICT (query, target) DO UPDATE SET batch_id "
+                        "= EXCLUDED.batch_id", (self.query, self.table, batch_id))
         self.last_batch = batch_id
+
+    def _committed(self, cur: Any, lock: bool) -> int:
+        """The last batch id the progress row holds (-1: none); ``lock``: the row held
+        until the transaction ends, so two writers of one query cannot both apply."""
+        cur.execute(f"SELECT batch_id FROM {self._progress} WHERE query = %s AND "
+                    f"target = %s{' FOR UPDATE' if lock else ''}", (self.query, self.table))
+        row = cur.fetchone()
+        return row[0] if row else -1
 
     _with_batch_id = False
 
@@ -134,8 +137,7 @@ class _PostgresSink:
         if found:
             cur.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
                         "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE "
-                        "i.indrelid = %s::regclass AND i.indisprimary",
-                        (self._sql("{target}"),))
+                        "i.indrelid = %s::regclass AND i.indisprimary", (self._target,))
             key = sorted(r[0] for r in cur.fetchall())
             if found != self.columns or key != sorted(self.key):
                 raise DatabaseError(
@@ -143,30 +145,27 @@ class _PostgresSink:
                     "results", hint="want " + ", ".join(f"{c} {t}" for c, t in self.columns)
                     + f"; primary key ({', '.join(self.key)})")
         else:
-            cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
-            pk = ", ".join(f'"{c}"' for c in self.key)
-            cur.execute(self._sql(f"CREATE TABLE {{target}} ({cols}, PRIMARY KEY ({pk}))"))
-        cur.execute(self._sql("CREATE TABLE IF NOT EXISTS {progress} (query text, target "
-                              "text, batch_id bigint NOT NULL, PRIMARY KEY (query, target))"))
+            cur.execute(f"CREATE TABLE {self._target} ({_typed(self.columns)}, PRIMARY KEY "
+                        f"({_names(self.key)}))")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {self._progress} (query text, target "
+                    "text, batch_id bigint NOT NULL, PRIMARY KEY (query, target))")
 
-    def _sql(self, text: str) -> str:
-        """``text`` with ``{target}`` and ``{progress}`` as quoted names."""
-        schema = _quoted(self.schema)
-        return text.replace("{target}", f"{schema}.{_quoted(self.table)}").replace(
-            "{progress}", f"{schema}.{PROGRESS}")
+    @property
+    def _target(self) -> str:
+        return f"{_quoted(self.schema)}.{_quoted(self.table)}"
 
-    def _transaction(self) -> Any:
+    @property
+    def _progress(self) -> str:
+        return f"{_quoted(self.schema)}.{PROGRESS}"
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
         """A transaction on the sink's connection (a new one after a loss): committed
         when the block ends, rolled back when it raises."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def tx():
-            if self._conn is None or self._conn.closed:
-                self._conn = self.connection.connect()
-            with self._conn.transaction(), self._conn.cursor() as cur:
-                yield cur
-        return tx()
+        if self._conn is None or self._conn.closed:
+            self._conn = self.connection.connect()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            yield cur
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -194,24 +193,22 @@ class PostgresTable(_PostgresSink):
     def _write(self, cur: Any, data: bytes) -> None:
         """The batch staged, then each window it touches deleted and its last change
         inserted unless that change is a retraction (the last change decides the row)."""
-        cols = ", ".join(f'"{c}" {t}' for c, t in self.columns)
-        cur.execute(f"CREATE TEMP TABLE dfsql_stage ({cols}, is_retraction boolean, "
-                    "dfsql_seq bigint) ON COMMIT DROP")
-        names = ", ".join(f'"{c}"' for c, _ in self.columns)
+        cur.execute(f"CREATE TEMP TABLE dfsql_stage ({_typed(self.columns)}, is_retraction "
+                    "boolean, dfsql_seq bigint) ON COMMIT DROP")
+        names = _names(c for c, _ in self.columns)
         with cur.copy(f"COPY dfsql_stage ({names}, is_retraction, dfsql_seq) FROM "
                       "STDIN (FORMAT csv, HEADER true)") as copy:
             copy.write(data)
         cur.execute("ANALYZE dfsql_stage")  # its size, so the DELETE joins by hash
-        ident = ", ".join(f'"{c}"' for c in self.key)
+        ident = _names(self.key)
         # `=`, which a hash join can use (IS NOT DISTINCT FROM cannot: 100k changed
         # windows took minutes, measured): primary-key columns are never NULL
-        same = " AND ".join(f't."{c}" = s."{c}"' for c in self.key)
-        cur.execute(self._sql("DELETE FROM {target} t USING (SELECT DISTINCT "
-                              f"{ident} FROM dfsql_stage) s WHERE {same}"))
-        cur.execute(self._sql(
-            f"INSERT INTO {{target}} ({names}) SELECT {names} FROM (SELECT DISTINCT ON "
-            f"({ident}) * FROM dfsql_stage ORDER BY {ident}, dfsql_seq DESC) last "
-            "WHERE NOT last.is_retraction"))
+        same = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in self.key)
+        cur.execute(f"DELETE FROM {self._target} t USING (SELECT DISTINCT {ident} FROM "
+                    f"dfsql_stage) s WHERE {same}")
+        cur.execute(f"INSERT INTO {self._target} ({names}) SELECT {names} FROM (SELECT "
+                    f"DISTINCT ON ({ident}) * FROM dfsql_stage ORDER BY {ident}, dfsql_seq "
+                    "DESC) last WHERE NOT last.is_retraction")
 
 
 class PostgresChangelog(_PostgresSink):
@@ -230,9 +227,9 @@ class PostgresChangelog(_PostgresSink):
                  ("batch_id", "bigint")], ["batch_id", "batch_row"])
 
     def _write(self, cur: Any, data: bytes) -> None:
-        names = ", ".join(f'"{c}"' for c, _ in self.columns)
-        with cur.copy(self._sql(f"COPY {{target}} ({names}) FROM STDIN (FORMAT csv, "
-                                "HEADER true)")) as copy:
+        names = _names(c for c, _ in self.columns)
+        with cur.copy(f"COPY {self._target} ({names}) FROM STDIN (FORMAT csv, HEADER "
+                      "true)") as copy:
             copy.write(data)
 
 
@@ -245,7 +242,17 @@ def _lost() -> tuple[type[BaseException], ...]:
 
 
 def _quoted(name: str) -> str:
+    """A PostgreSQL identifier: every name that reaches SQL text goes through here (a
+    column's name is the query's alias, which a client of the endpoint writes)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(_quoted(n) for n in names)
+
+
+def _typed(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{_quoted(n)} {t}" for n, t in columns)
 
 
 def _csv(batch: DataFrame, batch_id: int | None = None) -> bytes:

@@ -320,3 +320,22 @@ def test_alter_of_a_query_into_a_database_is_refused_and_it_runs_on(spark, pg, n
         assert QUERIES.running["fig14_into"].query.isActive
     finally:
         dfsql.sql("STOP STREAMING QUERY fig14_into", spark)
+
+
+def test_a_column_named_like_sql_is_only_a_name(spark, pg, conn):
+    """A column's name is the query's alias, which an endpoint client writes: a quote or
+    a placeholder-like text in it stays part of the name (never SQL)."""
+    odd = 'to"tal); DROP TABLE public.keep; -- {target}'
+    with pg.connect() as c:
+        c.execute("CREATE TABLE public.keep (x int)")
+    batch = _batch(spark, [("a", 3, T[0], T[2], 0, "EARLY", False, T[1], False)]
+                   ).withColumnRenamed("total", odd)
+    sink = PostgresTable(conn, "public", "odd names", query="odd")
+    sink.open(spark, batch.schema, ("key",), "odd")
+    sink.commit(batch, 0)
+    sink.close()
+    quoted = '"' + odd.replace('"', '""') + '"'
+    with pg.connect() as c:
+        assert c.execute(f'SELECT key, {quoted} FROM public."odd names"').fetchall() == [
+            ("a", 3)]
+        assert c.execute("SELECT to_regclass('public.keep')").fetchone() == ("keep",)
