@@ -18,12 +18,12 @@ user is an admin. Python and the shell run as the process itself, which may stop
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dfsql.connections import CONNECTIONS
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
 from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_kept import Altered, Keeper, drop_old_places
@@ -52,6 +52,8 @@ from dfsql.spark.stream.sink import Restatement, restated
 from dfsql.spark.stream.sinks import statement_into
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -232,10 +234,8 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
             raise src.error(DfsqlError, f"a continuous query named {stmt.name} is kept but "
                             "failed to start again", stmt.name_offset,
                             f"STOP STREAMING QUERY {stmt.name} forgets it")
-    if stmt.target is not None:  # an unknown connection, placed at its name
-        p = src.pos(stmt.target_offset)
-        CONNECTIONS.named(stmt.target[0], p.line, p.column)
-    into = statement_into(stmt.name, stmt.sink, stmt.path, stmt.target)
+    with _at_the_table(stmt, src):  # an unknown connection
+        into = statement_into(stmt.name, stmt.sink, stmt.path, stmt.target)
     if into.classic_only is not None and spark_context(spark) is None:
         raise src.error(NotSupportedError, into.classic_only[0], stmt.name_offset,
                         into.classic_only[1])
@@ -255,13 +255,9 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
     try:
         history = history or stmt.backfill
         progress_log.watch(spark, stmt.name, checkpoint)
-        query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint, name=stmt.name,
-                      spark=spark, backfill=history)
-    except DatabaseError as e:
-        if e.line is None and stmt.target is not None:  # the table's: placed at its name
-            p = src.pos(stmt.target_offset)
-            raise DatabaseError(e.message, p.line, p.column, e.hint) from None
-        raise
+        with _at_the_table(stmt, src):  # a refused login, a table that does not match
+            query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint,
+                          name=stmt.name, spark=spark, backfill=history)
     except SourceError as e:
         if e.line == 1 and e.column == 1:  # "not over a stream": point at the query
             p = src.pos(stmt.query_offset)
@@ -280,6 +276,19 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
         history=history, altered=altered))
     return spark.createDataFrame([(stmt.name, str(query.id), where, checkpoint)],
                                  "name STRING, id STRING, sink STRING, checkpoint STRING")
+
+
+@contextlib.contextmanager
+def _at_the_table(stmt: ContinuousStatement, src: Source) -> Iterator[None]:
+    """A database's error, which knows no statement, placed at the table's name (INTO
+    TABLE / CHANGELOG NAME.schema.table)."""
+    try:
+        yield
+    except DatabaseError as e:
+        if e.line is None and stmt.target is not None:
+            p = src.pos(stmt.target_offset)
+            raise DatabaseError(e.message, p.line, p.column, e.hint) from None
+        raise
 
 
 def _stop(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFrame:

@@ -42,6 +42,7 @@ from urllib.parse import quote, unquote
 
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
+from dfsql.language.scan import quoted_name as _q
 from dfsql.setting import setting_while
 
 if TYPE_CHECKING:
@@ -366,10 +367,6 @@ def _partitioned(tokens: list[Token]) -> bool:
     """A definition with PARTITIONED BY (its partitions are recovered from the directory)."""
     return any(t.depth == 0 and t.is_word("PARTITIONED") and u.is_word("BY")
                for t, u in zip(tokens, tokens[1:], strict=False))
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _view_file(db: str, view: str) -> str:

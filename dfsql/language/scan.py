@@ -212,6 +212,11 @@ def splice(text: str, edits: list[tuple[int, int, str]], keep_offsets: bool = Tr
     return "".join(out)
 
 
+def quoted_name(name: str) -> str:
+    """``name`` as a Spark SQL identifier: in backticks, a backtick in it doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def name_end(tokens: list[Token], k: int) -> int:
     """The index just past the (possibly qualified) name that starts at ``tokens[k]``
     (``db . t`` included), or ``k`` when no name starts there."""

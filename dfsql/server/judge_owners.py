@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from dfsql.continuous import owners as query_owners
 from dfsql.continuous_actors import Actor, NotOwnerError, actor, not_owner
 from dfsql.language.continuous import ContinuousStatement
-from dfsql.language.scan import Source
+from dfsql.language.scan import Source, quoted_name
 from dfsql.server.judge_text import Refusal, locate
 from dfsql.server.object_owners import Registry, database_key, table_key
 from dfsql.server.owner_rows import described, tables_shown
@@ -409,7 +409,7 @@ def _exists(spark: SparkSession, t: Target) -> bool:
     """Whether the object exists now (before the statement runs)."""
     try:
         if t.kind == "database":
-            return bool(spark.catalog.databaseExists("`" + t.db.replace("`", "``") + "`"))
+            return bool(spark.catalog.databaseExists(quoted_name(t.db)))
         return bool(spark.catalog._jcatalog.tableExists(t.db, t.name))
     except Exception:  # noqa: BLE001 (a name Spark refuses: it refuses the statement)
         return False

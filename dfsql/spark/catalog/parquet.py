@@ -77,9 +77,11 @@ def as_timestamps(df: DataFrame, nanos: dict[str, bool]) -> DataFrame:
     time, whatever the session's time zone), in the columns' own places."""
     from pyspark.sql import functions as F  # noqa: N812
 
+    from dfsql.language.scan import quoted_name
+
     cols = []
     for name in df.columns:
-        q = "`" + name.replace("`", "``") + "`"
+        q = quoted_name(name)
         if name not in nanos:
             cols.append(F.col(q))
             continue

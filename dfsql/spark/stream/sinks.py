@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dfsql.connections import CONNECTIONS
 from dfsql.language.continuous import string_literal
 from dfsql.language.names import LATE_ROW, SORT_COLUMNS
+from dfsql.language.scan import quoted_name
 from dfsql.session import setting_while
 from dfsql.spark.replay.ordering import sort_columns
 from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
@@ -118,19 +119,12 @@ def _database_into(name: str, target: tuple[str, str, str] | None, changelog: bo
     kind, sink = ("changelog", PostgresChangelog) if changelog else ("table", PostgresTable)
     return Into(f"{kind} {conn.name}.{schema}.{table}", f" INTO {kind.upper()} {written}",
                 None,
-                ("INTO TABLE NAME.schema.table is not supported over Spark Connect yet: "
+                (f"INTO {kind.upper()} NAME.schema.table is not supported over Spark "
+                 "Connect yet: "
                  "its transactions are this process's, which a Spark Connect server does "
                  "not run", "run dfsql on classic Spark"),
                 lambda place, changed, log_base, previous:
                 sink(conn, schema, table, query=name))
-
-
-def quoted_name(name: str) -> str:
-    """``name`` as a statement writes it: bare when it is a plain name, else quoted."""
-    import re
-
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else \
-        "`" + name.replace("`", "``") + "`"
 
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
