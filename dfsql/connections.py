@@ -96,6 +96,8 @@ def parse(name: str, url: str, password: str | None = None) -> Connection:
     host = unquote(parts.netloc.rsplit("@", 1)[1])
     if port is not None:
         host = host.rsplit(":", 1)[0]
+    if host.startswith("[") and host.endswith("]"):  # an IPv6 address, as URLs write it
+        host = host[1:-1]
     return Connection(name.lower(), unquote(parts.username), host, port, unquote(database),
                       password)
 

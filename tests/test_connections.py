@@ -14,6 +14,8 @@ from dfsql.errors import DatabaseError
     ("postgres://ada@localhost/sales", ("ada", "localhost", None, "sales")),
     ("postgresql://ada@%2Ftmp%2Fpg/sales", ("ada", "/tmp/pg", None, "sales")),
     ("postgresql://a%40b@h:1/d%20b", ("a@b", "h", 1, "d b")),
+    ("postgresql://ada@[::1]:5432/sales", ("ada", "::1", 5432, "sales")),
+    ("postgresql://ada@[::1]/sales", ("ada", "::1", None, "sales")),
 ])
 def test_a_url_read(url, want):
     conn = dc.parse("Sales", url)
