@@ -5,6 +5,7 @@ test_continuous_start.py)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,7 +79,6 @@ class Served:
     pod's eviction would."""
 
     def __init__(self, tmp: Path, life: int, *args: str) -> None:
-        self.port = _free_port()
         self.log = tmp / f"serve-{life}.log"
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
                    PYSPARK_DRIVER_PYTHON=sys.executable,
@@ -87,7 +87,7 @@ class Served:
         self.began = time.monotonic()
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dfsql.cli", "serve", "--port", str(self.port),
+                [sys.executable, "-m", "dfsql.cli", "serve", "--port", "0",
                  "--auth", "NOSASL", "--data-root", str(tmp), *args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                 start_new_session=True)
@@ -98,6 +98,10 @@ class Served:
             time.sleep(0.1)
         #: seconds from the command to the endpoint listening (its kept queries started)
         self.up = time.monotonic() - self.began
+        # the port the server bound (0: its own choice, so no other process of the run
+        # can take it between a look for a free one and the bind)
+        self.port = int(re.search(r"dfsql serving HiveServer2 on [^:\s]+:(\d+)",
+                                  self.text()).group(1))
         from pyhive import hive
 
         self.cursor = hive.connect(host="127.0.0.1", port=self.port, auth="NOSASL").cursor()
