@@ -133,12 +133,12 @@ def _alter(stmt: ContinuousStatement, text: str, spark: SparkSession) -> DataFra
                         "and CREATE the new one, or run dfsql on classic Spark")
     created = r.created()
     written = statement_into(r.name, created.sink, created.path, created.target)
-    directory = written.directory  # restated by retractions (None: whole)
+    reader_rows = written.reader_rows  # restated by retractions (None: whole)
     query = stmt.query_statement
     if stmt.statement is None:  # the new query's own mistake, placed where written
         parse_statement(stmt.query, stmt.query_scanned)
     change = alter_running(query, created.query_statement, r.checkpoint, r.history, src,
-                           stmt.query_offset, spark, directory)
+                           stmt.query_offset, spark, reader_rows)
     keeper, version = QUERIES.keeper, r.versions[-1][0] + 1
     table_path = None
     if keeper is not None:  # each version in places of its own: the old ones stay whole

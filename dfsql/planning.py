@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from dfsql.language.continuous import Backfill
+    from dfsql.spark.stream.sink import ReaderRows
     from dfsql.streaming import Change
 
 
@@ -164,13 +165,14 @@ def _planned_again(query: Statement | str, checkpoint: str, spark: SparkSession)
 
 def alter_running(query: Statement | str, old: Statement | str, checkpoint: str,
                   history: Backfill | None, source: Source, at: int, spark: SparkSession,
-                  directory: str | None = None) -> Change:
+                  reader_rows: ReaderRows | None = None) -> Change:
     """ALTER STREAMING QUERY checked while the old query runs, both planned again on its
     checkpoint's partitions (:func:`dfsql.spark.stream.alter.check_change`; refusals
-    placed at ``at`` in ``source``; ``directory``: the query's, restated)."""
+    placed at ``at`` in ``source``; ``reader_rows``: the query's sink, restated by
+    retractions)."""
     return streaming.changed(_planned_again(query, checkpoint, spark),
                              _planned_again(old, checkpoint, spark), checkpoint, history,
-                             source, at, spark, directory)
+                             source, at, spark, reader_rows)
 
 
 def explain_statement(stmt: Statement, spark: SparkSession | None) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dfsql.language.scan import Source
     from dfsql.language.statement import Statement
     from dfsql.spark.planned import Planned
+    from dfsql.spark.stream.sink import ReaderRows
 
 __all__ = ["Change", "as_recorded", "changed", "history", "live_windows", "start_planned"]
 
@@ -66,7 +67,8 @@ def live_windows(planned: Planned, checkpoint: str, where: tuple[int, str] | Non
 
 
 def changed(new: Planned, old: Planned, checkpoint: str, history: Backfill | None,
-            source: Source, at: int, spark: SparkSession, directory: str | None) -> Change:
+            source: Source, at: int, spark: SparkSession,
+            reader_rows: ReaderRows | None) -> Change:
     """ALTER STREAMING QUERY's check of the new plan against the running one's (both
     planned on its checkpoint's partitions): :func:`dfsql.spark.stream.alter.check_change`."""
-    return check_change(new, old, checkpoint, history, source, at, spark, directory)
+    return check_change(new, old, checkpoint, history, source, at, spark, reader_rows)

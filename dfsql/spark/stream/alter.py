@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from dfsql.language.scan import Source
     from dfsql.spark.planned import Planned
+    from dfsql.spark.stream.sink import ReaderRows
 
 #: the file source's log in a checkpoint (one source: the query's one stream)
 SOURCE_LOG = "sources/0"
@@ -167,9 +168,10 @@ def history_of(spark: SparkSession, stream: FileStream, files: list[str],
 @dataclass(frozen=True)
 class Change:
     """An ALTER STREAMING QUERY checked: the stream both queries read; what makes the new
-    query's history once the old one has stopped; and, for a query into a directory,
-    what makes the restatement's retractions then (pandas rows of the directory's
-    columns: :func:`dfsql.spark.stream.restate.retractions`)."""
+    query's history once the old one has stopped; and, for a sink restated by
+    retractions (a directory, a database table), what makes the restatement's
+    retractions then (pandas rows of the sink's columns:
+    :func:`dfsql.spark.stream.restate.retractions`)."""
 
     stream: str
     history: Callable[[], Backfill]
@@ -178,11 +180,12 @@ class Change:
 
 def check_change(new: Planned, old: Planned, checkpoint: str, history: Backfill | None,
                  source: Source, at: int, spark: SparkSession,
-                 directory: str | None = None) -> Change:
+                 reader_rows: ReaderRows | None = None) -> Change:
     """The checks of ALTER STREAMING QUERY while the old query runs (each refusal placed
     at ``at`` in ``source``, the query untouched): the new query reads the old one's
     stream, can start from a history, and the files the old one read are all there; into
-    a directory, both retract and write the same columns."""
+    a sink restated by retractions (``reader_rows``), both retract and write the same
+    columns."""
     streams = [_streams(p, source, at, p is new) for p in (new, old)]
     if sorted(streams[0]) != sorted(streams[1]):
         raise source.error(SourceError, f"the changed query reads {', '.join(streams[0])}; "
@@ -210,9 +213,9 @@ def check_change(new: Planned, old: Planned, checkpoint: str, history: Backfill 
 
     say(f"ALTER: checking the change: {len(read_so_far())} file(s) of {was} read so far, "
         "each still there")  # checked before the old query stops, and again once it has
-    if directory is None:
+    if reader_rows is None:
         return Change(was, lambda: history_of(spark, fs, read_so_far(), history))
-    _check_restatable(new, old, source, at)
+    _check_restatable(new, old, source, at, reader_rows.where)
     ob = old.blocks[-1]
     assert old.stream is not None and old.stream.state is not None
     keys = [(k, out) for k, out in zip(ob.plan.stages.key_columns,
@@ -221,7 +224,7 @@ def check_change(new: Planned, old: Planned, checkpoint: str, history: Backfill 
     return Change(was, lambda: replace(history_of(spark, fs, read_so_far(), history),
                                        restate=True),
                   lambda: retractions(spark, old.stream.state, checkpoint,  # type: ignore
-                                      directory, keys))
+                                      reader_rows, keys))
 
 
 def _streams(planned: Planned, source: Source, at: int, changed: bool) -> list[str]:
@@ -236,8 +239,9 @@ def _streams(planned: Planned, source: Source, at: int, changed: bool) -> list[s
     return stream_relations(planned.blocks[-1].plan)
 
 
-def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> None:
-    """A directory is restated by retractions (docs/guides/streams.md#continuous-queries-as-statements): both queries retract,
+def _check_restatable(new: Planned, old: Planned, source: Source, at: int,
+                      where: str) -> None:
+    """A directory or a database table (``where``, as SHOW names it) is restated by retractions (docs/guides/streams.md#continuous-queries-as-statements): both queries retract,
     run in dfsql's bucket processor (whose state holds the windows to restate), and write
     the directory's columns (the results' own: a stream's hidden columns, such as LATE
     ROWS INTO's, are not the directory's)."""
@@ -245,10 +249,11 @@ def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> No
         plan = planned.blocks[-1].plan
         if plan.clauses.accumulation is not Accumulation.ACCUMULATING_AND_RETRACTING:
             raise source.error(AnalysisError, f"{which} is EMIT {plan.clauses.accumulation}: "
-                               "a directory is restated by retracting the old rows, so "
+                               f"{where} is restated by retracting the old rows, so "
                                "both queries must EMIT ACCUMULATING AND RETRACTING", at,
-                               "add EMIT ACCUMULATING AND RETRACTING, or change an INTO "
-                               "TABLE query (restated whole)")
+                               "add EMIT ACCUMULATING AND RETRACTING"
+                               + (", or change an INTO TABLE query (restated whole)"
+                                  if where.startswith("directory") else ""))
         if planned.stream is None or planned.stream.state is None:
             raise source.error(NotSupportedError, f"{which} runs on Spark's own streaming "
                                "aggregation, whose windows dfsql cannot read", at,
@@ -257,4 +262,4 @@ def _check_restatable(new: Planned, old: Planned, source: Source, at: int) -> No
     if cols[0] != cols[1]:
         raise source.error(AnalysisError, "the changed query's columns differ from the "
                            f"running one's ({cols[0]} against {cols[1]}): both write one "
-                           "directory", at, "keep the SELECT list's names and types")
+                           f"{where}", at, "keep the SELECT list's names and types")

@@ -16,41 +16,27 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dfsql.connections import Connection, said
-from dfsql.errors import DatabaseError, NotSupportedError
+from dfsql.errors import DatabaseError
+from dfsql.spark.postgres_tables import columns, pg_type, quoted, read_table
+from dfsql.spark.stream.checkpoint import last_committed
+from dfsql.spark.stream.restate import RESTATEMENT
+from dfsql.spark.stream.sink import Restated, Restatement
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 #: the table of every query's progress, in the target's schema (one row per query and table)
 PROGRESS = "dfsql_progress"
 #: tries of one batch's transaction against a lost database, and the first pause (doubled)
 TRIES, PAUSE = 6, 0.5
-
-
-def pg_type(dtype: DataType) -> str:
-    """The PostgreSQL column type that holds a Spark type's values exactly."""
-    from pyspark.sql import types as t
-
-    simple = {t.StringType: "text", t.LongType: "bigint", t.IntegerType: "integer",
-              t.ShortType: "smallint", t.ByteType: "smallint", t.BooleanType: "boolean",
-              t.DoubleType: "double precision", t.FloatType: "real", t.DateType: "date",
-              t.TimestampType: "timestamp with time zone",
-              t.TimestampNTZType: "timestamp without time zone"}
-    for spark_type, name in simple.items():
-        if isinstance(dtype, spark_type):
-            return name
-    if isinstance(dtype, t.DecimalType):
-        return f"numeric({dtype.precision},{dtype.scale})"
-    raise NotSupportedError(f"a column of type {dtype.simpleString()} cannot go into a "
-                            "PostgreSQL table yet",
-                            hint="cast it to STRING or a number in the SELECT")
 
 
 class _PostgresSink:
@@ -60,12 +46,17 @@ class _PostgresSink:
     changelog_order = True
 
     def __init__(self, connection: Connection, schema: str, table: str,
-                 query: str | None = None) -> None:
+                 query: str | None = None, base: int = 0, first: Any = None) -> None:
         self.connection = connection
         self.schema = schema
         self.table = table
         #: the progress row's query name (the query's name when ``open`` is given one)
         self.query = query
+        #: a changed version's first progress id (its batch ``i`` is ``base + i``: the
+        #: versions before numbered theirs from 0), and the retractions of its
+        #: restatement, written with its first batch (pandas rows; None: none)
+        self.base = base
+        self.first = first
         self.columns: list[tuple[str, str]] = []
         self.key: list[str] = []
         self.last_batch = -1
@@ -84,18 +75,59 @@ class _PostgresSink:
             self.last_batch = self._committed(cur, lock=False)
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
-        """Apply one micro-batch's changes and its progress in one transaction, once."""
-        data = _csv(batch, batch_id if self._with_batch_id else None)
+        """Apply one micro-batch's changes and its progress in one transaction, once
+        (a changed version's first batch: its restatement's retractions, then its rows)."""
+        entry = self.base + batch_id
+        if batch_id == 0 and self.first is not None and len(self.first):
+            batch = batch.sparkSession.createDataFrame(
+                self.first[batch.columns], batch.schema).union(batch)
+        data = _csv(batch, entry if self._with_batch_id else None)
         for attempt in range(TRIES):
             try:
-                self._apply(data, batch_id)
+                self._apply(data, entry)
                 return
             except _lost() as e:
                 self._drop_connection()
                 if attempt == TRIES - 1:
                     raise DatabaseError(f"{self.query}: the database was lost at batch "
-                                        f"{batch_id}: {said(e, self.connection)}") from None
+                                        f"{entry}: {said(e, self.connection)}") from None
                 time.sleep(PAUSE * 2 ** attempt)
+
+    @classmethod
+    def resumed(cls, connection: Connection, schema: str, table: str, query: str,
+                base: int | None, place: str | None) -> _PostgresSink:
+        """The sink of a query's version at its start or restart: a changed version's
+        (``base``: its first progress id, as the keeper recorded it) with its
+        restatement's retractions while its first batch has not committed (kept in
+        ``place``: it restates again)."""
+        first = None
+        if base is not None and place is not None and \
+                os.path.exists(os.path.join(place, RESTATEMENT)):
+            import pandas as pd
+
+            first = pd.read_parquet(os.path.join(place, RESTATEMENT))
+        return cls(connection, schema, table, query=query, base=base or 0, first=first)
+
+    def restated(self, how: Restatement) -> Restated:
+        """The changed version's sink over the same table (docs/guides/databases.md): its
+        progress ids go on from the last one committed, its first batch retracts the old
+        query's current rows of the windows it holds and writes the new query's, in one
+        transaction. Refused (the old query runs on) when the old query stopped between
+        its database commit and Spark's: its state is a batch behind the table."""
+        with self._transaction() as cur:
+            committed = self._committed(cur, lock=False)
+        if committed - self.base > last_committed(how.spark, how.checkpoint):
+            raise how.refuse(f"{how.name} stopped between committing a micro-batch to "
+                             f"{self.connection.name}.{self.schema}.{self.table} and "
+                             "recording it, so its state is a batch behind the table; it "
+                             "runs on unchanged", "run the ALTER again")
+        assert how.retractions is not None
+        first = how.retractions()
+        if how.place is not None:
+            os.makedirs(how.place, exist_ok=True)
+            first.to_parquet(os.path.join(how.place, RESTATEMENT), index=False)
+        return Restated(type(self)(self.connection, self.schema, self.table, self.query,
+                                   committed + 1, first), committed + 1)
 
     def _apply(self, data: bytes, batch_id: int) -> None:
         with self._transaction() as cur:
@@ -127,12 +159,7 @@ class _PostgresSink:
         raise NotImplementedError
 
     def _check_or_create(self, cur: Any) -> None:
-        cur.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM "
-                    "pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN "
-                    "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
-                    "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY "
-                    "a.attnum", (self.schema, self.table))
-        found = [tuple(r) for r in cur.fetchall()]
+        found = columns(cur, self.schema, self.table)
         where = f"{self.connection.name}.{self.schema}.{self.table}"
         if found:
             cur.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
@@ -152,11 +179,11 @@ class _PostgresSink:
 
     @property
     def _target(self) -> str:
-        return f"{_quoted(self.schema)}.{_quoted(self.table)}"
+        return f"{quoted(self.schema)}.{quoted(self.table)}"
 
     @property
     def _progress(self) -> str:
-        return f"{_quoted(self.schema)}.{PROGRESS}"
+        return f"{quoted(self.schema)}.{PROGRESS}"
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -190,6 +217,17 @@ class PostgresTable(_PostgresSink):
         return ([(f.name, pg_type(f.dataType)) for f in schema.fields
                  if f.name != "is_retraction"], [*key_names, "window_start", "window_end"])
 
+    @staticmethod
+    def as_changelog(spark: SparkSession, connection: Connection, schema: str,
+                     table: str) -> DataFrame:
+        """The table's rows as a changelog of current rows (ALTER's restatement reads
+        it): each row a pane, none a retraction."""
+        from pyspark.sql import functions as F  # noqa: N812
+
+        rows = read_table(spark, connection, schema, table)
+        assert rows is not None  # opened by the running query
+        return rows.withColumn("is_retraction", F.lit(False))
+
     def _write(self, cur: Any, data: bytes) -> None:
         """The batch staged, then each window it touches deleted and its last change
         inserted unless that change is a retraction (the last change decides the row)."""
@@ -203,7 +241,7 @@ class PostgresTable(_PostgresSink):
         ident = _names(self.key)
         # `=`, which a hash join can use (IS NOT DISTINCT FROM cannot: 100k changed
         # windows took minutes, measured): primary-key columns are never NULL
-        same = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in self.key)
+        same = " AND ".join(f"t.{quoted(c)} = s.{quoted(c)}" for c in self.key)
         cur.execute(f"DELETE FROM {self._target} t USING (SELECT DISTINCT {ident} FROM "
                     f"dfsql_stage) s WHERE {same}")
         cur.execute(f"INSERT INTO {self._target} ({names}) SELECT {names} FROM (SELECT "
@@ -226,6 +264,14 @@ class PostgresChangelog(_PostgresSink):
         return ([*rows, ("is_retraction", "boolean"), ("batch_row", "bigint"),
                  ("batch_id", "bigint")], ["batch_id", "batch_row"])
 
+    @staticmethod
+    def as_changelog(spark: SparkSession, connection: Connection, schema: str,
+                     table: str) -> DataFrame:
+        """The table's rows, a changelog (ALTER's restatement reads it)."""
+        rows = read_table(spark, connection, schema, table)
+        assert rows is not None  # opened by the running query
+        return rows.drop("batch_row", "batch_id")
+
     def _write(self, cur: Any, data: bytes) -> None:
         names = _names(c for c, _ in self.columns)
         with cur.copy(f"COPY {self._target} ({names}) FROM STDIN (FORMAT csv, HEADER "
@@ -241,18 +287,12 @@ def _lost() -> tuple[type[BaseException], ...]:
             psycopg.errors.CannotConnectNow)
 
 
-def _quoted(name: str) -> str:
-    """A PostgreSQL identifier: every name that reaches SQL text goes through here (a
-    column's name is the query's alias, which a client of the endpoint writes)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _names(names: Iterable[str]) -> str:
-    return ", ".join(_quoted(n) for n in names)
+    return ", ".join(quoted(n) for n in names)
 
 
 def _typed(columns: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{_quoted(n)} {t}" for n, t in columns)
+    return ", ".join(f"{quoted(n)} {t}" for n, t in columns)
 
 
 def _csv(batch: DataFrame, batch_id: int | None = None) -> bytes:

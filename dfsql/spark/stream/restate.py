@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from dfsql.spark.progress import say
 from dfsql.spark.stream.checkpoint import last_committed
 from dfsql.spark.stream.live_state import STATE_VARIABLE, EachBucket, current_panes
-from dfsql.spark.stream.sink import Restated, Restatement
+from dfsql.spark.stream.sink import ReaderRows, Restated, Restatement
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -166,15 +166,16 @@ def _write_files(spark: SparkSession, batch: DataFrame, path: str, entry: int) -
     return moved
 
 
-def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: str,
+def retractions(spark: SparkSession, state: tuple, checkpoint: str, sink: ReaderRows,
                 keys: list[tuple[str, str]]):
-    """The restatement's first half (see the module doc): the directory's current row of
+    """The restatement's first half (see the module doc): the sink's current row of
     every window the query at ``checkpoint`` still holds in its state, retracted at its
-    frontier T; pandas rows of the directory's columns. ``state``: its bucket processor
-    and output schema; ``keys``: its group keys' (state column, directory column)."""
+    frontier T; pandas rows of the sink's columns (a directory's, a database table's as
+    a changelog). ``state``: its bucket processor and output schema; ``keys``: its group
+    keys' (state column, sink column)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    say(f"ALTER: restating {directory}: retracting the running query's current rows")
+    say(f"ALTER: restating {sink.where}: retracting the running query's current rows")
     processor, out_schema = state
     stored = spark.read.format("statestore").option("stateVarName", STATE_VARIABLE) \
         .load(checkpoint).select("value.*")
@@ -184,7 +185,7 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
         F.timestamp_micros("window_end").alias("__lwe"), F.col("emit_time").alias("__lt")
     ).localCheckpoint()
     at = live.agg(F.max("__lt")).first()[0]
-    rows = current_rows(spark.read.parquet(directory), [d for _, d in keys])
+    rows = current_rows(sink.read(spark), [d for _, d in keys])
     if at is None:  # no window holds a current row: nothing to retract
         return rows.limit(0).toPandas()
     same = [rows[d].eqNullSafe(live[f"__l{i}"]) for i, (_, d) in enumerate(keys)]
@@ -193,7 +194,7 @@ def retractions(spark: SparkSession, state: tuple, checkpoint: str, directory: s
     retracted = rows.join(live, same, "left_semi").withColumns({
         "is_retraction": F.lit(True), "emit_time": F.timestamp_micros(F.lit(int(at)))
     }).toPandas()
-    say(f"ALTER: restating {directory}: {len(retracted)} row(s) retracted, written with the "
+    say(f"ALTER: restating {sink.where}: {len(retracted)} row(s) retracted, written with the "
         "changed query's first micro-batch")
     return retracted
 

@@ -71,6 +71,18 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True)
+class ReaderRows:
+    """A sink restated by retractions, as ALTER reads it: the old query's rows as a
+    reader of the sink sees them, a changelog (``is_retraction``, pane columns), whose
+    current row of each window the restatement retracts."""
+
+    #: how ALTER's progress and refusals name the sink
+    where: str
+    #: its rows, read when the old query has stopped
+    read: Callable[[SparkSession], DataFrame]
+
+
+@dataclass(frozen=True)
 class Restatement:
     """What ALTER STREAMING QUERY hands a running query's sink, stopped at its last
     completed micro-batch, to build the changed query's sink over the same place
@@ -85,7 +97,7 @@ class Restatement:
     #: retractions kept for a restart before its first batch commits); None: no keeper
     place: str | None
     #: the old query's current rows retracted (pandas, the sink's columns), for a sink
-    #: restated by retractions (None: the change restates it whole)
+    #: restated by retractions (:class:`ReaderRows`; None: the change restates it whole)
     retractions: Callable[[], Any] | None
     #: ``(message, hint)`` → the error that refuses the change, placed at the query's name
     #: (the old query then runs on unchanged)
@@ -95,7 +107,7 @@ class Restatement:
 class Restated(NamedTuple):
     """The changed query's sink, and what the keeper records so that a restart builds it
     again (:func:`~dfsql.spark.stream.sinks.statement_into`): a directory's log entry its
-    first batch is written as (None: nothing)."""
+    first batch is written as, a database table's first progress id (None: nothing)."""
 
     sink: Sink
     log_base: int | None = None

@@ -25,7 +25,7 @@ from dfsql.spark.stream.checkpoint import FILE_MANAGER_CONF, file_manager_for
 from dfsql.spark.stream.plain_sinks import CallableSink, ConsoleSink, FileSink, MemorySink
 from dfsql.spark.stream.postgres_sink import PostgresChangelog, PostgresTable
 from dfsql.spark.stream.restate import LoggedDirectory
-from dfsql.spark.stream.sink import Sink, batch_rows
+from dfsql.spark.stream.sink import ReaderRows, Sink, batch_rows
 from dfsql.spark.stream.table_sink import AppendView, TableSink
 
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ class Into:
     where: str
     #: the ``INTO`` clause as a changed version's statement writes it again
     clause: str
-    #: the directory a change restates by retractions (None: the sink is restated whole)
-    directory: str | None
+    #: how a change reads the sink to restate it by retractions (None: restated whole)
+    reader_rows: ReaderRows | None
     #: ``(message, hint)`` refusing the sink over Spark Connect (None: it runs there)
     classic_only: tuple[str, str] | None
     #: the sink, from ``(place, changed, log_base, previous)``: the query's place with a
@@ -96,7 +96,8 @@ def statement_into(name: str, into: str, path: str | None,
         return _database_into(name, target, into == "changelog")
     if into == "directory":
         return Into(f"directory {path}", f" INTO DIRECTORY {string_literal(str(path))}",
-                    path, None, lambda place, changed, log_base, previous:
+                    ReaderRows(f"directory {path}",
+                               lambda spark: spark.read.parquet(str(path))), None, lambda place, changed, log_base, previous:
                     FileSink(str(path)) if log_base is None
                     else LoggedDirectory.resumed(str(path), log_base, place))
     return Into(f"table global_temp.{name}", "", None,
@@ -111,20 +112,23 @@ def statement_into(name: str, into: str, path: str | None,
 def _database_into(name: str, target: tuple[str, str, str] | None, changelog: bool) -> Into:
     """``INTO TABLE NAME.schema.table``: a :class:`~dfsql.spark.stream.postgres_sink.
     PostgresTable` over the connection ``NAME`` (docs/guides/databases.md); ``INTO
-    CHANGELOG``: a :class:`~dfsql.spark.stream.postgres_sink.PostgresChangelog`."""
+    CHANGELOG``: a :class:`~dfsql.spark.stream.postgres_sink.PostgresChangelog`. A changed
+    version goes on with the table, restated by retractions, its progress ids numbered on
+    from ``log_base``."""
     assert target is not None
     conn_name, schema, table = target
     conn = CONNECTIONS.named(conn_name)
     written = ".".join(quoted_name(p) for p in target)
     kind, sink = ("changelog", PostgresChangelog) if changelog else ("table", PostgresTable)
-    return Into(f"{kind} {conn.name}.{schema}.{table}", f" INTO {kind.upper()} {written}",
-                None,
+    where = f"{kind} {conn.name}.{schema}.{table}"
+    return Into(where, f" INTO {kind.upper()} {written}",
+                ReaderRows(where, lambda spark: sink.as_changelog(spark, conn, schema, table)),
                 (f"INTO {kind.upper()} NAME.schema.table is not supported over Spark "
                  "Connect yet: "
                  "its transactions are this process's, which a Spark Connect server does "
                  "not run", "run dfsql on classic Spark"),
                 lambda place, changed, log_base, previous:
-                sink(conn, schema, table, query=name))
+                sink.resumed(conn, schema, table, name, log_base, place))
 
 
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,

@@ -232,8 +232,8 @@ def test_a_directory_is_restated_by_retractions_at_the_frontier(spark, paper_liv
     assert said == [
         "ALTER: checking the change: 3 file(s) of scores_live read so far, each still there",
         "ALTER: the changed query's history: 3 file(s) of scores_live read again",
-        f"ALTER: restating {out}: retracting the running query's current rows",
-        f"ALTER: restating {out}: 3 row(s) retracted, written with the changed query's "
+        f"ALTER: restating directory {out}: retracting the running query's current rows",
+        f"ALTER: restating directory {out}: 3 row(s) retracted, written with the changed query's "
         "first micro-batch",
         "ALTER: restating: the changed query replays what the running one read, as the "
         "state of the stream's first micro-batch (its panes reach the sink with that "

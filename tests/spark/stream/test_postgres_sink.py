@@ -307,21 +307,6 @@ def test_create_streaming_query_into_a_changelog(spark, pg, named, scores_live):
     assert {(k, s, e, t) for (k, s, e), t in current.items()} == _fig14_current()
 
 
-def test_alter_of_a_query_into_a_database_is_refused_and_it_runs_on(spark, pg, named,
-                                                                     scores_live):
-    from dfsql.continuous_queries import QUERIES
-
-    dfsql.sql(_create("warehouse_db.public.altered"), spark)
-    try:
-        with pytest.raises(DfsqlError) as info:
-            dfsql.sql("ALTER STREAMING QUERY fig14_into AS " + FIG14["query"].replace(
-                "FROM scores", "FROM pg_scores").replace("SUM(value)", "MAX(value)"), spark)
-        assert "cannot restate" in info.value.message
-        assert QUERIES.running["fig14_into"].query.isActive
-    finally:
-        dfsql.sql("STOP STREAMING QUERY fig14_into", spark)
-
-
 def test_a_column_named_like_sql_is_only_a_name(spark, pg, conn):
     """A column's name is the query's alias, which an endpoint client writes: a quote or
     a placeholder-like text in it stays part of the name (never SQL)."""
