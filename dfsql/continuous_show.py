@@ -90,6 +90,8 @@ def show_queries(spark: SparkSession, running: list, failed_now: list) -> DataFr
         error = q.exception() if not q.isActive else None  # type: ignore[attr-defined]
         if error is not None:
             status = "FAILED: " + (str(error).strip().splitlines() or ["?"])[0]
+        elif getattr(r.sink_object, "retrying", None):  # a database sink's lost database
+            status = f"RETRYING {r.sink}: {r.sink_object.retrying}"
         t = current_totals(spark, q, r.checkpoint)
         p = q.lastProgress or {}  # type: ignore[attr-defined]
         rows.append((r.name, str(q.id), status, r.sink,  # type: ignore[attr-defined]

@@ -51,7 +51,7 @@ def start_planned(planned: Planned, stmt: Statement, text: str, sink: object,
     with spark_errors(stmt.source, text=text):
         return start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
                             late_view=stream.late_view, state_store=stream.state_store,
-                            key_names=stream.key_names)
+                            row_key=stream.row_key)
 
 
 def live_windows(planned: Planned, checkpoint: str, where: tuple[int, str] | None,

@@ -103,6 +103,9 @@ class Postgres:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "300", "stop",
                   check=False)
 
+    def running(self) -> bool:
+        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
+
     def restart(self, down_for: float = 0.0) -> None:
         self.stop("immediate")
         time.sleep(down_for)

@@ -200,3 +200,31 @@ def read_files(spark, p: Path, fmt: str, stream: bool) -> Any:
     if fmt == "csv":
         reader = reader.option("header", True)
     return reader.load(str(p))
+
+
+def name_connection(out: Console, rest: str, at: int, ask_password) -> None:
+    """``\\connection NAME URL``: a database named for the shell's statements
+    (docs/guides/databases.md), its password asked for (``ask_password(name)``, None:
+    libpq finds it); ``\\connection`` alone lists the connections, never a password."""
+    from dfsql.connections import CONNECTIONS, parse
+
+    words = rest.split()
+    if not words:
+        for name in CONNECTIONS.names():
+            out.print(f"{name}: {CONNECTIONS.named(name).url}", highlight=False)
+        if not CONNECTIONS.names():
+            out.print("no connections yet: \\connection NAME postgresql://USER@HOST/DB")
+        return
+    if len(words) != 2:
+        raise ShellError("\\connection takes a name and a URL", 1, at + 1,
+                         "\\connection NAME postgresql://USER@HOST[:PORT]/DB (no "
+                         "password in it: it is asked for)")
+    name, url = words
+    try:
+        parse(name, url)  # checked before a password is asked for
+    except DfsqlError as e:
+        bad_name = e.message.endswith("is not a connection name")
+        raise ShellError(e.message, 1, at + 1 + (0 if bad_name else rest.index(url)),
+                         e.hint) from None
+    conn = CONNECTIONS.add(name, url, ask_password(name))
+    out.print(f"{conn.name}: {conn.url}", highlight=False)

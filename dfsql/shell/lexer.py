@@ -44,6 +44,8 @@ COMMANDS: dict[str, str] = {
                "retractions applied, until Ctrl-C",
     "\\plot": "\\plot [FILE.png]: draw the last windowed result as the paper draws its "
               "figures (after EXPLAIN WATERMARK: late fraction against latency)",
+    "\\connection": "\\connection NAME postgresql://USER@HOST[:PORT]/DB: name a database "
+                   "for NAME.schema.table (the password is asked for); alone: list them",
     "\\timing": "show or hide each statement's elapsed time",
     "\\maxrows": "\\maxrows N: fetch and show at most N rows of a result",
     "\\pager": "\\pager on|off: page results taller than the screen",

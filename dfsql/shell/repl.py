@@ -28,6 +28,7 @@ from dfsql.shell.commands import (
     ShellError,
     describe,
     file_format,
+    name_connection,
     parse_load,
     read_files,
     show_help,
@@ -214,6 +215,7 @@ class Shell:
             "\\watch": self._watch, "\\plot": self._plot, "\\timing": self._timing,
             "\\maxrows": self._maxrows, "\\pager": self._pager, "\\help": self._help,
             "\\?": self._help, "\\q": self._quit, "\\quit": self._quit,
+            "\\connection": self._connection,
         }.get(name)
         if handler is None:
             import difflib
@@ -223,6 +225,9 @@ class Shell:
                              f"did you mean {close[0]}? " if close else
                              "\\help lists the commands")
         handler(rest, rest_at)
+
+    def _connection(self, rest: str, at: int) -> None:
+        name_connection(self.out, rest, at, _ask_password)
 
     def _help(self, rest: str, at: int) -> None:
         show_help(self.out, rest, at)
@@ -446,3 +451,13 @@ def _unexpected(e: BaseException) -> DfsqlError:
 def _default_target() -> str:
     return os.environ.get("DFSQL_SPARK_REMOTE") or os.environ.get("DFSQL_SPARK_MASTER") \
         or DEFAULT_MASTER
+
+
+def _ask_password(name: str) -> str | None:
+    """A connection's password, typed at a terminal without echo (empty, or no terminal:
+    None, and libpq finds it: PGPASSWORD, ~/.pgpass)."""
+    if not sys.stdin.isatty():
+        return None
+    import getpass
+
+    return getpass.getpass(f"password for {name} (empty: PGPASSWORD or ~/.pgpass): ") or None

@@ -157,8 +157,10 @@ class StreamPlan:
     late_view: str | None
     #: the state store provider the query must start on (None: the session's own)
     state_store: str | None
-    #: the output columns that select a group key (a TableSink's row identity)
-    key_names: tuple[str, ...] = ()
+    #: the output columns that identify a window's row in a table (a TableSink's, a
+    #: database table's key): the group keys, then window_start and window_end unless
+    #: the window is GLOBAL (whose window columns are NULL)
+    row_key: tuple[str, ...] = ()
     #: the bucket processor and its output's schema (None: Spark's own operator): what
     #: reads the running query's state back (EXPLAIN FIRINGS FOR STREAMING QUERY)
     state: tuple | None = None

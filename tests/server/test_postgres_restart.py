@@ -48,20 +48,21 @@ def pg():
     server.remove()
 
 
-def _db_rows(pg: Postgres) -> set[tuple]:
+def _db_rows(pg: Postgres, table: str = "sessions") -> set[tuple]:
     with pg.connect() as c:
-        if c.execute("SELECT to_regclass('public.sessions')").fetchone() == (None,):
+        if c.execute(f"SELECT to_regclass('public.{table}')").fetchone() == (None,):
             return set()
-        rows = c.execute(f"SELECT {', '.join(COLUMNS)} FROM public.sessions").fetchall()
+        rows = c.execute(f"SELECT {', '.join(COLUMNS)} FROM public.{table}").fetchall()
     return {tuple(v.astimezone(timezone.utc).replace(tzinfo=None)
                   if hasattr(v, "tzinfo") and v.tzinfo else v for v in r) for r in rows}
 
 
-def _progress(pg: Postgres) -> int:
+def _progress(pg: Postgres, table: str = "sessions") -> int:
     with pg.connect() as c:
         if c.execute("SELECT to_regclass('public.dfsql_progress')").fetchone() == (None,):
             return -1
-        row = c.execute("SELECT batch_id FROM public.dfsql_progress").fetchone()
+        row = c.execute("SELECT batch_id FROM public.dfsql_progress WHERE target = %s",
+                        (table,)).fetchone()
     return row[0] if row else -1
 
 
@@ -104,6 +105,59 @@ def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> Non
             + [(k, 4 * 5, 4, "EARLY") for k in "ab"])
         assert _wait(lambda: _db_rows(pg), want) == want
         second.rows("STOP STREAMING QUERY sessions_pg")
+    finally:
+        second.kill()
+    hits = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != secret
+            and PASSWORD.encode() in p.read_bytes()]
+    assert hits == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_an_alter_into_postgres_killed_at_once_goes_on_exactly_once(tmp_path, pg) -> None:
+    """``ALTER STREAMING QUERY`` over the endpoint (EARLY EVERY 4 ROWS → 5 ROWS), the
+    server killed as soon as it answers (the restatement's transaction committed or
+    not yet), more files while it is down, a second life on the state directory: the
+    table holds, by hand, bursts 0-3 closed ON_TIME as both queries give them (6 events
+    of value b + 1 per key), and burst 4's open session at the changed query's EARLY pane
+    of its 5th event (5 × 5); the progress ids go on from the first version's."""
+    tmp_path = tmp_path.resolve()
+    state, src = tmp_path / "state", tmp_path / "in"
+    src.mkdir()
+    secret = tmp_path / "pw"
+    secret.write_text(PASSWORD + "\n")
+    flags = ("--state-dir", str(state), "--connection", f"wh={pg.url('writer')}",
+             "--connection-password-file", f"wh={secret}")
+    for b in range(2):
+        _write(src / f"part-{b}.parquet", _burst(b))
+    first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
+    changed = QUERY.replace("EVERY 4 ROWS", "EVERY 5 ROWS")
+    try:
+        first.rows(f"CREATE STREAMING QUERY altered_pg INTO TABLE wh.public.altered AS "
+                   f"{QUERY.format(t='live')}")
+        assert _wait(lambda: _progress(pg, "altered") >= 0, True)
+        before = _progress(pg, "altered")
+        [answer] = first.rows(f"ALTER STREAMING QUERY altered_pg AS {changed.format(t='live')}")
+    finally:
+        first.kill()
+    assert answer[2] == 2  # the second version
+    for b in range(2, 5):
+        _write(src / f"part-{b}.parquet", _burst(b))
+    _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
+    second = Served(tmp_path, 2, *flags)
+    try:
+        shape = ("key", "total", "n", "pane_timing")
+        want = sorted([(k, 6 * (b + 1), 6, "ON_TIME") for k in "ab" for b in range(4)]
+                      + [(k, 5 * 5, 5, "EARLY") for k in "ab"])
+        got = _wait(lambda: sorted((r[0], r[1], r[2], r[6])
+                                   for r in _db_rows(pg, "altered")), want)
+        assert got == want, shape
+        # and each open or closed window's row is the replay's of the changed query
+        # (its pane index and emit time aside: the closed windows' rows are the first
+        # version's), one row per window, nothing doubled
+        replayed = replayed_table(second, src, changed, COLUMNS)
+        assert {r[:5] for r in _db_rows(pg, "altered")} == {r[:5] for r in replayed}
+        assert _progress(pg, "altered") > before
+        second.rows("STOP STREAMING QUERY altered_pg")
     finally:
         second.kill()
     hits = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != secret

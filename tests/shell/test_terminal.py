@@ -338,7 +338,8 @@ def test_execute_reports_spark_analysis_errors(tmp_path) -> None:
 
 def test_commands_without_a_terminal(tmp_path) -> None:
     """\\maxrows caps what is fetched and says so; \\timing drops the elapsed time;
-    \\explain shows the trigger tree; --master picks the Spark master."""
+    \\explain shows the trigger tree; --master picks the Spark master; \\connection names
+    a database and lists the connections."""
     proc = subprocess.run(
         [sys.executable, "-m", "dfsql.cli", "--master", "local[1]",
          "-e", "\\maxrows 2", "-e", "SELECT id FROM range(5);",
@@ -347,6 +348,8 @@ def test_commands_without_a_terminal(tmp_path) -> None:
                "WINDOW SESSIONS(GAP 1 MINUTE) ON ts TRIGGER AFTER 2 ROWS THEN AFTER 3 ROWS",
          "-e", "SELECT current_timestamp() IS NOT NULL AS up, "
                "(SELECT 1) AS one; SET spark.master;",
+         "-e", "\\connection Sales postgresql://ada@127.0.0.1:9/sales",
+         "-e", "\\connection",
          "-e", "\\q", "-e", "SELECT 'after quit' AS never;"],
         env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         stdin=subprocess.DEVNULL)
@@ -362,3 +365,5 @@ def test_commands_without_a_terminal(tmp_path) -> None:
     assert "TRIGGER AfterEach(ElemCount(2), ElemCount(3))" in out  # the seed's notation
     assert {"key": "spark.master", "value": "local[1]"} in tables[-1]
     assert "after quit" not in out  # \q ended the run there, successfully
+    # named (lower case, as SQL compares names), then listed; no terminal: no password
+    assert out.count("sales: postgresql://ada@127.0.0.1:9/sales") == 2

@@ -406,8 +406,11 @@ class BlockPlan:
         df = self._with_original_names(self._output_df(ordered=False, stages=stages), names,
                                        hidden, stages)
         # transformWithState runs only on RocksDB: the stream starts on it (dfsql.start)
+        # a window's row in a table: its group keys and the window (GLOBAL's is NULL)
+        row_key = (*stages.key_output_names, *(
+            () if isinstance(cl.window, c.GlobalWindows) else ("window_start", "window_end")))
         stream = StreamPlan(df, stages.default_order_by, late, physical.state_store,
-                            stages.key_output_names, tuple(state) if state else None)
+                            row_key, tuple(state) if state else None)
         if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
             df = df.where(f"{LATE_ROW} IS NULL")
         return df.drop(*hidden), PlannedBlock(self, physical, stream=stream)

@@ -31,7 +31,7 @@ class CallableSink:
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         pass
 
@@ -58,7 +58,7 @@ class MemorySink:
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return visible.writeStream.format("memory").queryName(name or "dfsql_panes")
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         self.view = AppendView(name or "dfsql_panes", spark, schema)
 
@@ -87,7 +87,7 @@ class FileSink:
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return visible.writeStream.format("parquet").option("path", self.path)
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         pass
 

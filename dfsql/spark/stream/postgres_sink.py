@@ -60,16 +60,19 @@ class _PostgresSink:
         self.columns: list[tuple[str, str]] = []
         self.key: list[str] = []
         self.last_batch = -1
+        #: while a lost database is tried again: the try and the database's last error,
+        #: as SHOW STREAMING QUERIES shows them (None: the last commit went through)
+        self.retrying: str | None = None
         self._conn: Any = None
 
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         """Check or create the table and the progress table; read the last batch id."""
         self.query = self.query or name or f"{self.schema}.{self.table}"
-        self.columns, self.key = self._layout(schema, key_names)
+        self.columns, self.key = self._layout(schema, row_key)
         with self._transaction() as cur:
             self._check_or_create(cur)
             self.last_batch = self._committed(cur, lock=False)
@@ -81,17 +84,23 @@ class _PostgresSink:
         if batch_id == 0 and self.first is not None and len(self.first):
             batch = batch.sparkSession.createDataFrame(
                 self.first[batch.columns], batch.schema).union(batch)
-        data = _csv(batch, entry if self._with_batch_id else None)
+        data = _csv(batch, entry if self._with_batch_id else None, self._not_null)
         for attempt in range(TRIES):
             try:
                 self._apply(data, entry)
+                self.retrying = None
                 return
-            except _lost() as e:
+            except (*_lost(), DatabaseError) as e:  # DatabaseError: no new connection
                 self._drop_connection()
+                lost = said(e, self.connection)
                 if attempt == TRIES - 1:
+                    self.retrying = None
                     raise DatabaseError(f"{self.query}: the database was lost at batch "
-                                        f"{entry}: {said(e, self.connection)}") from None
-                time.sleep(PAUSE * 2 ** attempt)
+                                        f"{entry}: {lost}") from None
+                pause = PAUSE * 2 ** attempt
+                self.retrying = (f"batch {entry}, try {attempt + 2} of {TRIES} in "
+                                 f"{pause:g} s: {lost}")
+                time.sleep(pause)
 
     @classmethod
     def resumed(cls, connection: Connection, schema: str, table: str, query: str,
@@ -151,7 +160,13 @@ class _PostgresSink:
 
     _with_batch_id = False
 
-    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+    @property
+    def _not_null(self) -> list[str]:
+        """The columns a batch's rows must fill (a primary key's): a NULL there is a
+        :class:`DatabaseError` before the batch's transaction starts."""
+        return []
+
+    def _layout(self, schema: StructType, row_key: tuple[str, ...]
                 ) -> tuple[list[tuple[str, str]], list[str]]:
         raise NotImplementedError
 
@@ -171,9 +186,9 @@ class _PostgresSink:
                     f"{where} has other columns or another primary key than the query's "
                     "results", hint="want " + ", ".join(f"{c} {t}" for c, t in self.columns)
                     + f"; primary key ({', '.join(self.key)})")
-        else:
-            cur.execute(f"CREATE TABLE {self._target} ({_typed(self.columns)}, PRIMARY KEY "
-                        f"({_names(self.key)}))")
+        else:  # no key: a query of one GLOBAL window and no GROUP BY has one row
+            key = f", PRIMARY KEY ({_names(self.key)})" if self.key else ""
+            cur.execute(f"CREATE TABLE {self._target} ({_typed(self.columns)}{key})")
         cur.execute(f"CREATE TABLE IF NOT EXISTS {self._progress} (query text, target "
                     "text, batch_id bigint NOT NULL, PRIMARY KEY (query, target))")
 
@@ -212,10 +227,14 @@ class PostgresTable(_PostgresSink):
     keys and the window; an existing table whose columns or key differ is refused before
     anything is written."""
 
-    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+    def _layout(self, schema: StructType, row_key: tuple[str, ...]
                 ) -> tuple[list[tuple[str, str]], list[str]]:
         return ([(f.name, pg_type(f.dataType)) for f in schema.fields
-                 if f.name != "is_retraction"], [*key_names, "window_start", "window_end"])
+                 if f.name != "is_retraction"], list(row_key))
+
+    @property
+    def _not_null(self) -> list[str]:
+        return self.key  # PostgreSQL's primary key holds no NULL
 
     @staticmethod
     def as_changelog(spark: SparkSession, connection: Connection, schema: str,
@@ -238,6 +257,12 @@ class PostgresTable(_PostgresSink):
                       "STDIN (FORMAT csv, HEADER true)") as copy:
             copy.write(data)
         cur.execute("ANALYZE dfsql_stage")  # its size, so the DELETE joins by hash
+        if not self.key:  # one row at most: the batch's last change decides it
+            cur.execute(f"DELETE FROM {self._target} WHERE EXISTS (SELECT FROM dfsql_stage)")
+            cur.execute(f"INSERT INTO {self._target} ({names}) SELECT {names} FROM (SELECT * "
+                        "FROM dfsql_stage ORDER BY dfsql_seq DESC LIMIT 1) last WHERE NOT "
+                        "last.is_retraction")
+            return
         ident = _names(self.key)
         # `=`, which a hash join can use (IS NOT DISTINCT FROM cannot: 100k changed
         # windows took minutes, measured): primary-key columns are never NULL
@@ -257,7 +282,7 @@ class PostgresChangelog(_PostgresSink):
 
     _with_batch_id = True
 
-    def _layout(self, schema: StructType, key_names: tuple[str, ...]
+    def _layout(self, schema: StructType, row_key: tuple[str, ...]
                 ) -> tuple[list[tuple[str, str]], list[str]]:
         rows = [(f.name, pg_type(f.dataType)) for f in schema.fields
                 if f.name != "is_retraction"]
@@ -295,14 +320,22 @@ def _typed(columns: list[tuple[str, str]]) -> str:
     return ", ".join(f"{quoted(n)} {t}" for n, t in columns)
 
 
-def _csv(batch: DataFrame, batch_id: int | None = None) -> bytes:
+def _csv(batch: DataFrame, batch_id: int | None = None, not_null: list[str] = ()) -> bytes:
     """The batch as CSV for ``COPY``, in changelog order, with its row's place in it
-    (and ``batch_id`` on every row, when given)."""
+    (and ``batch_id`` on every row, when given); a NULL in a ``not_null`` column is
+    refused."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     table = batch.toArrow()
+    for name in not_null:
+        if table.column(name).null_count:
+            raise DatabaseError(
+                f"a row whose {name} is NULL cannot be in the table: {name} is part of "
+                "its primary key (the group keys and the window), which PostgreSQL holds "
+                "without NULLs", hint=f"COALESCE({name}, …) in the SELECT and the GROUP "
+                f"BY, or WHERE {name} IS NOT NULL")
     table = table.append_column("dfsql_seq", pa.array(np.arange(table.num_rows)))
     others = [c for c in table.column_names if c not in ("is_retraction", "dfsql_seq")]
     table = table.select([*others, "is_retraction", "dfsql_seq"])

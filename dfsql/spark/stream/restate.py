@@ -82,7 +82,7 @@ class LoggedDirectory:
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None  # Spark's log, its own batch ids
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         pass  # the log says which batches it holds
 

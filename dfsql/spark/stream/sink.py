@@ -14,7 +14,7 @@ argument into a :class:`Sink`.
   a crash with the same id: a sink that can be exactly once keeps the last id it
   committed beside its rows and skips a replayed id (a database sink: a progress row
   written in the same transaction as the batch's rows).
-- **How it restarts**: ``open(spark, schema, key_names, name)`` runs before the query
+- **How it restarts**: ``open(spark, schema, row_key, name)`` runs before the query
   starts, so a sink reads back what it kept (its rows, its last committed batch id) from
   its own place — a path under ``--state-dir``, a table — and publishes what readers
   see before the first batch. The checkpoint itself belongs to Spark.
@@ -59,10 +59,11 @@ class Sink(Protocol):
         """Spark's own sink for the visible stream, or None: ``open`` and ``commit``."""
         ...
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         """Before the query starts: resume from what the sink kept; ``schema``: the
-        panes' columns; ``key_names``: the output columns that select a group key."""
+        panes' columns; ``row_key``: the output columns that identify a window's row
+        (the group keys, then window_start and window_end unless the window is GLOBAL)."""
         ...
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:

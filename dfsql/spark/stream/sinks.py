@@ -134,22 +134,22 @@ def _database_into(name: str, target: tuple[str, str, str] | None, changelog: bo
 def start_stream(df: DataFrame, order_by: tuple[str, ...] | None, sink: Any,
                  checkpoint: str | None, trigger: dict | None, name: str | None,
                  late_view: str | None = None, state_store: str | None = None,
-                 key_names: tuple[str, ...] = ()):
+                 row_key: tuple[str, ...] = ()):
     """Start ``df`` (a stream with its hidden sort columns) into ``sink``; with
     ``late_view``, each batch's dropped rows (the hidden LATE_ROW column) go to that
     temp view instead, in the same query (one stateful operator, one checkpoint). With
     ``state_store``, the query starts on that state store provider (the session keeps
-    its own: a query runs on its own copy of the settings). ``key_names``: the output
-    columns that select a group key (a :class:`TableSink` keeps one row per key and
+    its own: a query runs on its own copy of the settings). ``row_key``: the output
+    columns that identify a window's row (a :class:`TableSink` keeps one row per key and
     window)."""
     spark = df.sparkSession
     with setting_while(spark, STORE_CONF, state_store), \
             setting_while(spark, FILE_MANAGER_CONF, file_manager_for(spark, checkpoint)):
         target = as_sink(sink)
         if late_view:
-            writer = _with_late_rows(df, order_by, target, late_view, key_names, name)
+            writer = _with_late_rows(df, order_by, target, late_view, row_key, name)
         else:
-            writer = _writer(df, order_by, target, key_names, name)
+            writer = _writer(df, order_by, target, row_key, name)
         return _finish(writer, checkpoint, trigger, name)
 
 
@@ -158,12 +158,12 @@ STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
 
 
 def _writer(df: DataFrame, order_by: tuple[str, ...] | None, sink: Sink,
-            key_names: tuple[str, ...], name: str | None):
+            row_key: tuple[str, ...], name: str | None):
     visible = df.drop(*SORT_COLUMNS)
     writer = sink.native(visible, name)
     if writer is not None:
         return writer
-    sink.open(df.sparkSession, visible.schema, key_names, name)
+    sink.open(df.sparkSession, visible.schema, row_key, name)
     if sink.changelog_order:
         return df.writeStream.foreachBatch(
             lambda b, i: sink.commit(in_changelog_order(b, order_by), i))
@@ -182,13 +182,13 @@ def _finish(writer, checkpoint: str | None, trigger: dict | None, name: str | No
 
 
 def _with_late_rows(df: DataFrame, order_by: tuple[str, ...] | None, sink: Sink,
-                    late_view: str, key_names: tuple[str, ...], name: str | None):
+                    late_view: str, row_key: tuple[str, ...], name: str | None):
     """Every sink through ``commit``: each batch is split into its dropped rows
     (appended to ``late_view``) and its panes (to ``sink``, in changelog order)."""
 
     spark = df.sparkSession
     side = AppendView(late_view, spark, df.schema[LATE_ROW].dataType)
-    sink.open(spark, df.drop(*SORT_COLUMNS, LATE_ROW).schema, key_names, name)
+    sink.open(spark, df.drop(*SORT_COLUMNS, LATE_ROW).schema, row_key, name)
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()  # read twice: its panes and its dropped rows

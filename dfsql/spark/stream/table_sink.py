@@ -66,12 +66,12 @@ class TableSink:
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None
 
-    def open(self, spark: SparkSession, schema: StructType, key_names: tuple[str, ...],
+    def open(self, spark: SparkSession, schema: StructType, row_key: tuple[str, ...],
              name: str | None) -> None:
         """The view before the first batch (:meth:`publish_initial`); each batch's view
         is registered in ``spark``, the query's own session."""
         self.publish_initial(spark, schema)
-        self._receive = self.receiver(key_names, spark)
+        self._receive = self.receiver(row_key, spark)
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         self._receive(batch, batch_id)
@@ -85,7 +85,7 @@ class TableSink:
 
     def receiver(self, keys: tuple[str, ...], spark) -> Callable[[DataFrame, int], None]:
         """What each micro-batch of a query goes to: ``keys`` are the output columns that
-        select a group key (with the window, a row's identity); the view is registered in
+        identify a window's row (group keys and window); the view is registered in
         ``spark``, the query's own session (a foreachBatch batch belongs to a clone whose
         temp views nobody else sees)."""
         return lambda batch, batch_id: self._apply(batch, batch_id, list(keys), spark)
@@ -98,7 +98,7 @@ class TableSink:
             self._publish(spark, batch)
             return
         rows = batch_rows(batch)
-        ident = [*keys, "window_start", "window_end"]  # one live window
+        ident = keys  # one live window
         if self.current is None:
             self.current = rows.iloc[0:0].drop(columns=["is_retraction"])
         # the last change of each window in this batch decides its row

@@ -100,7 +100,7 @@ T = [datetime(2024, 1, 1, 0, m, tzinfo=UTC) for m in range(10)]
 
 def _opened(spark, conn, table: str, query: str = "q") -> PostgresTable:
     sink = PostgresTable(conn, "public", table, query=query)
-    sink.open(spark, _batch(spark, []).schema, ("key",), query)
+    sink.open(spark, _batch(spark, []).schema, ("key", "window_start", "window_end"), query)
     return sink
 
 
@@ -316,7 +316,7 @@ def test_a_column_named_like_sql_is_only_a_name(spark, pg, conn):
     batch = _batch(spark, [("a", 3, T[0], T[2], 0, "EARLY", False, T[1], False)]
                    ).withColumnRenamed("total", odd)
     sink = PostgresTable(conn, "public", "odd names", query="odd")
-    sink.open(spark, batch.schema, ("key",), "odd")
+    sink.open(spark, batch.schema, ("key", "window_start", "window_end"), "odd")
     sink.commit(batch, 0)
     sink.close()
     quoted = '"' + odd.replace('"', '""') + '"'
@@ -324,3 +324,82 @@ def test_a_column_named_like_sql_is_only_a_name(spark, pg, conn):
         assert c.execute(f'SELECT key, {quoted} FROM public."odd names"').fetchall() == [
             ("a", 3)]
         assert c.execute("SELECT to_regclass('public.keep')").fetchone() == ("keep",)
+
+
+def test_a_database_down_mid_stream_is_shown_retrying_and_nothing_is_lost(
+        spark, pg, named, paper_live):
+    """The database stops after the query's first micro-batches: the next batch's
+    transaction fails, SHOW lists the query RETRYING with the try and what the database
+    said, and once the database is back the batch commits once; the table ends as
+    Figure 14's current rows."""
+    import shutil
+    import time
+
+    from dfsql.continuous_queries import QUERIES
+
+    dfsql.sql("CREATE STREAMING QUERY fig14_down INTO TABLE warehouse_db.public.down AS "
+              + FIG14["query"].replace("FROM scores", "FROM scores_live"), spark)
+    try:
+        QUERIES.running["fig14_down"].query.processAllAvailable()
+        pg.stop("immediate")
+        for f in sorted((paper_live.parent / "all").glob("*.parquet"))[3:]:
+            shutil.copy2(f, paper_live / f.name)
+        status = ""
+        for _ in range(1200):  # the batch's first try fails within seconds
+            status = dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0].status
+            if status.startswith("RETRYING"):
+                break
+            time.sleep(0.05)
+        assert status.startswith("RETRYING table warehouse_db.public.down: batch ")
+        assert " try 2 of 6 in 0.5 s: " in status or " try 3 of 6 in 1 s: " in status
+        pg.start()
+        QUERIES.running["fig14_down"].query.processAllAvailable()
+        assert dfsql.sql("SHOW STREAMING QUERIES", spark).collect()[0].status == "RUNNING"
+        assert _rows(pg, "down") == _fig14_current()
+    finally:
+        if not pg.running():
+            pg.start()
+        dfsql.sql("STOP STREAMING QUERY fig14_down", spark)
+
+
+def _global_rows(pg, table: str) -> list[tuple]:
+    with pg.connect() as c:
+        return sorted(tuple(r) for r in c.execute(
+            f"SELECT key, total, window_start, window_end FROM public.{table}"))
+
+
+def test_a_global_window_is_keyed_by_its_group_keys_alone(spark, pg, conn):
+    """GLOBAL's window columns are NULL (docs/reference.md#output-columns): the row of
+    key a is its group key's alone, replaced by its next pane; without GROUP BY the
+    table holds one row."""
+    keyed = PostgresTable(conn, "public", "global_keyed", query="g")
+    keyed.open(spark, _batch(spark, []).schema, ("key",), "g")
+    keyed.commit(_batch(spark, [("a", 3, None, None, 0, "EARLY", False, T[1], False),
+                                ("b", 1, None, None, 0, "EARLY", False, T[1], False)]), 0)
+    keyed.commit(_batch(spark, [("a", 3, None, None, 0, "EARLY", False, T[2], True),
+                                ("a", 8, None, None, 1, "EARLY", False, T[2], False)]), 1)
+    assert _global_rows(pg, "global_keyed") == [("a", 8, None, None), ("b", 1, None, None)]
+    keyed.close()
+    one = PostgresTable(conn, "public", "global_one", query="g1")
+    one.open(spark, _batch(spark, []).schema, (), "g1")
+    one.commit(_batch(spark, [("-", 3, None, None, 0, "EARLY", False, T[1], False)]), 0)
+    one.commit(_batch(spark, [("-", 3, None, None, 0, "EARLY", False, T[2], True),
+                              ("-", 9, None, None, 1, "EARLY", False, T[2], False)]), 1)
+    one.commit(_batch(spark, []), 2)  # an empty batch changes nothing
+    assert _global_rows(pg, "global_one") == [("-", 9, None, None)]
+    one.close()
+
+
+def test_a_null_group_key_is_refused_and_nothing_of_its_batch_is_written(spark, pg, conn):
+    sink = _opened(spark, conn, "null_key")
+    sink.commit(_batch(spark, [("a", 1, T[0], T[2], 0, "EARLY", False, T[1], False)]), 0)
+    with pytest.raises(DatabaseError) as info:
+        sink.commit(_batch(spark, [("a", 1, T[0], T[2], 0, "EARLY", False, T[2], True),
+                                   (None, 4, T[0], T[2], 0, "EARLY", False, T[2], False)]), 1)
+    assert "a row whose key is NULL cannot be in the table" in info.value.message
+    assert "COALESCE(key" in info.value.hint
+    assert _rows(pg, "null_key") == {("a", T[0], T[2], 1)}
+    with pg.connect() as c:
+        assert c.execute("SELECT batch_id FROM public.dfsql_progress WHERE target = "
+                         "'null_key'").fetchone() == (0,)
+    sink.close()

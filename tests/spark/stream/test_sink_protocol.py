@@ -42,7 +42,7 @@ class KeptBatches:
     def native(self, visible, name):
         return None
 
-    def open(self, spark, schema, key_names, name) -> None:
+    def open(self, spark, schema, row_key, name) -> None:
         self.opened = [f.name for f in schema.fields]
 
     def commit(self, batch, batch_id: int) -> None:
