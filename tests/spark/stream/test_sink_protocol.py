@@ -163,7 +163,7 @@ def _into(into: str) -> Into:
 
 def test_the_into_words_are_mapped_to_a_sink_in_one_place():
     table = _into("")  # the default: INTO TABLE
-    assert (table.where, table.clause, table.directory) == ("table global_temp.q", "", None)
+    assert (table.where, table.clause, table.reader_rows) == ("table global_temp.q", "", None)
     assert table.classic_only is not None and \
         table.classic_only[0].startswith("INTO TABLE is not supported over Spark Connect")
     fresh = table.sink("/kept/tables/q")
@@ -174,8 +174,9 @@ def test_the_into_words_are_mapped_to_a_sink_in_one_place():
     assert (changed.replaces, changed.previous) == (True, "/kept/tables/q.v2")  # type: ignore
 
     d = _into(" INTO DIRECTORY '/data/panes'")
-    assert (d.where, d.clause, d.directory, d.classic_only) == \
-        ("directory /data/panes", " INTO DIRECTORY '/data/panes'", "/data/panes", None)
+    assert (d.where, d.clause, d.classic_only) == \
+        ("directory /data/panes", " INTO DIRECTORY '/data/panes'", None)
+    assert d.reader_rows is not None and d.reader_rows.where == "directory /data/panes"
     first = d.sink(None)  # Spark's own file sink
     assert isinstance(first, FileSink) and first.path == "/data/panes"
     later = d.sink(None, True, 3)  # a changed version: on with the log from entry 3
