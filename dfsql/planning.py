@@ -22,7 +22,7 @@ from dfsql.model.triggers import batch_trigger_note
 from dfsql.registrations import REGISTRATIONS
 from dfsql.session import session
 from dfsql.spark import door
-from dfsql.spark.catalog import views
+from dfsql.spark.catalog import database_tables, views
 from dfsql.spark.errors import quiet_spark_loggers, spark_errors
 from dfsql.spark.plan import planner
 from dfsql.spark.planned import Planned
@@ -87,6 +87,8 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession,
         return _plan(stmt, expanded.text, s, backfill)
     except DfsqlError as err:
         raise expanded.remap(err) from None
+    finally:
+        database_tables.drop_views(s, expanded.made)
 
 
 def _plan(stmt: Statement, text: str, s: SparkSession,
@@ -95,6 +97,9 @@ def _plan(stmt: Statement, text: str, s: SparkSession,
     text, a windowed statement by :mod:`dfsql.spark.plan.planner` (the caller has brought the
     catalog up to date: :func:`~dfsql.warehouse.sync`)."""
     quiet_spark_loggers()
+    into = database_tables.write_target(stmt, s) if stmt.kind == "write" else None
+    if into is not None and not stmt.windowed:  # a windowed one: the planner writes it
+        return Planned(database_tables.write(stmt, text, s, into))
     if not stmt.windowed and stmt.kind != "explain_firings":
         shown = views.show_create(stmt, s) if stmt.kind == "other" else None
         if shown is not None:
@@ -106,7 +111,7 @@ def _plan(stmt: Statement, text: str, s: SparkSession,
     if stmt.kind == "explain":
         return Planned(s.createDataFrame([(explain_statement(stmt, s),)], "plan string"))
     planned = planner.execute(stmt, s, REGISTRATIONS.of(s), backfill)
-    if stmt.kind == "write":
+    if stmt.kind == "write" and into is None:
         sync_catalog(s, stmt)  # the table the statement made or filled, for later runs
     return planned
 

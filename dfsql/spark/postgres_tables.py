@@ -150,3 +150,48 @@ def quoted_spark(name: str) -> str:
     from dfsql.language.scan import quoted_name
 
     return quoted_name(name)
+
+
+def write_rows(connection: Connection, schema: str, table: str, rows: DataFrame,
+               create: bool) -> tuple[str, str] | None:
+    """``rows`` into ``schema.table`` in one transaction, in bulk (``COPY … FROM STDIN``):
+    a new table of their columns (``create``; refused when it exists) or an existing one
+    of the same columns and types, in order. A refusal is (message, hint), and nothing
+    is written. The table has no primary key: the rows are a changelog, in which a
+    window's panes and retractions repeat its key."""
+    want = [(f.name, pg_type(f.dataType)) for f in rows.schema.fields]
+    data = _csv(rows)
+    where = f"{connection.name}.{schema}.{table}"
+    conn = connection.connect()
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            found = columns(cur, schema, table)
+            if create and found:
+                return (f"the table {where} already exists",
+                        f"INSERT INTO {where} <query> adds rows to it")
+            if not create and found != want:
+                return (f"{where} has other columns than the query's rows" if found else
+                        f"{where} is not a table", "want " + ", ".join(
+                            f"{n} {t}" for n, t in want) + (
+                            "" if found else f"; CREATE TABLE {where} AS <query> makes it"))
+            target = f"{quoted(schema)}.{quoted(table)}"
+            if create:
+                cur.execute(f"CREATE TABLE {target} ("
+                            + ", ".join(f"{quoted(n)} {t}" for n, t in want) + ")")
+            names = ", ".join(quoted(n) for n, _ in want)
+            with cur.copy(f"COPY {target} ({names}) FROM STDIN (FORMAT csv, HEADER "
+                          "true)") as copy:
+                copy.write(data)
+    finally:
+        conn.close()
+    return None
+
+
+def _csv(rows: DataFrame) -> bytes:
+    """The rows as CSV for ``COPY`` (Arrow writes it: a null unquoted and empty, a
+    string quoted, a timestamp with its zone)."""
+    import pyarrow.csv as pacsv
+
+    out = io.BytesIO()
+    pacsv.write_csv(rows.toArrow(), out)
+    return out.getvalue()

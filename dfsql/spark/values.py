@@ -34,6 +34,8 @@ class ReplayPlan(Protocol):
     stages: Stages
     #: a continuous query's history (BACKFILL FROM; None: none)
     backfill: Backfill | None
+    #: the temp views made for the statement, dropped once it is planned
+    registered: list[str]
 
     @property
     def views(self) -> Mapping[str, str]:

@@ -20,6 +20,7 @@ from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
 from dfsql.language.vocabulary import CLAUSE_WORDS
 from dfsql.spark import door
+from dfsql.spark.catalog import database_tables
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.parsed_plan import relations_read
 
@@ -122,10 +123,12 @@ class Expanded:
     spans: tuple[tuple[int, int, int, int, str], ...] = ()
     #: every windowed view read, directly or through another (lower case, unquoted)
     reached: frozenset[str] = frozenset()
+    #: the temp views of the database tables read (:mod:`.database_tables`), to drop
+    made: tuple[str, ...] = ()
 
     @property
     def views(self) -> tuple[str, ...]:
-        return tuple(s[4] for s in self.spans)
+        return tuple(s[4] for s in self.spans if s[4])
 
     def _offset(self, new: int) -> tuple[int, str | None]:
         shift = 0
@@ -209,15 +212,25 @@ def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool, Token]]:
 
 
 def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, depth: int = 0,
-           seen: tuple[str, ...] = ()) -> Expanded:
+           seen: tuple[str, ...] = (), windowed: bool = True) -> Expanded:
     """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
-    (nested views too); a view that reads itself is an error. ``tokens``: ``text``
-    already scanned."""
-    edits, spans, shift, reached = [], [], 0, set()
+    (nested views too), and every database table ``NAME.schema.table`` by the temp view
+    of its rows (:mod:`.database_tables`); a view that reads itself is an error.
+    ``tokens``: ``text`` already scanned; not ``windowed``: the database tables alone
+    (a BACKFILL's relation, which Spark reads as written)."""
+    edits, spans, shift, reached, made = [], [], 0, set(), []
     tokens = scan_text(text).tokens if tokens is None else tokens
     for start, end, aliased, last in _table_refs(tokens):
         name = text[start:end]
-        body = definition(spark, name)
+        table = database_tables.named(text, start, end, spark)
+        if table is not None:  # its rows' view, under the name's last part
+            made.append(database_tables.read_view(spark, text, table))
+            piece = made[-1] + ("" if aliased else f" AS {last.text}")
+            edits.append((start, end, piece))
+            spans.append((start, end, start + shift, start + shift + len(piece), ""))
+            shift += len(piece) - (end - start)
+            continue
+        body = definition(spark, name) if windowed else None
         if body is None:
             continue
         key = name.replace("`", "").lower()
@@ -226,6 +239,7 @@ def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, de
                                 "a view's query cannot read the view it defines")
         inner_expanded = expand(body, spark, None, depth + 1, (*seen, key))
         reached |= {key, *inner_expanded.reached}
+        made += inner_expanded.made
         alias = "" if aliased else f" AS {last.text}"
         piece = f"(\n{inner_expanded.text}\n){alias}"
         edits.append((start, end, piece))
@@ -234,7 +248,7 @@ def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, de
     if not spans:
         return Expanded(text, text)
     return Expanded(splice(text, edits, keep_offsets=False), text, tuple(spans),
-                    frozenset(reached))
+                    frozenset(reached), tuple(made))
 
 
 def create_with(stmt: Statement, expanded: Expanded, spark: SparkSession,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from dfsql.language.scan import Token, name_end, splice
 from dfsql.language.statement import Statement
 from dfsql.spark import door
+from dfsql.spark.catalog import database_tables
 from dfsql.spark.errors import spark_errors
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ def write(stmt: Statement, text: str, spark: SparkSession) -> DataFrame:
     """Run the write ``text`` (the statement over its windowed blocks' views)."""
     from pyspark.errors import AnalysisException
 
+    into = database_tables.write_target(stmt, spark)
+    if into is not None:  # a database table: the same rows, by COPY
+        return database_tables.write(stmt, text, spark, into)
     head = _head(stmt)
     if head.cache:
         return _cache(stmt, text, head, spark)

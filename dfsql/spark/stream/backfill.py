@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING
 
 from dfsql.errors import AnalysisError, DfsqlError, NotSupportedError, SourceError
 from dfsql.language.facts import tables_read
+from dfsql.language.scan import Source
 from dfsql.model import clauses as c
 from dfsql.spark import door
+from dfsql.spark.catalog import views
 from dfsql.spark.errors import map_spark_error
 from dfsql.spark.progress import say
 from dfsql.spark.stream.checkpoint import committed_batches
@@ -131,14 +133,18 @@ def _history_frame(plan: ReplayPlan, backfill: Backfill) -> DataFrame:
     if backfill.frame is not None:
         df = backfill.frame
     else:
+        # a database table NAME.schema.table: its rows' view (dropped with the plan's)
+        expanded = views.expand(backfill.sql, plan.spark, windowed=False)
+        plan.registered.extend(expanded.made)
         try:
-            df = door.sql(plan.spark, backfill.sql)
+            df = door.sql(plan.spark, expanded.text)
             df.schema  # noqa: B018
         except PySparkException as exc:
-            mapped = map_spark_error(exc, backfill.source)
+            mapped = map_spark_error(exc, Source(expanded.text) if expanded.made
+                                     else backfill.source)
             if mapped is None:
                 raise
-            raise mapped from None
+            raise expanded.remap(mapped) from None
     if df.isStreaming:  # type: ignore[union-attr]
         raise _error(backfill, "BACKFILL FROM reads a bounded table, not a stream",
                      HINT, SourceError)
