@@ -80,6 +80,9 @@ def test_create_table_as_a_figure_then_select_it_back(spark, paper_tables, pg):
     back = dfsql.sql("SELECT * FROM bounded_db.public.fig14", spark)
     assert back.columns == COLUMNS
     assert sorted((tuple(r) for r in back.collect()), key=repr) == _rows(FIG14)
+    # the rows' generated view went once the statement was planned
+    assert not [r for r in spark.sql("SHOW VIEWS").collect()
+                if r.viewName.startswith("__dfsql_database")]
 
 
 def test_insert_into_appends_a_second_figure(spark, paper_tables, pg):
@@ -172,3 +175,47 @@ def test_no_password_in_an_error(spark, pg):
     assert "bounded_bad" in str(info.value)
     assert secret not in str(info.value) and secret not in str(info.value.hint)
     assert (info.value.line, info.value.column) == (1, 15)
+
+
+def test_backfill_from_a_database_table(spark, paper_tables, pg, tmp_path):
+    """The paper's rows that arrived before 12:05 as a PostgreSQL table, the rest as a
+    stream: the query backfilled from the table emits Figure 14's rows (as
+    tests/spark/stream/test_backfill.py's directory of the same cut does)."""
+    from dfsql.continuous_queries import QUERIES
+    from tests.spark.stream.test_backfill import _split
+
+    frame = pd.read_csv(PAPER / "events.csv", parse_dates=["event_time", "arrival_time"])
+    for col in ("event_time", "arrival_time"):
+        frame[col] = frame[col].dt.tz_localize("UTC")
+    cut = int((frame["arrival_time"] < pd.Timestamp("2015-09-01 12:05:00", tz="UTC")).sum())
+    _split(spark, frame, cut, tmp_path / "live", "bounded_live", "bounded_history")
+    _drop(pg, "public.history")
+    dfsql.sql("CREATE TABLE bounded_db.public.history AS SELECT * FROM bounded_history", spark)
+    spark.catalog.dropTempView("bounded_history")  # the database's rows, nothing else
+    out = tmp_path / "panes"
+    query = FIG14["query"].replace("FROM scores", "FROM bounded_live")
+    try:
+        dfsql.sql(f"CREATE STREAMING QUERY bounded_backfilled INTO DIRECTORY '{out}' "
+                  f"BACKFILL FROM bounded_db.public.history AS {query}", spark)
+        QUERIES.running["bounded_backfilled"].query.processAllAvailable()
+    finally:
+        dfsql.sql("STOP STREAMING QUERY bounded_backfilled", spark)
+        spark.catalog.dropTempView("bounded_live")
+        spark.catalog.dropTempView("bounded_live_all")
+    got = spark.read.parquet(str(out)).select(*COLUMNS).collect()
+    assert sorted((tuple(r) for r in got), key=repr) == _rows(FIG14)
+
+
+def test_backfill_from_a_missing_database_table_is_positioned(spark, paper_tables, pg):
+    spark.readStream.schema(spark.table("scores").schema).parquet(
+        str(PAPER)).createOrReplaceTempView("bounded_stream")
+    query = FIG14["query"].replace("FROM scores", "FROM bounded_stream")
+    try:
+        with pytest.raises(DfsqlError) as info:
+            dfsql.sql("CREATE STREAMING QUERY bounded_nothing\nBACKFILL FROM "
+                      f"bounded_db.public.no_history AS {query}", spark)
+    finally:
+        spark.catalog.dropTempView("bounded_stream")
+    assert (info.value.line, info.value.column) == (2, 15)
+    assert "bounded_db.public.no_history is not a table" in info.value.message
+    assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
