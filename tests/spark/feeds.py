@@ -125,3 +125,25 @@ def stream_and_replay(spark, frame: pd.DataFrame, query: str, cuts: list[int], t
     replay = [r for r in dfsql.sql(query.format(t="bounded_src"), spark).collect()
               if r.emit_time < frontier]
     return [r for b in batches for r in b], replay, len(batches)
+
+
+def split_history(spark, frame: pd.DataFrame, cut: int, path: Path, stream: str, history: str,
+           parts: int = 3, trickle: bool = True) -> None:
+    """Rows ``[0, cut)`` as the bounded view ``history``; the rest, and a sentinel an
+    hour after the last arrival (NULL event time: no window, no watermark; the stream's
+    frontier), as ``parts`` files read by the stream ``stream`` (``trickle``: one per
+    micro-batch); all of them as the bounded view ``<stream>_all``."""
+    sentinel = frame.iloc[-1:].copy()
+    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
+    sentinel["event_time"] = pd.Series([pd.NaT], sentinel.index, frame["event_time"].dtype)
+    whole = pd.concat([frame, sentinel], ignore_index=True)
+    live = whole.iloc[cut:].reset_index(drop=True)
+    bounds = sorted({int(b) for b in np.linspace(0, len(live) - 1, parts + 1)[1:-1]} - {0})
+    write_parts(live, [*bounds, len(live) - 1], path)
+    schema = spark.read.parquet(str(path)).schema
+    spark.createDataFrame(whole.iloc[:cut], schema=schema).createOrReplaceTempView(history)
+    reader = spark.readStream.schema(schema)
+    if trickle:
+        reader = reader.option("maxFilesPerTrigger", 1)
+    reader.parquet(str(path)).createOrReplaceTempView(stream)
+    spark.createDataFrame(whole, schema=schema).createOrReplaceTempView(f"{stream}_all")

@@ -182,7 +182,7 @@ def test_backfill_from_a_database_table(spark, paper_tables, pg, tmp_path):
     stream: the query backfilled from the table emits Figure 14's rows (as
     tests/spark/stream/test_backfill.py's directory of the same cut does)."""
     from dfsql.continuous_queries import QUERIES
-    from tests.spark.stream.test_backfill import _split
+    from tests.spark.feeds import split_history as _split
 
     frame = pd.read_csv(PAPER / "events.csv", parse_dates=["event_time", "arrival_time"])
     for col in ("event_time", "arrival_time"):

@@ -23,8 +23,8 @@ from dfsql.errors import DfsqlError
 from dfsql.spark.progress import listening
 from tests.spark.feeds import FIG14_TABLE, FIGURES, PAPER
 from tests.spark.feeds import STREAM_QUERY as QUERY
+from tests.spark.feeds import split_history as _split
 from tests.spark.feeds import workload as _workload
-from tests.spark.feeds import write_parts as _write_parts
 
 COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
            "emit_time", "is_retraction"]
@@ -37,28 +37,6 @@ def _ts(v):
 def _paper_rows(fig: dict) -> list[tuple]:
     return [tuple(_ts(r[c]) if c in ("window_start", "window_end", "emit_time") else r[c]
                   for c in COLUMNS) for r in fig["expected"]]
-
-
-def _split(spark, frame: pd.DataFrame, cut: int, path: Path, stream: str, history: str,
-           parts: int = 3, trickle: bool = True) -> None:
-    """Rows ``[0, cut)`` as the bounded view ``history``; the rest, and a sentinel an
-    hour after the last arrival (NULL event time: no window, no watermark; the stream's
-    frontier), as ``parts`` files read by the stream ``stream`` (``trickle``: one per
-    micro-batch); all of them as the bounded view ``<stream>_all``."""
-    sentinel = frame.iloc[-1:].copy()
-    sentinel["arrival_time"] = frame["arrival_time"].max() + pd.Timedelta(hours=1)
-    sentinel["event_time"] = pd.Series([pd.NaT], sentinel.index, frame["event_time"].dtype)
-    whole = pd.concat([frame, sentinel], ignore_index=True)
-    live = whole.iloc[cut:].reset_index(drop=True)
-    bounds = sorted({int(b) for b in np.linspace(0, len(live) - 1, parts + 1)[1:-1]} - {0})
-    _write_parts(live, [*bounds, len(live) - 1], path)
-    schema = spark.read.parquet(str(path)).schema
-    spark.createDataFrame(whole.iloc[:cut], schema=schema).createOrReplaceTempView(history)
-    reader = spark.readStream.schema(schema)
-    if trickle:
-        reader = reader.option("maxFilesPerTrigger", 1)
-    reader.parquet(str(path)).createOrReplaceTempView(stream)
-    spark.createDataFrame(whole, schema=schema).createOrReplaceTempView(f"{stream}_all")
 
 
 @pytest.fixture
