@@ -10,6 +10,7 @@ server runs as an unprivileged user (``postgres`` or ``pgserver``, created if mi
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -126,3 +128,15 @@ class Postgres:
     def log(self) -> str:
         path = self.base / "server.log"
         return path.read_text() if path.exists() else ""
+
+
+@contextlib.contextmanager
+def running() -> Iterator[Postgres]:
+    """A server started for a test module, stopped and removed after it."""
+    server = Postgres()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        server.remove()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dfsql.connections import CONNECTIONS, parse
 from dfsql.errors import DfsqlError
 from dfsql.shell import display
 from dfsql.shell import reference_help as docs_help
@@ -206,8 +207,6 @@ def name_connection(out: Console, rest: str, at: int, ask_password) -> None:
     """``\\connection NAME URL``: a database named for the shell's statements
     (docs/guides/databases.md), its password asked for (``ask_password(name)``, None:
     libpq finds it); ``\\connection`` alone lists the connections, never a password."""
-    from dfsql.connections import CONNECTIONS, parse
-
     words = rest.split()
     if not words:
         for name in CONNECTIONS.names():

@@ -13,6 +13,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from dfsql.errors import NotSupportedError
+from dfsql.language.scan import quoted_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -147,8 +148,6 @@ def quoted(name: str) -> str:
 
 
 def quoted_spark(name: str) -> str:
-    from dfsql.language.scan import quoted_name
-
     return quoted_name(name)
 
 

@@ -257,7 +257,8 @@ OWN_READS = {
     "dfsql/server/streams.py": 2,  # the operator's --stream views
     "dfsql/server/state.py": 1,  # a kept query's --stream view's schema
     "dfsql/spark/explain/live.py": 1,  # a continuous query's CHECKPOINT (its state)
-    "dfsql/spark/stream/restate.py": 2,  # its CHECKPOINT's state, its INTO DIRECTORY
+    "dfsql/spark/stream/restate.py": 1,  # its CHECKPOINT's state
+    "dfsql/spark/stream/sinks.py": 1,  # its INTO DIRECTORY, read by ALTER to restate it
     "dfsql/spark/stream/checkpoint.py": 2,  # its CHECKPOINT's logs
     "dfsql/spark/stream/alter.py": 2,  # its CHECKPOINT's log, the files it says it read
 }

@@ -66,17 +66,30 @@ def _progress(pg: Postgres, table: str = "sessions") -> int:
     return row[0] if row else -1
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> None:
-    tmp_path = tmp_path.resolve()
-    state, src = tmp_path / "state", tmp_path / "in"
+def _served_flags(tmp_path, pg: Postgres) -> tuple:
+    """The stream's directory with bursts 0 and 1, the password file, and the server's
+    flags: a state directory and the connection wh as the role writer."""
+    src = tmp_path / "in"
     src.mkdir()
     secret = tmp_path / "pw"
     secret.write_text(PASSWORD + "\n")
-    flags = ("--state-dir", str(state), "--connection", f"wh={pg.url('writer')}",
-             "--connection-password-file", f"wh={secret}")
     for b in range(2):
         _write(src / f"part-{b}.parquet", _burst(b))
+    return src, secret, ("--state-dir", str(tmp_path / "state"), "--connection",
+                         f"wh={pg.url('writer')}", "--connection-password-file",
+                         f"wh={secret}")
+
+
+def _password_in(tmp_path, secret) -> list[str]:
+    """Every file of the run (logs, state, checkpoints) that holds the password."""
+    return [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != secret
+            and PASSWORD.encode() in p.read_bytes()]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> None:
+    tmp_path = tmp_path.resolve()
+    src, secret, flags = _served_flags(tmp_path, pg)
     first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
     try:
         [(name, _, sink, _)] = first.rows(
@@ -107,9 +120,7 @@ def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> Non
         second.rows("STOP STREAMING QUERY sessions_pg")
     finally:
         second.kill()
-    hits = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != secret
-            and PASSWORD.encode() in p.read_bytes()]
-    assert hits == []
+    assert _password_in(tmp_path, secret) == []
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -121,14 +132,7 @@ def test_an_alter_into_postgres_killed_at_once_goes_on_exactly_once(tmp_path, pg
     of value b + 1 per key), and burst 4's open session at the changed query's EARLY pane
     of its 5th event (5 × 5); the progress ids go on from the first version's."""
     tmp_path = tmp_path.resolve()
-    state, src = tmp_path / "state", tmp_path / "in"
-    src.mkdir()
-    secret = tmp_path / "pw"
-    secret.write_text(PASSWORD + "\n")
-    flags = ("--state-dir", str(state), "--connection", f"wh={pg.url('writer')}",
-             "--connection-password-file", f"wh={secret}")
-    for b in range(2):
-        _write(src / f"part-{b}.parquet", _burst(b))
+    src, secret, flags = _served_flags(tmp_path, pg)
     first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
     changed = QUERY.replace("EVERY 4 ROWS", "EVERY 5 ROWS")
     try:
@@ -160,6 +164,4 @@ def test_an_alter_into_postgres_killed_at_once_goes_on_exactly_once(tmp_path, pg
         second.rows("STOP STREAMING QUERY altered_pg")
     finally:
         second.kill()
-    hits = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != secret
-            and PASSWORD.encode() in p.read_bytes()]
-    assert hits == []
+    assert _password_in(tmp_path, secret) == []

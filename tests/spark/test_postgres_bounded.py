@@ -16,7 +16,7 @@ import dfsql
 from dfsql.connections import CONNECTIONS
 from dfsql.errors import DfsqlError
 from tests.paper import FIGURES, PAPER
-from tests.postgres import Postgres
+from tests.postgres import running
 
 COLUMNS = ["key", "total", "window_start", "window_end", "pane_index", "pane_timing",
            "is_last", "emit_time", "is_retraction"]
@@ -42,13 +42,10 @@ def _rows(fig: dict, tz=None) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def pg():
-    server = Postgres()
-    server.start()
-    dfsql.connection("bounded_db", server.url())
-    yield server
-    CONNECTIONS.remove("bounded_db")
-    server.stop()
-    server.remove()
+    with running() as server:
+        dfsql.connection("bounded_db", server.url())
+        yield server
+        CONNECTIONS.remove("bounded_db")
 
 
 def _table(pg, name: str) -> tuple[list[tuple], list[tuple]]:

@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING
 
 from dfsql.connections import CONNECTIONS, Connection, said
 from dfsql.errors import DatabaseError
-from dfsql.language.scan import Source, Token, name_end
+from dfsql.language.scan import Source, Token, name_end, splice
+from dfsql.session import spark_context
+from dfsql.spark import door
+from dfsql.spark.errors import spark_errors
+from dfsql.spark.postgres_tables import read_table, write_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,8 +100,6 @@ def named(text: str, start: int, end: int, spark: SparkSession | None) -> Named 
 def read_view(spark: SparkSession, text: str, table: Named) -> str:
     """The table's rows registered as a new temp view; its name. A table the database
     does not have is an error at its name in ``text``."""
-    from dfsql.spark.postgres_tables import read_table
-
     rows = _database(text, table, lambda: read_table(spark, table.connection, table.schema,
                                                      table.table))
     if rows is None:
@@ -115,8 +117,6 @@ def drop_views(spark: SparkSession, views: tuple[str, ...]) -> None:
     """The generated views of a planned statement dropped (classic Spark analysed its
     DataFrames over them already; Spark Connect names them in the plan it sends, so
     they stay there)."""
-    from dfsql.session import spark_context
-
     if views and spark_context(spark) is not None:
         for view in views:
             spark.catalog.dropTempView(view)
@@ -167,10 +167,6 @@ def _refuse_other_heads(stmt: Statement, top: list[Token], at: int, end: int,
 def write(stmt: Statement, text: str, spark: SparkSession, target: Named) -> DataFrame:
     """Run the write ``text`` (the statement over its windowed blocks' views, offsets
     kept) into ``target``: the query's rows, in one transaction. An empty result."""
-    from dfsql.language.scan import splice
-    from dfsql.spark import door
-    from dfsql.spark.errors import spark_errors
-    from dfsql.spark.postgres_tables import write_rows
 
     with spark_errors(stmt.source):
         rows = door.sql(spark, splice(text, [(0, stmt.body_start, "")]))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from dfsql.connections import Connection, said
 from dfsql.errors import DatabaseError
 from dfsql.spark.postgres_tables import columns, pg_type, quoted, read_table
 from dfsql.spark.stream.checkpoint import last_committed
-from dfsql.spark.stream.restate import RESTATEMENT
+from dfsql.spark.stream.restate import kept_retractions, retractions_kept
 from dfsql.spark.stream.sink import Restated, Restatement
 
 if TYPE_CHECKING:
@@ -109,12 +108,7 @@ class _PostgresSink:
         (``base``: its first progress id, as the keeper recorded it) with its
         restatement's retractions while its first batch has not committed (kept in
         ``place``: it restates again)."""
-        first = None
-        if base is not None and place is not None and \
-                os.path.exists(os.path.join(place, RESTATEMENT)):
-            import pandas as pd
-
-            first = pd.read_parquet(os.path.join(place, RESTATEMENT))
+        first = None if base is None else retractions_kept(place)
         return cls(connection, schema, table, query=query, base=base or 0, first=first)
 
     def restated(self, how: Restatement) -> Restated:
@@ -130,13 +124,8 @@ class _PostgresSink:
                              f"{self.connection.name}.{self.schema}.{self.table} and "
                              "recording it, so its state is a batch behind the table; it "
                              "runs on unchanged", "run the ALTER again")
-        assert how.retractions is not None
-        first = how.retractions()
-        if how.place is not None:
-            os.makedirs(how.place, exist_ok=True)
-            first.to_parquet(os.path.join(how.place, RESTATEMENT), index=False)
         return Restated(type(self)(self.connection, self.schema, self.table, self.query,
-                                   committed + 1, first), committed + 1)
+                                   committed + 1, kept_retractions(how)), committed + 1)
 
     def _apply(self, data: bytes, batch_id: int) -> None:
         with self._transaction() as cur:

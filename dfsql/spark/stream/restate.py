@@ -68,12 +68,7 @@ class LoggedDirectory:
         """A changed version's sink at a restart (``base``: the log entry the keeper
         recorded for its first batch), with its retractions while that batch has not
         committed (kept in ``place``: it restates again)."""
-        first = None
-        if place is not None and os.path.exists(os.path.join(place, RESTATEMENT)):
-            import pandas as pd
-
-            first = pd.read_parquet(os.path.join(place, RESTATEMENT))
-        return cls(path, base, first)
+        return cls(path, base, retractions_kept(place))
 
     def restated(self, how: Restatement) -> Restated:
         """The next version goes on with this one's log (:func:`restated_directory`)."""
@@ -118,12 +113,28 @@ def restated_directory(path: str, base: int, how: Restatement) -> Restated:
         raise how.refuse(f"{how.name} stopped between writing a micro-batch and "
                          "committing it, so its state is a batch behind its directory; it "
                          "runs on unchanged", "run the ALTER again")
+    return Restated(LoggedDirectory(path, latest + 1, kept_retractions(how)), latest + 1)
+
+
+def kept_retractions(how: Restatement):
+    """The restatement's retractions (pandas), kept in the changed version's place when
+    it has one: a restart before its first batch commits restates again
+    (:func:`retractions_kept`)."""
     assert how.retractions is not None
     first = how.retractions()
     if how.place is not None:
         os.makedirs(how.place, exist_ok=True)
         first.to_parquet(os.path.join(how.place, RESTATEMENT), index=False)
-    return Restated(LoggedDirectory(path, latest + 1, first), latest + 1)
+    return first
+
+
+def retractions_kept(place: str | None):
+    """The retractions :func:`kept_retractions` kept in ``place`` (None: none kept)."""
+    if place is None or not os.path.exists(os.path.join(place, RESTATEMENT)):
+        return None
+    import pandas as pd
+
+    return pd.read_parquet(os.path.join(place, RESTATEMENT))
 
 
 def log_latest(spark: SparkSession, path: str) -> int:

@@ -22,18 +22,15 @@ import dfsql
 from dfsql.connections import CONNECTIONS
 from dfsql.errors import DfsqlError
 from dfsql.spark.postgres_tables import read_table
-from tests.postgres import Postgres
+from tests.postgres import running
 from tests.spark.feeds import FIG14, GAP5
 from tests.spark.feeds import t as _t
 
 
 @pytest.fixture(scope="module")
 def pg():
-    server = Postgres()
-    server.start()
-    yield server
-    server.stop()
-    server.remove()
+    with running() as server:
+        yield server
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ import pytest
 import dfsql
 from dfsql.connections import Connections
 from dfsql.spark.stream.postgres_sink import PostgresChangelog, PostgresTable
-from tests.postgres import Postgres
+from tests.postgres import running
 from tests.spark.feeds import workload, write_parts
 
 #: a live retracting sessions query (tests/spark/stream/stream_job.py's), ``{t}`` its input
@@ -115,11 +115,8 @@ class _Both:
 
 @pytest.fixture(scope="module")
 def pg():
-    server = Postgres()
-    server.start()
-    yield server
-    server.stop()
-    server.remove()
+    with running() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

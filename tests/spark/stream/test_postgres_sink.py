@@ -16,7 +16,7 @@ from dfsql.connections import Connections
 from dfsql.errors import DatabaseError, DfsqlError
 from dfsql.spark.stream.postgres_sink import PostgresTable
 from tests.paper import FIGURES
-from tests.postgres import Postgres
+from tests.postgres import running
 from tests.spark.feeds import paper_events, with_sentinel, write_parts
 
 FIG14 = FIGURES["fig14_sessions_retracting"]
@@ -25,11 +25,8 @@ UTC = timezone.utc
 
 @pytest.fixture(scope="module")
 def pg():
-    server = Postgres()
-    server.start()
-    yield server
-    server.stop()
-    server.remove()
+    with running() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
