@@ -64,7 +64,7 @@ class Connection:
                                 f"{said(e, self)}") from None
 
 
-def said(error: BaseException, conn: Connection | None = None) -> str:
+def said(error: BaseException | str, conn: Connection | None = None) -> str:
     """What the database said, on one line, with any password it echoed blanked."""
     text = " ".join(str(error).split()) or type(error).__name__
     if conn is not None and conn.password:

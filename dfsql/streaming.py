@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dfsql.errors import WindowedQueryError
 from dfsql.language.continuous import Backfill
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.explain.live import live_firings
 from dfsql.spark.stream.alter import Change, check_change
 from dfsql.spark.stream.backfill import needed as backfill_needed
 from dfsql.spark.stream.checkpoint import as_recorded
-from dfsql.spark.stream.sinks import start_stream
+from dfsql.spark.stream.sinks import as_sink, start_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,10 +49,23 @@ def start_planned(planned: Planned, stmt: Statement, text: str, sink: object,
     stream = planned.stream if planned.result.isStreaming else None
     if stream is None:
         return None
+    sink = as_sink(sink)
+    if getattr(sink, "keeps_current_rows", False) and stream.unselected_keys:
+        raise _unselected_key(stream.unselected_keys[0], stmt.source)
     with spark_errors(stmt.source, text=text):
         return start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
                             late_view=stream.late_view, state_store=stream.state_store,
                             row_key=stream.row_key)
+
+
+def _unselected_key(key: tuple[str, int | None], source: Source) -> WindowedQueryError:
+    """A table of current rows keys a window's row by the group keys: one the SELECT
+    leaves out would put its keys' windows in one row."""
+    sql, at = key
+    return source.error(
+        WindowedQueryError, f"the group key {sql} is not in the SELECT list: a table of "
+        "current rows keeps one row per group key and window", 0 if at is None else at,
+        f"select it (SELECT {sql}, …), or write INTO CHANGELOG to keep every row")
 
 
 def live_windows(planned: Planned, checkpoint: str, where: tuple[int, str] | None,

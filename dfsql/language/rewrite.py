@@ -50,6 +50,7 @@ from dfsql.language.stages import (
     aggregate_call,
     column_name,
 )
+from dfsql.language.tree_positions import start_of
 from dfsql.model import clauses as c
 from dfsql.model.changelog import (
     CHANGELOG_GROUP,
@@ -122,7 +123,8 @@ def _rewrite(block: WindowedBlock, src: Source, signed: bool = False,
     out = _output_stage(select, items, keys, key_cols, aggs, block, src, pending,
                         changelog, late_rows)
     group_keys = tuple(GroupKey(col, k.sql("spark"), next(
-        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None), column_name(k))
+        (out.names[j] for j, i in enumerate(items) if i.unalias() == k), None), column_name(k),
+        None if (at := start_of(k)) is None else block.span[0] + at)
         for col, k in zip(key_cols, keys, strict=True))
     calls = tuple(replace(a, output_name=next(
         (out.names[j] for j, i in enumerate(items) if i.unalias() == g), None))

@@ -33,6 +33,8 @@ class GroupKey:
     #: the column's name when the key is one unqualified column of the FROM (from the
     #: tree), else None
     input_name: str | None = field(default=None, compare=False)
+    #: where the key was written (an offset in the statement), for an error about it
+    at: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,12 @@ class Stages:
         """The output columns that select a group key (a live window's identity in a
         table sink, beside window_start and window_end)."""
         return tuple(k.output_name for k in self.group_keys if k.output_name)
+
+    @property
+    def unselected_keys(self) -> tuple[GroupKey, ...]:
+        """The group keys no output column selects: a table of current rows cannot tell
+        their windows apart."""
+        return tuple(k for k in self.group_keys if not k.output_name)
 
     def explain(self) -> str:
         aggs = ",\n  ".join(f"{sql} AS {alias}" for sql, alias in self.aggregates)

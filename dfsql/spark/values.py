@@ -163,6 +163,9 @@ class StreamPlan:
     #: database table's key): the group keys, then window_start and window_end unless
     #: the window is GLOBAL (whose window columns are NULL)
     row_key: tuple[str, ...] = ()
+    #: the group keys no output column selects, as (their SQL, where they were written):
+    #: a sink of current rows refuses them (it could not tell their windows apart)
+    unselected_keys: tuple[tuple[str, int | None], ...] = ()
     #: the bucket processor and its output's schema (None: Spark's own operator): what
     #: reads the running query's state back (EXPLAIN FIRINGS FOR STREAMING QUERY)
     state: tuple | None = None

@@ -410,7 +410,8 @@ class BlockPlan:
         row_key = (*stages.key_output_names, *(
             () if isinstance(cl.window, c.GlobalWindows) else ("window_start", "window_end")))
         stream = StreamPlan(df, stages.default_order_by, late, physical.state_store,
-                            row_key, tuple(state) if state else None)
+                            row_key, tuple((k.sql, k.at) for k in stages.unselected_keys),
+                            tuple(state) if state else None)
         if late:  # the result itself: the panes (dfsql.start sends the rest to the view)
             df = df.where(f"{LATE_ROW} IS NULL")
         return df.drop(*hidden), PlannedBlock(self, physical, stream=stream)

@@ -72,9 +72,16 @@ class _PostgresSink:
         """Check or create the table and the progress table; read the last batch id."""
         self.query = self.query or name or f"{self.schema}.{self.table}"
         self.columns, self.key = self._layout(schema, row_key)
-        with self._transaction() as cur:
-            self._check_or_create(cur)
-            self.last_batch = self._committed(cur, lock=False)
+        try:
+            with self._transaction() as cur:
+                self._check_or_create(cur)
+                self.last_batch = self._committed(cur, lock=False)
+        except _refused() as e:  # a privilege, a name the database will not take
+            raise DatabaseError(
+                f"{self.connection.name}.{self.schema}.{self.table}: the database refused "
+                f"it: {_primary(e, self.connection)}",
+                hint=f"the connection's user needs CREATE on schema {self.schema} (and "
+                "INSERT, DELETE on the table), or name a table it may write") from None
 
     def commit(self, batch: DataFrame, batch_id: int) -> None:
         """Apply one micro-batch's changes and its progress in one transaction, once
@@ -216,6 +223,9 @@ class PostgresTable(_PostgresSink):
     keys and the window; an existing table whose columns or key differ is refused before
     anything is written."""
 
+    #: one row per window's key (the query's group keys must all be selected)
+    keeps_current_rows = True
+
     def _layout(self, schema: StructType, row_key: tuple[str, ...]
                 ) -> tuple[list[tuple[str, str]], list[str]]:
         return ([(f.name, pg_type(f.dataType)) for f in schema.fields
@@ -299,6 +309,20 @@ def _lost() -> tuple[type[BaseException], ...]:
 
     return (psycopg.OperationalError, psycopg.errors.AdminShutdown,
             psycopg.errors.CannotConnectNow)
+
+
+def _refused() -> tuple[type[BaseException], ...]:
+    """The database's refusals of what a sink asks at its start (not a loss)."""
+    import psycopg
+
+    return (psycopg.errors.InsufficientPrivilege, psycopg.ProgrammingError,
+            psycopg.DataError, psycopg.IntegrityError)
+
+
+def _primary(error: BaseException, conn: Connection) -> str:
+    """The database's own sentence, without the statement it quotes."""
+    primary = getattr(getattr(error, "diag", None), "message_primary", None)
+    return said(primary or error, conn)
 
 
 def _names(names: Iterable[str]) -> str:

@@ -33,6 +33,9 @@ argument into a :class:`Sink`.
 - ``native(visible, name)``: a sink Spark writes itself (its memory or file sink) returns
   its writer; any other returns None and gets ``open`` and ``commit``. A query with a
   LATE ROWS INTO side sink always uses ``open`` and ``commit``.
+- ``keeps_current_rows`` (optional, False when absent): a sink that keeps one row per
+  ``row_key``; a query whose SELECT leaves out a group key is refused before it starts
+  (:func:`dfsql.streaming.start_planned`).
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ class TableSink:
                 self.current = pd.read_parquet(os.path.join(self.path, "table.parquet"))
 
     changelog_order = True  # the last change of a window decides its row
+    #: one row per window's key (the query's group keys must all be selected)
+    keeps_current_rows = True
 
     def native(self, visible: DataFrame, name: str | None) -> DataStreamWriter | None:
         return None

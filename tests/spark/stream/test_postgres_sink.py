@@ -212,6 +212,47 @@ def test_a_refused_login_names_the_connection_never_the_password(spark, pg):
         assert c.execute("SELECT current_user").fetchone() == ("reader",)
 
 
+def test_a_user_without_create_on_the_schema_is_refused_at_the_table(spark, pg,
+                                                                      scores_live):
+    """The database's own refusal (no CREATE on a schema it does not own), at the table's
+    name; no query is kept and no table made."""
+    from dfsql.connections import CONNECTIONS
+
+    with pg.connect() as c:
+        c.execute("CREATE ROLE clerk LOGIN PASSWORD 'paper-clip-7'")
+        c.execute("CREATE SCHEMA ledger")
+        c.execute("GRANT USAGE ON SCHEMA ledger TO clerk")
+    dfsql.connection("clerk_db", pg.url("clerk"), password="paper-clip-7")
+    try:
+        with pytest.raises(DfsqlError) as info:
+            dfsql.sql(_create("clerk_db.ledger.sessions"), spark)
+    finally:
+        CONNECTIONS.remove("clerk_db")
+    assert (info.value.line, info.value.column) == (2, 12)
+    assert "permission denied for schema ledger" in info.value.message
+    assert "paper-clip-7" not in str(info.value)
+    assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
+    with pg.connect() as c:
+        assert c.execute("SELECT to_regclass('ledger.sessions')").fetchone() == (None,)
+
+
+def test_a_database_down_at_create_is_refused_at_the_table(spark, pg, named, scores_live):
+    """Down when the query is created (not after): a user's error, placed at the table's
+    name, and no query is kept to start later."""
+    pg.stop()
+    try:
+        with pytest.raises(DfsqlError) as info:
+            dfsql.sql(_create("warehouse_db.public.while_down"), spark)
+    finally:
+        pg.start()
+    assert (info.value.line, info.value.column) == (2, 12)
+    assert info.value.message.startswith("connection warehouse_db (postgresql://dfsql@")
+    assert "failed" in info.value.message
+    assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
+    with pg.connect() as c:
+        assert c.execute("SELECT to_regclass('public.while_down')").fetchone() == (None,)
+
+
 @pytest.fixture
 def named(pg):
     """The connection ``warehouse_db`` named for this process's statements."""
@@ -270,6 +311,28 @@ def test_a_wrong_database_table_is_a_positioned_error_and_starts_nothing(
     assert says in info.value.message
     assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
     assert not [q for q in spark.streams.active if q.name == "fig14_into"]
+
+
+@pytest.mark.parametrize("into", ["warehouse_db.public.keyless", ""])  # "": Spark's own
+def test_a_group_key_left_out_of_the_select_is_refused_for_a_table_of_current_rows(
+        spark, pg, named, scores_live, into):
+    """A table keeps one row per group key and window: with the key not selected, k1's
+    and k2's windows would be one row. Refused at the key in GROUP BY (line 5, column 10
+    of the statement), before the database table is made; a changelog keeps every row
+    and takes the same query."""
+    query = _create(into).replace("SELECT key, ", "SELECT ")
+    with pytest.raises(DfsqlError) as info:
+        dfsql.sql(query, spark)
+    assert (info.value.line, info.value.column) == (5, 10)
+    assert "the group key key is not in the SELECT list" in info.value.message
+    assert "INTO CHANGELOG" in info.value.hint
+    assert [r.name for r in dfsql.sql("SHOW STREAMING QUERIES", spark).collect()] == []
+    with pg.connect() as c:
+        assert c.execute("SELECT to_regclass('public.keyless')").fetchone() == (None,)
+    if into.startswith("warehouse_db"):
+        logged = query.replace("INTO TABLE", "INTO CHANGELOG").replace("keyless", "keyless_log")
+        dfsql.sql(logged, spark)
+        dfsql.sql("STOP STREAMING QUERY fig14_into", spark)
 
 
 def test_create_streaming_query_into_a_changelog(spark, pg, named, scores_live):
