@@ -5,12 +5,12 @@ BidGenerator, PriceGenerator, StringsGenerator, GeneratorConfig) with their defa
 Expected values are derived here from those rules, not from the generator: event ids are
 recovered from ``date_time`` (100 µs apart at 10,000 events/s), the newest auction and
 person at each bid from the other tables' times (``searchsorted``), shares from the
-rules' probabilities with a bound of five standard errors."""
+rules' probabilities with a bound of five standard errors. No Spark here: the command
+and Spark's reading of its files are tests/bench/test_nexmark_files.py's."""
 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,14 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # an xdist worker does not start in the checkout's root
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.nexmark import generator  # noqa: E402
-from benchmarks.nexmark.__main__ import main  # noqa: E402
 
 N = 500_000
 BASE_US = 1_436_918_400_000_000  # 2015-07-15T00:00:00Z: datetime(2015, 7, 15, tzinfo=UTC)
@@ -287,30 +285,3 @@ def test_written_files_hold_spans_of_arrival_and_match_generate(tmp_path: Path,
             span = int(re.fullmatch(r"part-(\d{6})\.parquet", f.name)[1])
             arrival = pq.read_table(f).column("arrival_time").cast(pa.int64()).to_numpy()
             assert ((arrival - BASE_US) // 20_000 == span).all(), f
-
-
-def test_the_command_writes_what_spark_reads(spark, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "nexmark"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.nexmark", "generate",
-                           "--events", "5000", "--out", str(out), "--seed", "2",
-                           "--file-seconds", "0.1"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "person 100, auction 300, bid 4,600" in proc.stdout
-    types = {"person": "id:bigint,name:string,email_address:string,credit_card:string,"
-                       "city:string,state:string,date_time:timestamp,extra:string,"
-                       "arrival_time:timestamp",
-             "auction": "id:bigint,item_name:string,description:string,initial_bid:bigint,"
-                        "reserve:bigint,date_time:timestamp,expires:timestamp,seller:bigint,"
-                        "category:bigint,extra:string,arrival_time:timestamp",
-             "bid": "auction:bigint,bidder:bigint,price:bigint,channel:string,url:string,"
-                    "date_time:timestamp,extra:string,arrival_time:timestamp"}
-    counts = {"person": 100, "auction": 300, "bid": 4_600}
-    for kind, schema in types.items():
-        assert len(list((out / kind).glob("part-*.parquet"))) >= 5, kind
-        frame = spark.read.parquet(str(out / kind))
-        assert ",".join(f"{f.name}:{f.dataType.simpleString()}"
-                        for f in frame.schema.fields) == schema, kind
-        first, n = frame.agg(F.unix_micros(F.min("date_time")), F.count("*")).first()
-        assert n == counts[kind] and first == BASE_US + (0 if kind == "person" else STEP_US
-                                                         if kind == "auction" else 4 * STEP_US)
-    assert main(["run"]) == 2 and "not yet" in capsys.readouterr().out
