@@ -274,8 +274,15 @@ def _blocks(events: int, seed: int, c: NexmarkConfig) -> Iterator[tuple[int, dic
         yield stop, _block(c, seed, lists, block, stop)
 
 
+def _micros(table: pa.Table, column: str) -> np.ndarray:
+    return table.column(column).cast(pa.int64()).to_numpy()
+
+
 def _in_arrival_order(table: pa.Table) -> pa.Table:
-    return table.sort_by([("arrival_time", "ascending"), ("date_time", "ascending")])
+    """By ``arrival_time``, then ``date_time`` (numpy's lexsort: a third of Arrow's
+    ``sort_by`` time here)."""
+    order = np.lexsort((_micros(table, "date_time"), _micros(table, "arrival_time")))
+    return table.combine_chunks().take(order)  # a chunked take concatenates per column
 
 
 def generate(events: int, seed: int = 1, rate: int = 10_000,
@@ -321,7 +328,7 @@ def _write_spans(table: pa.Table, folder: Path, base_us: int, span_us: int,
                  done: int | None) -> pa.Table:
     """Writes a file per span of arrival time before span ``done`` (all when None);
     returns the rows of the later spans, which later blocks add to."""
-    arrival = table.column("arrival_time").cast(pa.int64()).to_numpy()
+    arrival = _micros(table, "arrival_time")
     span = (arrival - base_us) // span_us
     cut = len(span) if done is None else int(np.searchsorted(span, done))
     starts = np.flatnonzero(np.diff(span[:cut], prepend=-1))
