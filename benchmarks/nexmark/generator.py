@@ -2,7 +2,8 @@
 
 The rules are Nexmark's own (nexmark/nexmark's ``NexmarkGenerator``, ``PersonGenerator``,
 ``AuctionGenerator``, ``BidGenerator``, ``PriceGenerator``, ``StringsGenerator``; Beam's
-copy under sdks/java/testing/nexmark/…/sources/generator/ agrees on all of them):
+copy under sdks/java/testing/nexmark/…/sources/generator/ agrees, but for the bid's
+``channel`` and ``url``, which only nexmark/nexmark has, and the bidder below):
 
 * event ``e`` (its id) is a person when ``e % 50 < 1``, an auction when ``< 4``, else a bid;
   its event time is ``base + e * 1e6 / rate`` µs (base 2015-07-15T00:00:00Z, Beam's);
@@ -27,8 +28,9 @@ Where this differs from Nexmark, and why:
   are the same whatever follows them, and one seed always gives the same rows.
 * Event times are kept in µs (100 µs apart at 10,000 events/s) where Nexmark truncates
   each to ms; auction lengths are whole ms, as Nexmark's are.
-* ``bid.bidder``: Nexmark's Flink copy adds FIRST_PERSON_ID twice (its bidders start at
-  2000 and never match a person); Beam's adds it once, as here, so bids join people.
+* ``bid.bidder``: Nexmark's Flink copy adds FIRST_PERSON_ID twice (a bid names the person
+  1000 ids after the one drawn, often nobody yet); Beam's adds it once, as here, so a bid's
+  bidder is the person the rules chose.
 * ``extra``: Nexmark cuts each from a random offset of one 1 MiB random string; here a
   batch's extras are consecutive pieces of that string, so they cost one copy.
 * The 10,000 channel URLs and four hot URLs are drawn once per seed (Nexmark: once per
