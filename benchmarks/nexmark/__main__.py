@@ -44,11 +44,15 @@ def main(argv: list[str] | None = None) -> int:
         print("not yet: the Nexmark queries and their runner are still to come (issue #55)")
         return 2
     started = time.perf_counter()
-    rows = write(args.out, args.events, seed=args.seed, rate=args.rate,
-                 file_seconds=args.file_seconds,
-                 out_of_order_group_size=args.out_of_order_group_size,
-                 prob_delayed_event=args.prob_delayed_event,
-                 occasional_delay_sec=args.occasional_delay_sec)
+    try:
+        rows = write(args.out, args.events, seed=args.seed, rate=args.rate,
+                     file_seconds=args.file_seconds,
+                     out_of_order_group_size=args.out_of_order_group_size,
+                     prob_delayed_event=args.prob_delayed_event,
+                     occasional_delay_sec=args.occasional_delay_sec)
+    except (FileExistsError, ValueError) as e:  # a used directory, a knob out of range
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     took = time.perf_counter() - started
     print(f"{args.events:,} events in {took:.1f} s: " + ", ".join(
         f"{kind} {n:,}" for kind, n in rows.items()) + f" -> {args.out}")

@@ -44,4 +44,7 @@ def test_the_command_writes_what_spark_reads(spark, tmp_path: Path, capsys) -> N
         first, n = frame.agg(F.unix_micros(F.min("date_time")), F.count("*")).first()
         assert n == counts[kind] and first == BASE_US + (0 if kind == "person" else STEP_US
                                                          if kind == "auction" else 4 * STEP_US)
+    capsys.readouterr()
+    assert main(["generate", "--events", "10", "--out", str(out)]) == 1  # not over a run
+    assert "already holds Parquet files" in capsys.readouterr().err
     assert main(["run"]) == 2 and "not yet" in capsys.readouterr().out
