@@ -159,6 +159,8 @@ class Walkthrough:
         self.group: int | None = None  # the server's process group (the step's bash)
         self.lives = 0
         self.altered_from: int | None = None  # the progress id an ALTER found
+        #: SHOW STREAMING QUERIES' row of the page's query, as last seen
+        self.shown: dict = {}
         #: (page line, seconds) of each step, its waits included
         self.timings: list[tuple[int, float]] = []
         path = os.pathsep.join([str(Path(sys.executable).parent), str(pg.bin),
@@ -245,7 +247,8 @@ class Walkthrough:
             cur.execute("SHOW STREAMING QUERIES")
             names = [d[0] for d in cur.description]
             rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        return next((r[column] for r in rows if r["name"] == "user_sessions"), None)
+        self.shown = next((r for r in rows if r["name"] == "user_sessions"), {})
+        return self.shown.get(column)
 
     def stop(self) -> None:
         """SIGKILL to whatever of the server still runs (the test's end, or a failure)."""

@@ -167,6 +167,11 @@ def test_the_databases_worked_example_runs(tmp_path, pg) -> None:
         walk.stop()
         print("worked example, seconds per step (page line):", walk.timings)
     assert not failures, "\n".join(failures) + f"\n{walk.timings}"
+    # the page's words on SHOW and on when the change took effect, as the server said
+    # them at the last psql step
+    assert walk.shown["sink"] == "table warehouse.public.user_sessions"
+    assert walk.shown["status"] == "RUNNING"
+    assert walk.shown["versions"].startswith("v1 from the start; v2 from 2025-06-02 09:36:00")
     assert walk.password_in() == []
 
 
