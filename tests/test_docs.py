@@ -44,6 +44,7 @@ from tests.docs_walkthrough import (
     password,
     psql_normal,
     steps,
+    superuser,
     warehouse,
 )
 
@@ -304,6 +305,19 @@ def test_the_databases_python_sink_writes_the_worked_examples_table(tmp_path, pg
         query.processAllAvailable()
         out = walk.run(table)
         assert psql_normal(out) == psql_normal(table.expected or "")
+        # the page's layout: the query's columns and the pane columns but is_retraction;
+        # the primary key the group key and the window
+        with superuser(pg) as c:
+            cols = [r[0] for r in c.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = "
+                "'user_sessions' ORDER BY ordinal_position")]
+            key = sorted(r[0] for r in c.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+                "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                "'public.user_sessions'::regclass AND i.indisprimary"))
+        assert cols == ["user_id", "total", "plays", "window_start", "window_end",
+                        "pane_index", "pane_timing", "is_last", "emit_time"]
+        assert key == ["user_id", "window_end", "window_start"]
     finally:
         for q in spark.streams.active:
             if q.name == "user_sessions":
