@@ -147,7 +147,8 @@ def test_the_databases_worked_example_runs(tmp_path, pg) -> None:
     continuous query created and changed from beeline, files moved into the stream,
     the server killed with SIGKILL and started again, psql reading the table; each psql
     output is the page's, which it derives by hand. No file the server wrote holds the
-    password. Before test_examples: the server's JVM runs before the run's session starts."""
+    password. Defined before test_examples: in a process of its own the module runs the
+    server's JVM before the run's session starts, not beside it."""
     found = steps()
     scripts = [s.script for s in found]
     assert sum("dfsql serve" in s for s in scripts) == 2
