@@ -131,6 +131,7 @@ SLOW_MODULES = (
     "test_catalog.py",
     "server/test_continuous_restart.py",
     "server/test_continuous_start.py",
+    "test_docs.py",  # 182-228 s alone (loaded): the databases guide's worked example, 2 server lives
     "spark/stream/test_continuous_totals.py",
     "server/test_endpoint_guard.py",
     "server/test_endpoint_limits.py",
@@ -144,7 +145,6 @@ SLOW_MODULES = (
     "server/test_stream_flag.py",
     "server/test_endpoint_costs.py",
     "test_beeline_command.py",
-    "test_docs.py",
 )
 
 

@@ -11,6 +11,13 @@ here is marked: ```sql no-run (a stream, an endpoint's statement) is counted, so
 number cannot grow unnoticed; ```sql pending(feature) is skipped with that reason until
 the feature is in.
 
+docs/guides/databases.md writes to PostgreSQL: its examples run against a real server
+(tests/postgres.py, one per module, with the page's database ``sales`` of the role ``ada``),
+the page's hosts (``db.example:5432``, ``localhost:5432``) standing for it, its password
+in ``PGPASSWORD``; the page's worked example runs its shell steps against that server and
+a real ``dfsql serve`` (tests/docs_walkthrough.py says what it substitutes), and its
+Python sink block writes the worked example's first table.
+
 The expected outputs in the pages were derived by hand from the Dataflow paper's figures
 and the reference's rules (each page says how, next to the example), not copied from a
 run: this test is where the code meets them.
@@ -28,8 +35,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dfsql.connections import CONNECTIONS
 from dfsql.session import register_paper_tables
 from dfsql.shell import reference_help as docs_help
+from tests.docs_walkthrough import (
+    Walkthrough,
+    drop_tables,
+    password,
+    psql_normal,
+    steps,
+    superuser,
+    warehouse,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -41,7 +58,7 @@ NO_RUN = {
     "guides/endpoint.md": 3,  # typed into beeline; a dbt model (Jinja); SHOW STREAMING QUERIES
     "guides/shell.md": 1,  # a script that \\loads a file by a path relative to the checkout
     "guides/notebooks.md": 0,
-    "guides/databases.md": 1,  # CREATE STREAMING QUERY into a database table
+    "guides/databases.md": 0,
 }
 
 _FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -109,6 +126,55 @@ def test_every_block_is_runnable_no_run_or_pending() -> None:
     assert odd == []
     assert [e.id for e in RUNNABLE if e.expected is None] == []
     assert len(RUNNABLE) >= 25  # the pages are examples first
+
+
+@pytest.fixture(scope="module")
+def pg():
+    """The page's PostgreSQL (docs/guides/databases.md), for this module."""
+    with warehouse() as server:
+        yield server
+
+
+def _local(block: str, pg) -> str:
+    """A databases.md block with the page's database host standing for the test's."""
+    return block.replace("db.example:5432", f"127.0.0.1:{pg.port}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_the_databases_worked_example_runs(tmp_path, pg) -> None:
+    """docs/guides/databases.md's worked example, step by step as a reader runs it
+    (tests/docs_walkthrough.py): a real ``dfsql serve`` on a state directory, its
+    continuous query created and changed from beeline, files moved into the stream,
+    the server killed with SIGKILL and started again, psql reading the table; each psql
+    output is the page's, which it derives by hand. No file the server wrote holds the
+    password. Defined before test_examples: in a process of its own the module runs the
+    server's JVM before the run's session starts, not beside it."""
+    found = steps()
+    scripts = [s.script for s in found]
+    assert sum("dfsql serve" in s for s in scripts) == 2
+    assert sum("kill -9" in s for s in scripts) == 1
+    assert [s for s in scripts if "STREAMING QUERY" in s][0].count("CREATE") == 1
+    assert sum("ALTER STREAMING QUERY" in s for s in scripts) == 1
+    assert sum(s.expected is not None for s in found) == 4
+    drop_tables(pg, "user_sessions")
+    walk = Walkthrough(tmp_path.resolve(), pg)
+    failures = []
+    try:
+        for step in found:
+            out = walk.run(step)
+            if step.expected is not None and psql_normal(out) != psql_normal(step.expected):
+                failures.append(f"--- line {step.line}\n{step.script}--- page says\n"
+                                f"{step.expected}--- psql prints\n{out}")
+    finally:
+        walk.stop()
+        print("worked example, seconds per step (page line):", walk.timings)
+    assert not failures, "\n".join(failures) + f"\n{walk.timings}"
+    # the page's words on SHOW and on when the change took effect, as the server said
+    # them at the last psql step
+    assert walk.shown["sink"] == "table warehouse.public.user_sessions"
+    assert walk.shown["status"] == "RUNNING"
+    assert walk.shown["versions"].startswith("v1 from the start; v2 from 2025-06-02 09:36:00")
+    assert walk.password_in() == []
 
 
 def _cells(line: str) -> list[str]:
@@ -179,10 +245,18 @@ def _run(sh, example: Example) -> str:
     return buf.getvalue()
 
 
-def test_examples(shell, spark) -> None:
+def test_examples(shell, spark, pg, monkeypatch) -> None:
     """All runnable examples, in page order, on one session (one test: the pages' setup
     blocks and views build on each other, and one Spark warm-up serves them all). A
     single SELECT shown on two pages runs once; each page's text is compared."""
+    monkeypatch.setenv("PGPASSWORD", password(steps()))  # libpq's, for the page's role
+    try:
+        _examples(shell, spark, pg)
+    finally:
+        CONNECTIONS.remove("warehouse")
+
+
+def _examples(shell, spark, pg) -> None:
     import dfsql
 
     failures = []
@@ -191,7 +265,7 @@ def test_examples(shell, spark) -> None:
     for e in RUNNABLE:
         for block in e.setup:
             if block not in done_setup:
-                exec(block, {"dfsql": dfsql, "spark": spark})  # noqa: S102 - the page's own
+                exec(_local(block, pg), {"dfsql": dfsql, "spark": spark})  # noqa: S102
                 done_setup.add(block)
         one_select = e.sql.lstrip().upper().startswith("SELECT") and ";" not in e.sql
         got = printed.get(e.sql) if one_select else None
@@ -203,6 +277,54 @@ def test_examples(shell, spark) -> None:
             failures.append(f"--- {e.id}\n{e.sql}\n--- page says\n{e.expected}"
                             f"--- shell prints\n{got}")
     assert not failures, "\n".join(failures)
+
+
+def test_the_databases_python_sink_writes_the_worked_examples_table(tmp_path, pg, spark,
+                                                                    monkeypatch) -> None:
+    """The page's Python blocks, in page order (the connection, then ``PostgresTable``
+    and ``dfsql.start``; its ``incoming/`` and checkpoint under tmp_path), fed the worked
+    example's first file by the page's own step: the table psql then reads is the page's
+    first one. The same query as the worked example's CREATE, so the same table."""
+    import dfsql
+
+    monkeypatch.setenv("PGPASSWORD", password(steps()))
+    drop_tables(pg, "user_sessions")
+    text = (DOCS / "guides" / "databases.md").read_text(encoding="utf-8")
+    blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).split()[:1] == ["python"]]
+    assert len(blocks) == 2, blocks
+    tmp = tmp_path.resolve()
+    (tmp / "incoming").mkdir()
+    walk = Walkthrough(tmp, pg)
+    first, table = [s for s in steps() if "1.json" in s.script or s.expected][:2]
+    walk.run(first)
+    try:
+        for block in blocks:
+            block = _local(block, pg).replace('"incoming/"', f'"{tmp}/incoming/"')
+            block = block.replace("/var/lib/dfsql/user_sessions", str(tmp / "checkpoint"))
+            exec(block, {"dfsql": dfsql, "spark": spark})  # noqa: S102 - the page's own
+        [query] = [q for q in spark.streams.active if q.name == "user_sessions"]
+        query.processAllAvailable()
+        out = walk.run(table)
+        assert psql_normal(out) == psql_normal(table.expected or "")
+        # the page's layout: the query's columns and the pane columns but is_retraction;
+        # the primary key the group key and the window
+        with superuser(pg) as c:
+            cols = [r[0] for r in c.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = "
+                "'user_sessions' ORDER BY ordinal_position")]
+            key = sorted(r[0] for r in c.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+                "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                "'public.user_sessions'::regclass AND i.indisprimary"))
+        assert cols == ["user_id", "total", "plays", "window_start", "window_end",
+                        "pane_index", "pane_timing", "is_last", "emit_time"]
+        assert key == ["user_id", "window_end", "window_start"]
+    finally:
+        for q in spark.streams.active:
+            if q.name == "user_sessions":
+                q.stop()
+        CONNECTIONS.remove("warehouse")
+        spark.catalog.dropTempView("live_scores")
 
 
 def test_pending_examples_are_known_features() -> None:
