@@ -1,6 +1,7 @@
 """``python -m benchmarks.nexmark generate --events N --out DIR [--seed S] [--rate R] …``:
 writes Nexmark's person, auction and bid streams under DIR (layout: benchmarks/nexmark/
-generator.py's docstring). ``run`` (the queries) is not written yet."""
+generator.py's docstring); ``python -m benchmarks.nexmark run --events N …`` times the
+queries through dfsql and through Spark alone (benchmarks/nexmark/runner.py)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,18 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"longest hold-back in seconds (default {_DEFAULTS.occasional_delay_sec})")
     g.add_argument("--file-seconds", type=float, default=10.0,
                    help="arrival time per Parquet file (default 10)")
-    sub.add_parser("run", help="run the Nexmark queries (not yet)")
+    sub.add_parser("run", help="time the queries, dfsql and native Spark (run --help)",
+                   add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # the runner's own options
+        from benchmarks.nexmark.runner import run
+
+        return run(argv[1:])
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        print("not yet: the Nexmark queries and their runner are still to come (issue #55)")
-        return 2
     started = time.perf_counter()
     try:
         rows = write(args.out, args.events, seed=args.seed, rate=args.rate,
