@@ -48,7 +48,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tests.postgres, from the repository's root
 from bench_stream import DFSQL, TAILS, dataset  # noqa: E402
 
-from dfsql.spark.stream.postgres_sink import PostgresTable  # noqa: E402
+from dfsql.spark.stream.postgres_sink import PostgresChangelog, PostgresTable  # noqa: E402
 from dfsql.spark.stream.table_sink import TableSink  # noqa: E402
 
 QUERY = DFSQL.format(tail=TAILS["retracting"])
@@ -89,8 +89,8 @@ class _TimedCursor:
         self._times["COPY"] += time.perf_counter() - t0
 
 
-class TimedPostgresTable(PostgresTable):
-    """PostgresTable with each batch's commit timed, and its parts (see the module doc)."""
+class _Timed:
+    """A database sink with each batch's commit timed, and its parts (see the module doc)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -110,6 +110,14 @@ class TimedPostgresTable(PostgresTable):
         self._times["_write"] = time.perf_counter() - t0
 
 
+class TimedPostgresTable(_Timed, PostgresTable):
+    pass
+
+
+class TimedPostgresChangelog(_Timed, PostgresChangelog):
+    pass
+
+
 class TimedTableSink(TableSink):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -127,9 +135,9 @@ def _patch_csv() -> None:
 
     original = postgres_sink._csv
 
-    def timed(batch: Any, batch_id: int | None = None) -> bytes:
+    def timed(batch: Any, *args: Any) -> bytes:
         t0 = time.perf_counter()
-        out = original(batch, batch_id)
+        out = original(batch, *args)
         batch._times["_csv"] += time.perf_counter() - t0
         return out
 
@@ -224,16 +232,19 @@ def _rounds(args: argparse.Namespace, spark: Any, src: Path, schema: Any, tmp: P
     return 0
 
 
+def split(t: dict[str, float]) -> dict[str, float]:
+    """One batch's commit and its parts, in seconds (see the module doc)."""
+    named = {"commit": t["commit"], "toArrow": t["toArrow"], "csv": t["_csv"] - t["toArrow"],
+             "COPY": t["COPY"], "DELETE": t["DELETE"], "INSERT": t["INSERT"],
+             "CREATE+ANALYZE": t["CREATE"] + t["ANALYZE"]}
+    named["rest"] = (t["commit"] - t["_csv"] - t["COPY"] - t["DELETE"] - t["INSERT"]
+                     - t["CREATE"] - t["ANALYZE"])
+    return named
+
+
 def _parts(batches: list[dict[str, float]]) -> dict[str, str]:
-    """Median / max per batch of the commit and its parts (see the module doc)."""
-    rows = []
-    for t in batches:
-        named = {"commit": t["commit"], "toArrow": t["toArrow"],
-                 "csv": t["_csv"] - t["toArrow"], "COPY": t["COPY"], "DELETE": t["DELETE"],
-                 "INSERT": t["INSERT"], "CREATE+ANALYZE": t["CREATE"] + t["ANALYZE"]}
-        named["rest"] = (t["commit"] - t["_csv"] - t["COPY"] - t["DELETE"] - t["INSERT"]
-                         - t["CREATE"] - t["ANALYZE"])
-        rows.append(named)
+    """Median / max per batch of the commit and its parts."""
+    rows = [split(t) for t in batches]
     return {k: _summary([r[k] for r in rows]) for k in rows[0]}
 
 

@@ -163,23 +163,39 @@ def _show(served: Served) -> list[tuple]:
     return [(r[0], r[2]) for r in _show_rows(served)]
 
 
-def replayed_table(served: Served, src: Path, query: str, columns: tuple[str, ...]
-                   ) -> set[tuple]:
+def replayed_changelog(served: Served, src: Path, query: str, columns: tuple[str, ...]
+                       ) -> list[tuple]:
     """The bounded replay of the files in ``src`` (``query`` over ``{t}``, run by the
-    server), its changelog before the frontier applied row by row: what an uninterrupted
-    run's table holds, each row as ``columns``."""
+    server): its changelog before the frontier (what an uninterrupted run emits), each
+    row as ``columns``."""
     served.cursor.execute("CREATE OR REPLACE TEMPORARY VIEW bounded AS "
                           f"SELECT * FROM parquet.`{src}`")
     rows = served.rows(query.format(t="bounded"))
     names = [d[0] for d in served.cursor.description]
+    at = names.index("emit_time")
+    return [tuple(dict(zip(names, r, strict=True))[c] for c in columns)
+            for r in rows if r[at] < FRONTIER]
+
+
+def applied(changelog: list[tuple], columns: tuple[str, ...]) -> set[tuple]:
+    """A changelog (rows as ``columns``, ``is_retraction`` among them) applied row by row
+    in its order: a retraction removes its window's row (key, window_start, window_end),
+    a pane replaces it; each row as ``columns`` without ``is_retraction``."""
+    window = [columns.index(c) for c in ("key", "window_start", "window_end")]
+    retraction = columns.index("is_retraction")
     table: dict[tuple, tuple] = {}
-    for r in rows:
-        row = dict(zip(names, r, strict=True))
-        if row["emit_time"] >= FRONTIER:
-            continue
-        window = (row["key"], row["window_start"], row["window_end"])
-        if row["is_retraction"]:
-            table.pop(window, None)
+    for r in changelog:
+        at = tuple(r[i] for i in window)
+        if r[retraction]:
+            table.pop(at, None)
         else:
-            table[window] = tuple(row[c] for c in columns)
+            table[at] = r[:retraction] + r[retraction + 1:]
     return set(table.values())
+
+
+def replayed_table(served: Served, src: Path, query: str, columns: tuple[str, ...]
+                   ) -> set[tuple]:
+    """The bounded replay's changelog before the frontier applied row by row: what an
+    uninterrupted run's table holds, each row as ``columns``."""
+    logged = (*columns, "is_retraction")
+    return applied(replayed_changelog(served, src, query, logged), logged)

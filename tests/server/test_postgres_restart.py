@@ -1,12 +1,15 @@
-"""A continuous query into a PostgreSQL table outlives ``kill -9`` of its server
-(docs/guides/databases.md): ``dfsql serve --state-dir D --connection wh=…
---connection-password-file wh=…`` runs ``CREATE STREAMING QUERY … INTO TABLE
-wh.public.sessions`` over a file stream, fed file by file; the server is killed with
-SIGKILL (its JVM and Python workers with it) after the database holds a batch, more
-files arrive while it is down, and a second life on D runs the query again from its
-checkpoint. The database table must then equal the bounded replay's changelog before
-the frontier (a sentinel row an hour later), applied row by row: no batch lost, none
-applied twice. No log, state file or answer of the server holds the password."""
+"""A continuous query into a PostgreSQL table, and one into a changelog, outlive ``kill
+-9`` of their server and a restart of the database (docs/guides/databases.md): ``dfsql
+serve --state-dir D --connection wh=… --connection-password-file wh=…`` runs ``CREATE
+STREAMING QUERY … INTO TABLE wh.public.sessions`` and ``… INTO CHANGELOG
+wh.public.sessions_log`` side by side over one file stream, fed file by file; the
+database is stopped between two files (the sinks try again) and started; the server is
+killed with SIGKILL (its JVM and Python workers with it) after the database holds a
+batch, more files arrive while it is down, and a second life on D runs the queries again
+from their checkpoints. The table must then equal the bounded replay's changelog before
+the frontier (a sentinel row an hour later), applied row by row, and the changelog must
+hold the replay's rows, each once: no batch lost, none applied twice. No log, state file
+or answer of the server holds the password."""
 
 from __future__ import annotations
 
@@ -16,7 +19,16 @@ from datetime import timedelta, timezone
 import pytest
 
 from tests.postgres import Postgres
-from tests.server.restarts import FRONTIER, T0, Served, _wait, _write, replayed_table
+from tests.server.restarts import (
+    FRONTIER,
+    T0,
+    Served,
+    _wait,
+    _write,
+    applied,
+    replayed_changelog,
+    replayed_table,
+)
 
 PASSWORD = "pg-secret-7c1f"
 #: retracting sessions on the arrival clock (so the rows do not depend on where the kill
@@ -27,6 +39,8 @@ QUERY = ("SELECT key, SUM(value) AS total, COUNT(*) AS n FROM {t} GROUP BY key "
          "EMIT ACCUMULATING AND RETRACTING")
 COLUMNS = ("key", "total", "n", "window_start", "window_end", "pane_index", "pane_timing",
            "is_last", "emit_time")
+#: a changelog's rows: the table's columns and is_retraction
+LOGGED = (*COLUMNS, "is_retraction")
 
 
 def _burst(b: int) -> list[tuple]:
@@ -48,13 +62,48 @@ def pg():
     server.remove()
 
 
+def _utc(row: tuple) -> tuple:
+    """A database row's timestamps as the endpoint gives the replay's: naive UTC."""
+    return tuple(v.astimezone(timezone.utc).replace(tzinfo=None)
+                 if hasattr(v, "tzinfo") and v.tzinfo else v for v in row)
+
+
 def _db_rows(pg: Postgres, table: str = "sessions") -> set[tuple]:
     with pg.connect() as c:
         if c.execute(f"SELECT to_regclass('public.{table}')").fetchone() == (None,):
             return set()
         rows = c.execute(f"SELECT {', '.join(COLUMNS)} FROM public.{table}").fetchall()
-    return {tuple(v.astimezone(timezone.utc).replace(tzinfo=None)
-                  if hasattr(v, "tzinfo") and v.tzinfo else v for v in r) for r in rows}
+    return {_utc(r) for r in rows}
+
+
+def _log_rows(pg: Postgres, table: str = "sessions_log") -> list[tuple]:
+    """The changelog table's rows in its order (batch_id, batch_row), as LOGGED and then
+    batch_id, batch_row."""
+    with pg.connect() as c:
+        if c.execute(f"SELECT to_regclass('public.{table}')").fetchone() == (None,):
+            return []
+        rows = c.execute(f"SELECT {', '.join(LOGGED)}, batch_id, batch_row FROM "
+                         f"public.{table} ORDER BY batch_id, batch_row").fetchall()
+    return [_utc(r) for r in rows]
+
+
+def _shape(rows: list[tuple]) -> list[tuple]:
+    """(key, total, n, pane_timing, is_retraction) of changelog rows, sorted."""
+    return sorted((r[0], r[1], r[2], r[6], r[9]) for r in rows)
+
+
+def _by_hand(closed: range, open_burst: int) -> list[tuple]:
+    """The changelog's shape by hand (_burst: each key's session of a burst holds 6
+    events of value b + 1): a closed burst's session emits its EARLY pane at its 4th event
+    (EVERY 4 ROWS), that pane's retraction when the watermark closes the session (its end
+    moved 4 s on by events 5 and 6: another window) and the ON_TIME pane; the open burst
+    only its EARLY pane."""
+    rows = [(k, 4 * (open_burst + 1), 4, "EARLY", False) for k in "ab"]
+    for k in "ab":
+        for b in closed:
+            rows += [(k, 4 * (b + 1), 4, "EARLY", False), (k, 4 * (b + 1), 4, "EARLY", True),
+                     (k, 6 * (b + 1), 6, "ON_TIME", False)]
+    return sorted(rows)
 
 
 def _progress(pg: Postgres, table: str = "sessions") -> int:
@@ -86,38 +135,94 @@ def _password_in(tmp_path, secret) -> list[str]:
             and PASSWORD.encode() in p.read_bytes()]
 
 
+def _status(served: Served, name: str) -> str:
+    return next((r[2] for r in served.rows("SHOW STREAMING QUERIES") if r[0] == name), "")
+
+
+def _first_life(first: Served, pg: Postgres, src, checkpoints) -> None:
+    """A table and a changelog of one stream: bursts 0-1 (batch 0), burst 2 (batch 1);
+    then the database stopped between two files, burst 3 arriving, the changelog's sink
+    seen trying again, the database started: its batch commits once (and Spark records
+    it, so that the kill after this finds the batch in both commit logs)."""
+    for query, into, table in (("sessions_pg", "TABLE", "sessions"),
+                               ("sessions_log", "CHANGELOG", "sessions_log")):
+        [(name, _, sink, _)] = first.rows(f"CREATE STREAMING QUERY {query} INTO {into} "
+                                          f"wh.public.{table} AS {QUERY.format(t='live')}")
+        assert (name, sink) == (query, f"{into.lower()} wh.public.{table}")
+    both = lambda at: min(_progress(pg), _progress(pg, "sessions_log")) >= at  # noqa: E731
+    assert _wait(lambda: both(0), True)
+    _write(src / "part-2.parquet", _burst(2))
+    assert _wait(lambda: both(1), True)
+    assert [(r[0], r[3]) for r in first.rows("SHOW STREAMING QUERIES")] == [
+        ("sessions_pg", "table wh.public.sessions"),
+        ("sessions_log", "changelog wh.public.sessions_log")]
+    pg.stop()
+    try:
+        _write(src / "part-3.parquet", _burst(3))
+        retrying = "RETRYING changelog wh.public.sessions_log: batch "
+        assert _wait(lambda: _status(first, "sessions_log").startswith(retrying), True,
+                     pause=0.1)
+    finally:
+        pg.start()
+    assert _wait(lambda: both(2), True)
+    # by hand: bursts 0-2 closed (the watermark, 311 − 10 s, is past 211 + 30 s), 3 open
+    logged = _log_rows(pg)
+    assert _shape(logged) == _by_hand(range(3), 3)
+    assert applied([r[:-2] for r in logged], LOGGED) == _db_rows(pg)
+    for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log")):
+        recorded = checkpoints / query / "commits" / str(_progress(pg, table))
+        assert _wait(recorded.exists, True)
+
+
+def _unrecord(checkpoint, batch: int) -> None:
+    """Spark's record of ``batch`` removed from its commit log, as a kill between the
+    database's commit and Spark's leaves it: the next life runs the batch again, and the
+    sink must find it in the progress row and write nothing."""
+    commits = checkpoint / "commits"
+    for name in (str(batch), f".{batch}.crc"):
+        (commits / name).unlink(missing_ok=True)
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_a_query_into_postgres_outlives_kill_9_exactly_once(tmp_path, pg) -> None:
+def test_a_table_and_a_changelog_in_postgres_outlive_kill_9_exactly_once(tmp_path, pg
+                                                                          ) -> None:
+    """The first life as :func:`_first_life`, killed; its last batch unrecorded in Spark's
+    commit logs (:func:`_unrecord`), bursts 4-5 and the sentinel arriving while it is
+    down; the second life's table is the replay's applied, its changelog the replay's
+    rows, each once, in batches 0, 1, … without a gap."""
     tmp_path = tmp_path.resolve()
     src, secret, flags = _served_flags(tmp_path, pg)
+    checkpoints = tmp_path / "state" / "checkpoints"
     first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
     try:
-        [(name, _, sink, _)] = first.rows(
-            f"CREATE STREAMING QUERY sessions_pg INTO TABLE wh.public.sessions AS "
-            f"{QUERY.format(t='live')}")
-        assert (name, sink) == ("sessions_pg", "table wh.public.sessions")
-        assert _wait(lambda: _progress(pg) >= 0, True)
-        _write(src / "part-2.parquet", _burst(2))
-        assert _wait(lambda: _progress(pg) >= 1, True)
-        shown = first.rows("SHOW STREAMING QUERIES")
-        assert [(r[0], r[3]) for r in shown] == [("sessions_pg", "table wh.public.sessions")]
+        _first_life(first, pg, src, checkpoints)
     finally:
         first.kill()
-    for b in range(3, 5):  # arrive while the server is down
+    for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log")):
+        _unrecord(checkpoints / query, _progress(pg, table))
+    for b in range(4, 6):  # arrive while the server is down
         _write(src / f"part-{b}.parquet", _burst(b))
     _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
     second = Served(tmp_path, 2, *flags)
     try:
-        want = replayed_table(second, src, QUERY, COLUMNS)
-        # hand check of the replay: 5 bursts × 2 keys, one session each (each key's events
-        # 2 s apart); bursts 0-3 closed (the watermark, last event − 10 s, is past their
-        # end + 30 s): ON_TIME, 6 events of value b + 1; burst 4 still open, its row the
-        # EARLY pane at its 4th event (EVERY 4 ROWS), the session then ending 30 s after it
-        assert sorted((r[0], r[1], r[2], r[6]) for r in want) == sorted(
-            [(k, 6 * (b + 1), 6, "ON_TIME") for k in "ab" for b in range(4)]
-            + [(k, 4 * 5, 4, "EARLY") for k in "ab"])
+        replayed = replayed_changelog(second, src, QUERY, LOGGED)
+        # the replay by hand: bursts 0-4 closed (the watermark, last event − 10 s, is past
+        # their end + 30 s), burst 5 open
+        assert _shape(replayed) == _by_hand(range(5), 5)
+        want = applied(replayed, LOGGED)
         assert _wait(lambda: _db_rows(pg), want) == want
+        # every row of the replay once, none doubled or lost
+        assert _wait(lambda: _shape(_log_rows(pg)), _shape(replayed)) == _shape(replayed)
+        logged = _log_rows(pg)
+        assert sorted(r[:-2] for r in logged) == sorted(replayed)
+        # batch ids from 0 without a gap to the progress row's, each batch's rows 0 … n−1
+        ids = [r[-2] for r in logged]
+        assert sorted(set(ids)) == list(range(_progress(pg, "sessions_log") + 1))
+        assert all([r[-1] for r in logged if r[-2] == i] == list(range(ids.count(i)))
+                   for i in set(ids))
+        assert applied([r[:-2] for r in logged], LOGGED) == _db_rows(pg) == want
         second.rows("STOP STREAMING QUERY sessions_pg")
+        second.rows("STOP STREAMING QUERY sessions_log")
     finally:
         second.kill()
     assert _password_in(tmp_path, secret) == []
