@@ -108,5 +108,22 @@ def test_backfill_from_a_database_table_over_the_endpoint(served) -> None:
 
     try:
         assert _wait(table, want) == want
+        said = [served.rows("SHOW STREAMING QUERIES"),
+                served.rows("EXPLAIN FIRINGS FOR STREAMING QUERY filled"),
+                served.rows("EXPLAIN " + SESSIONS.format(t="wh.public.history"))]
+        assert [r[0] for r in said[0]] == ["filled"]
+        assert PASSWORD not in repr(said)
     finally:
         served.rows("STOP STREAMING QUERY filled")
+
+
+def test_a_missing_database_table_is_an_error_at_its_name_without_the_password(
+        served) -> None:
+    from pyhive.exc import OperationalError
+
+    with pytest.raises(OperationalError) as info:
+        served.rows("SELECT COUNT(*) FROM wh.public.nothing_here")
+    text = info.value.args[0].status.errorMessage
+    assert text.splitlines()[0] == ("line 1, col 22: wh.public.nothing_here is not a table "
+                                    "of connection wh")
+    assert PASSWORD not in text
