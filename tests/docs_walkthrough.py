@@ -40,6 +40,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tests.postgres import Postgres
+from tests.server.restarts import _group_alive
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGE = DOCS / "guides" / "databases.md"
@@ -262,17 +263,3 @@ class Walkthrough:
         return [str(p) for p in self.tmp.rglob("*") if p.is_file()
                 and p.name != "warehouse.pw" and self.pw.encode() in p.read_bytes()]
 
-
-def _group_alive(pgid: int) -> list[int]:
-    """The processes of group ``pgid`` that still run (zombies are dead)."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                alive.append(int(entry.name))
-    return alive

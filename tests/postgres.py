@@ -140,3 +140,11 @@ def running() -> Iterator[Postgres]:
     finally:
         server.stop()
         server.remove()
+
+
+def add_writer(server: Postgres, password: str, name: str = "writer") -> None:
+    """A role that logs in with ``password`` and may create tables in ``public``: the
+    user a served connection names (the password then comes from a file)."""
+    with server.connect() as c:
+        c.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        c.execute(f"GRANT CREATE ON SCHEMA public TO {name}")

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.postgres import Postgres
+from tests.postgres import Postgres, add_writer
 from tests.server.restarts import T0, Served, _wait, _write
 
 PASSWORD = "endpoint-pg-31"
@@ -22,9 +22,8 @@ PASSWORD = "endpoint-pg-31"
 def pg():
     server = Postgres()
     server.start()
+    add_writer(server, PASSWORD)
     with server.connect() as c:
-        c.execute(f"CREATE ROLE writer LOGIN PASSWORD '{PASSWORD}'")
-        c.execute("GRANT CREATE ON SCHEMA public TO writer")
         c.execute("CREATE TABLE public.history (key text, value bigint, event_time "
                   "timestamptz, arrival_time timestamptz)")
         c.execute("GRANT SELECT ON public.history TO writer")

@@ -18,7 +18,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from tests.postgres import Postgres
+from tests.postgres import Postgres, add_writer
 from tests.server.restarts import (
     FRONTIER,
     T0,
@@ -54,9 +54,7 @@ def _burst(b: int) -> list[tuple]:
 def pg():
     server = Postgres()
     server.start()
-    with server.connect() as c:
-        c.execute(f"CREATE ROLE writer LOGIN PASSWORD '{PASSWORD}'")
-        c.execute("GRANT CREATE ON SCHEMA public TO writer")
+    add_writer(server, PASSWORD)
     yield server
     server.stop()
     server.remove()
