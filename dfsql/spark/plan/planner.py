@@ -135,9 +135,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
     made: dict[tuple, tuple[DataFrame, PlannedBlock]] = {}
     for block in stmt.blocks:
         ordered = block is top or block.index not in fed_to_window
-        written = block.sql if block.select is None else block.select.sql("spark")
-        same = (written, block.clauses, block.inner, ordered)  # blanks and offsets aside
-        if block is not top and same in made:
+        same = None if block is top else _same_block(block, ordered)
+        if same is not None and same in made:
             df, planned = made[same]
             blocks.append(planned)
             inner_views.append(_inner_view(block, df, block.index in cancel, uid))
@@ -151,7 +150,8 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
             df, planned = firings_result(plan, stmt)
         else:
             df, planned = plan.result(ordered=ordered)
-            made[same] = (df, planned)
+            if same is not None:
+                made[same] = (df, planned)
         blocks.append(planned)
         if block is top and stmt.kind != "write":
             result = df
@@ -180,6 +180,14 @@ def _execute(stmt: Statement, spark: SparkSession, registry: dict, plans: list[B
         return Planned(write(stmt, final, spark), tuple(blocks))
     with spark_errors(stmt.source):
         return Planned(door.sql(spark, final), tuple(blocks))
+
+
+def _same_block(block, ordered: bool) -> tuple:
+    """What makes two inner blocks the same query, blanks and offsets aside: the tree,
+    the clauses, the blocks they read, and whether the result is in §7's order (an inner
+    block only: a statement's own block is one of a kind, and rendering it is spared)."""
+    written = block.sql if block.select is None else block.select.sql("spark")
+    return written, block.clauses, block.inner, ordered
 
 
 def _inner_view(block, df: DataFrame, cancel: bool, uid: str) -> str:
