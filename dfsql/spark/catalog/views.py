@@ -49,19 +49,34 @@ _MAX_DEPTH = 16
 def definition(spark: SparkSession, name: str) -> str | None:
     """The windowed query of the persistent view ``name`` (as written in SQL), or None
     when ``name`` is not one (a table, a temp view, a plain view, nothing)."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        table = spark.catalog.getTable(name)
-    except (AnalysisException, ValueError):
-        return None
-    if table.isTemporary or table.tableType != "VIEW":
+    if not _is_persistent_view(spark, name):
         return None
     props = {r[0]: r[1] for r in door.sql(spark, f"SHOW TBLPROPERTIES {name}").collect()}
     parts = props.get(PARTS)
     if parts is None or not parts.isdigit():
         return None
     return "".join(props.get(f"dfsql.query.{i}", "") for i in range(int(parts)))
+
+
+def _is_persistent_view(spark: SparkSession, name: str) -> bool:
+    """Whether ``name`` is a view of the catalog (not a temp view). On classic Spark the
+    JVM's catalog is asked directly: a name that is no table (a CTE's, a function's) is
+    answered without an exception, which PySpark converts at a cost of tens of ms (on
+    a small query, planning is most of dfsql's time)."""
+    from pyspark.errors import AnalysisException
+
+    jspark = getattr(spark, "_jsparkSession", None)
+    try:
+        if jspark is not None:
+            catalog = jspark.catalog()
+            if not catalog.tableExists(name):
+                return False
+            table = catalog.getTable(name)
+            return not table.isTemporary() and table.tableType() == "VIEW"
+        entry = spark.catalog.getTable(name)
+    except (AnalysisException, ValueError):
+        return False
+    return not entry.isTemporary and entry.tableType == "VIEW"
 
 
 def _literal(text: str) -> str:

@@ -28,7 +28,6 @@ from dfsql.language.names import (
     EVENT_TIME,
     IN_QUERY,
     LATE_ROW,
-    PANE_COLUMNS,
     PANES_TABLE,
     PROCESSING_TIME,
     SORT_COLUMNS,
@@ -44,6 +43,7 @@ from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
 from dfsql.spark.physical import choose
+from dfsql.spark.plan.original import from_columns, pane_columns_named, unresolved_pane_column
 from dfsql.spark.planned import PlannedBlock
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
 from dfsql.spark.replay.panes import replay_panes
@@ -173,12 +173,42 @@ class BlockPlan:
             df = door.sql(self.spark, sql)
             return list(df.columns)
         except PySparkException as exc:
-            if _unresolved_pane_column(exc):
+            if unresolved_pane_column(exc):
                 return None  # the SELECT names window columns that only exist after windowing
             mapped = map_spark_error(exc, self.src, lambda k: k + self.block.span[0], sql)
             if mapped is None:
                 raise
             raise mapped from None
+
+    def original_names(self) -> tuple[list[str] | None, bool]:
+        """Spark's names of the block's output (:meth:`analyse_original`), and whether
+        that analysis was spared: a block that names pane columns its FROM lacks is not
+        analysed as written (:mod:`dfsql.spark.plan.original`), and gives no names, as the
+        refused analysis would; :meth:`_original_errors` runs it after all for a mistake."""
+        from pyspark.errors import PySparkException
+
+        named = pane_columns_named(self.block)
+        if named:
+            try:
+                read = from_columns(self.input_df())
+            except (PySparkException, DfsqlError):
+                read = None  # the analysis as written reports it where it was written
+            if read is not None and not named & read:
+                return None, True
+        return self.analyse_original(), False
+
+    @contextmanager
+    def _original_errors(self, spared: bool) -> Iterator[None]:
+        """A failure after a spared analysis: the analysis as written first, so that a
+        mistake is reported where the user wrote it, as it would have been before."""
+        from pyspark.errors import PySparkException
+
+        try:
+            yield
+        except (PySparkException, DfsqlError):
+            if spared:
+                self.analyse_original()
+            raise
 
     def input_df(self) -> DataFrame:
         """The input stage, checked; analysed once per plan (every path reads it, and
@@ -309,7 +339,12 @@ class BlockPlan:
         that only feeds another windowed query's aggregation, where order is lost), and what
         planning it computed beside."""
         self.check_clauses()
-        names = self.analyse_original()
+        names, spared = self.original_names()
+        with self._original_errors(spared):
+            return self._result(names, ordered)
+
+    def _result(self, names: list[str] | None,
+                ordered: bool) -> tuple[DataFrame, PlannedBlock]:
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)
@@ -341,7 +376,11 @@ class BlockPlan:
         (EXPLAIN's stand-in for an inner block): a stream's result as planned, else the
         batch result, whose columns a replay's result has too."""
         self.check_clauses()
-        names = self.analyse_original()
+        names, spared = self.original_names()
+        with self._original_errors(spared):
+            return self._shape(names)
+
+    def _shape(self, names: list[str] | None) -> DataFrame:
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)[0]
@@ -422,18 +461,6 @@ class BlockPlan:
             return 0
         inp = self._input_subquery()
         return door.sql(self.spark, f"SELECT 1 FROM {inp} WHERE {EVENT_TIME} IS NULL").count()
-
-
-def _unresolved_pane_column(exc: BaseException) -> bool:
-    """True when Spark's error is that a pane column (window_start, emit_time …) is not
-    a column of the user's FROM: those exist only after windowing. Any other error,
-    even one whose message or query text mentions a pane column, is the user's."""
-    cond = getattr(exc, "getCondition", lambda: None)() or ""
-    if not cond.startswith("UNRESOLVED_COLUMN"):
-        return False
-    params = getattr(exc, "getMessageParameters", dict)() or {}
-    name = params.get("objectName", "").split(".")[-1].strip("`").lower()
-    return name in PANE_COLUMNS
 
 
 def _is_timestamp(df: DataFrame, name: str) -> bool:
