@@ -111,6 +111,9 @@ class Console:
         self._httpd: ThreadingHTTPServer | None = None
         self._session: SparkSession | None = None
         self._explaining = threading.Lock()  # one EXPLAIN at a time: each runs Spark jobs
+        #: each query's timeline and windows as last drawn, and of which batch
+        self._drawings: dict[str, tuple[tuple, dict[str, str]]] = {}
+        self._lock = threading.Lock()
 
     def start(self) -> Console:
         handler = type("Handler", (_Handler,), {"console": self})
@@ -173,12 +176,27 @@ class Console:
                 return self._missing(viewer, api, "no such page")
             return self._window(viewer, r, query, api)
         w = watched(r, self.logs)
-        if api and query.get("since") == str(w.last_batch):
-            return _json({"batch": w.last_batch, "same": True})
-        ws = windows(r)
-        if api:
-            return _json({"batch": w.last_batch, "parts": pages.query_parts(w, ws)})
-        return 200, "text/html", pages.query_page(viewer.user, w, ws)
+        if not api:
+            return 200, "text/html", pages.query_page(viewer.user, w, self._drawn(r, w))
+        parts = pages.now_parts(w)
+        if query.get("since") != str(w.last_batch):  # a batch committed since: redrawn
+            parts.update(self._drawn(r, w))
+        return _json({"batch": w.last_batch, "parts": parts})
+
+    def _drawn(self, r: Any, w: Any) -> dict[str, str]:
+        """The timeline and the windows' list of ``r``, drawn once per batch (and table:
+        a table sink replaces its frames whole with each batch) for every viewer."""
+        sink = r.sink_object
+        key = (w.last_batch, id(getattr(sink, "current", None)),
+               id(getattr(sink, "recent", None)))
+        with self._lock:
+            kept = self._drawings.get(r.name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        drawn = pages.drawn_parts(w, windows(r))
+        with self._lock:
+            self._drawings[r.name] = (key, drawn)
+        return drawn
 
     def _window(self, viewer: Viewer, r: Any, query: dict[str, str],
                 api: bool) -> tuple[int, str, str]:
@@ -250,8 +268,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-store")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the browser went away: its loss
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         log.debug("console %s: " + format, self.client_address[0], *args)

@@ -193,9 +193,6 @@ def windows(r: Running) -> Windows | None:
     return Windows(current, recent, keys, value)
 
 
-FIRING_COLUMNS = ("at", "event", "watermark", "pane_index", "pane_timing", "detail")
-
-
 def firings(spark: SparkSession, viewer: Viewer, r: Running, start: str, end: str,
             key: dict[str, str]) -> tuple[list[str], list[tuple]]:
     """EXPLAIN FIRINGS FOR STREAMING QUERY's rows for the window [start, end) of the

@@ -17,10 +17,13 @@ from dfsql.server.console_svg import clock_chart, spark_line, timeline, window_h
 LISTED = 40
 
 
-def page(title: str, user: str, body: str, api: str | None = None) -> str:
+def page(title: str, user: str, body: str, api: str | None = None,
+         batch: int | None = None) -> str:
     """A whole page: its own style and script (served by the console, no network), and
-    ``api``, the JSON its script polls (none: a static page)."""
+    ``api``, the JSON its script polls (none: a static page), ``batch`` the latest batch
+    the page shows (its script asks for its windows again once a later one commits)."""
     poll = f' data-api="{escape(api)}"' if api else ""
+    poll += f' data-batch="{batch}"' if batch is not None else ""
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<title>{escape(title)} · dfsql console</title>'
             f'<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/console.css">'
@@ -172,16 +175,21 @@ def windows_fragment(w: Windows | None, name: str) -> str:
             "</details>")
 
 
-def query_parts(w: Watched, windows: Windows | None) -> dict[str, str]:
-    """The query page's parts, by the id of the element each fills."""
+def now_parts(w: Watched) -> dict[str, str]:
+    """The query page's parts that change without a batch (its status, its rate), by the
+    id of the element each fills: cheap, sent with every poll."""
     return {"summary": summary_fragment(w), "inputs": inputs_fragment(w),
-            "charts": charts_fragment(w),
-            "timeline": timeline_fragment(windows, w.series, w.name),
+            "charts": charts_fragment(w)}
+
+
+def drawn_parts(w: Watched, windows: Windows | None) -> dict[str, str]:
+    """The parts drawn from its windows: they change only when a batch commits."""
+    return {"timeline": timeline_fragment(windows, w.series, w.name),
             "windows": windows_fragment(windows, w.name)}
 
 
-def query_page(user: str, w: Watched, windows: Windows | None) -> str:
-    parts = query_parts(w, windows)
+def query_page(user: str, w: Watched, drawn: dict[str, str]) -> str:
+    parts = {**now_parts(w), **drawn}
     body = (f"<h1>Continuous query <code>{escape(w.name)}</code></h1>"
             "<section class='top'><div><h2>Now</h2>"
             f"<div id='summary' data-part='summary'>{parts['summary']}</div></div>"
@@ -194,7 +202,7 @@ def query_page(user: str, w: Watched, windows: Windows | None) -> str:
             "<h2>Window firings</h2><div id='firings'><p class='none'>Click a pane in the "
             "timeline: its window's EXPLAIN FIRINGS rows appear here.</p></div>"
             f"<div id='windows' data-part='windows'>{parts['windows']}</div>")
-    return page(w.name, user, body, f"/api/query/{quote(w.name)}")
+    return page(w.name, user, body, f"/api/query/{quote(w.name)}", w.last_batch)
 
 
 def firings_fragment(name: str, start: str, end: str, key: dict[str, str],

@@ -65,11 +65,13 @@ def spark_line(values: Sequence[float | None], title: str, width: int = 110,
 
 
 def _num(values: Any) -> Any:
-    """Instants (a pandas Series of datetimes) as seconds since the epoch (NaN for NaT)."""
-    import pandas as pd
+    """Instants (datetimes, NaT or None for none) as seconds since the epoch (NaN)."""
+    import numpy as np
 
-    s = pd.to_datetime(pd.Series(values), errors="coerce")
-    return (s - pd.Timestamp(0)).dt.total_seconds().to_numpy()
+    arr = np.asarray(values, dtype="datetime64[us]")
+    out = arr.astype("int64") / 1e6
+    out[np.isnat(arr)] = np.nan
+    return out
 
 
 #: round steps between ticks: of time (seconds), and of batch ids
@@ -172,7 +174,7 @@ def timeline(w: Windows, series: list[dict], name: str, width: int = 940) -> tup
     if w.current is None or not len(w.current):
         return ('<p class="none">No live window yet: the timeline appears once a window '
                 'has fired a pane.</p>', "")
-    cur = w.current
+    cur, recent = _timed(w.current), None if w.recent is None else _timed(w.recent)
     keys = w.keys
     if keys:
         last = cur.groupby(keys, dropna=False, sort=False)["emit_time"].max()
@@ -189,7 +191,7 @@ def timeline(w: Windows, series: list[dict], name: str, width: int = 940) -> tup
            f'{height}" role="img" aria-label="pane timeline of {escape(name)}">']
     drawn = 0
     for i, key in enumerate(chosen):
-        mine, hist = _of_key(cur, w.recent, keys, key)
+        mine, hist = _of_key(cur, recent, keys, key)
         mine = mine.sort_values("window_end").tail(PER_PANEL)
         drawn += len(mine)
         title = ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True)) or "all rows"
@@ -204,6 +206,13 @@ def timeline(w: Windows, series: list[dict], name: str, width: int = 940) -> tup
         note = (f"Drawn: {drawn} of {len(cur):,} live windows (the {PER_PANEL} latest of each "
                 f"of the {len(chosen)} keys that fired last, of {live_keys:,} keys).")
     return "".join(out), note
+
+
+def _timed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its instants also as seconds since the epoch (``__ws``, ``__we``,
+    ``__em``; NaN for none), once for every panel."""
+    return frame.assign(__ws=_num(frame["window_start"]), __we=_num(frame["window_end"]),
+                        __em=_num(frame["emit_time"]))
 
 
 def _of_key(cur: pd.DataFrame, recent: pd.DataFrame | None, keys: list[str],
@@ -229,9 +238,9 @@ def _panel(mine: pd.DataFrame, hist: pd.DataFrame | None, w: Windows, series: li
     import numpy as np
     import pandas as pd
 
-    lo_x = float(np.nanmin(_num(mine["window_start"])))
+    lo_x = float(np.nanmin(mine["__ws"].to_numpy()))
     if hist is not None and len(hist):
-        hist = hist[_num(hist["window_end"]) > lo_x]
+        hist = hist[hist["__we"].to_numpy() > lo_x]
         seen = hist[~hist["is_retraction"]][["window_start", "window_end", "pane_index"]]
         fresh = mine.merge(seen.assign(__seen=True), how="left",
                            on=["window_start", "window_end", "pane_index"])
@@ -240,7 +249,7 @@ def _panel(mine: pd.DataFrame, hist: pd.DataFrame | None, w: Windows, series: li
     else:
         rows = mine.assign(is_retraction=False)
     rows = rows.sort_values("emit_time", kind="stable")
-    ws, we, em = _num(rows["window_start"]), _num(rows["window_end"]), _num(rows["emit_time"])
+    ws, we, em = (rows[c].to_numpy() for c in ("__ws", "__we", "__em"))
     wm = [(progress_seconds(r, "watermark"), progress_seconds(r, "frontier")) for r in series]
     wm = [(a, b) for a, b in wm if a is not None and b is not None]
     xs = (float(np.nanmin(ws)), float(np.nanmax(we)))
@@ -254,8 +263,12 @@ def _panel(mine: pd.DataFrame, hist: pd.DataFrame | None, w: Windows, series: li
         now = None
     ax = _Axes(x0, y0, pw, ph, xs, ys)
     out = ax.frame(title)
+    out.append(f'<text class="axis" x="{_f(x0 + pw)}" y="{_f(y0 + ph + 26)}" '
+               'text-anchor="end">event time →</text>'
+               f'<text class="axis" x="{_f(x0 - 6)}" y="{_f(y0 - 6)}" text-anchor="end">'
+               'emitted ↑</text>')
     below: list[tuple[float, float, float]] = []  # (start, end, emit) of the panes drawn
-    live = set(zip(_num(mine["window_start"]).tolist(), _num(mine["window_end"]).tolist(),
+    live = set(zip(mine["__ws"].tolist(), mine["__we"].tolist(),
                    strict=True))
     values = rows[w.value].tolist() if w.value else [""] * len(rows)
     for s, e, t, v, retract, timing, index in zip(

@@ -5,7 +5,8 @@
 
 (function () {
   const api = document.body.dataset.api;
-  let since = null;
+  // the latest batch the page shows: a poll redraws its windows only after a later one
+  let since = document.body.dataset.batch === undefined ? null : document.body.dataset.batch;
   let busy = false;
 
   function fill(parts) {
@@ -32,7 +33,7 @@
       .then((data) => {
         if (data === null) return;
         if (data.batch !== undefined) since = data.batch;
-        if (!data.same) fill(data.parts);
+        fill(data.parts);
         const stamp = document.getElementById("updated");
         if (stamp !== null) stamp.textContent = "updated " + new Date().toLocaleTimeString();
       })
