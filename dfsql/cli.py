@@ -130,6 +130,7 @@ def serve(args: argparse.Namespace) -> int:
         parse_streams,
         stop_on_sigterm,
     )
+    from dfsql.server.console import start_console
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
@@ -187,6 +188,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
           f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
+    start_console(server, args.ui_port)  # --ui-port: the web console, until the server stops
     stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
     if server.failure:
@@ -406,6 +408,8 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
     p_srv.add_argument("--http-path", metavar="PATH",
                        help="where the HTTP transport serves (default cliservice: "
                             "beeline's ;transportMode=http;httpPath=cliservice)")
+    p_srv.add_argument("--ui-port", type=int, metavar="P", help="serve the read-only web "
+                       "console on --host:P (the same users; docs/guides/watching.md)")
     p_srv.add_argument("--allow-remote", action="store_true",
                        help="accept a --host other than loopback")
     p_srv.add_argument("--paper-tables", action="store_true", default=argparse.SUPPRESS,

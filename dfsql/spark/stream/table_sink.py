@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 
 from dfsql.spark.stream.sink import Restated, batch_rows
 
+#: the rows of the latest batches a table sink remembers as they came (:attr:`TableSink.recent`)
+RECENT_ROWS = 5_000
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
@@ -41,6 +44,11 @@ class TableSink:
         self.previous = previous
         self.current = None  # pandas DataFrame
         self.last_batch = -1
+        #: the panes and retractions of the latest batches, in changelog order, with
+        #: their batch id (``__batch``): the table keeps a window's last row only, the
+        #: console's pane timeline (:mod:`dfsql.server.console_data`) draws the ones
+        #: before and the retractions; at most RECENT_ROWS rows, replaced whole
+        self.recent = None  # pandas DataFrame
         #: the first batch and :meth:`publish_initial` (another thread) race to register
         #: the view: the initial view must not replace a batch's
         self._publishing = threading.Lock()
@@ -100,6 +108,7 @@ class TableSink:
             self._publish(spark, batch)
             return
         rows = batch_rows(batch)
+        self._remember(rows, batch_id)
         ident = keys  # one live window
         if self.current is None:
             self.current = rows.iloc[0:0].drop(columns=["is_retraction"])
@@ -113,6 +122,14 @@ class TableSink:
         self.last_batch = batch_id
         self._persist()
         self._publish(spark, batch)
+
+    def _remember(self, rows, batch_id: int) -> None:
+        import pandas as pd
+
+        new = rows.tail(RECENT_ROWS).assign(__batch=batch_id)
+        old = self.recent
+        self.recent = new if old is None else \
+            pd.concat([old, new], ignore_index=True).tail(RECENT_ROWS)
 
     def _persist(self) -> None:
         import json
