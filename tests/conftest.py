@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from pyspark.sql import SparkSession
 
 from dfsql.session import active_session, session, setting_while, stop_session
@@ -24,6 +25,13 @@ try:
     from jvm_archive import driver_flags  # tests/ is on the path (pytest, scripts in it)
 except ImportError:  # imported as tests.conftest by a program run from the checkout
     from tests.jvm_archive import driver_flags
+
+#: CI (CI=true, a fresh clone) runs every property test on Hypothesis' fixed examples, so
+#: a red run is the same run again on any machine (and a developer's runs, which keep
+#: exploring at random, find what it does not)
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 # Every JVM that pyspark starts in this run (the run's sessions, and the shells, jobs and
 # clients the tests start, which inherit the environment) compiles with C1 only: C2's
