@@ -16,6 +16,7 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfsql import system_tables
 from dfsql.errors import AnalysisError, DfsqlError
 from dfsql.language.scan import Token, name_end, scan_text, splice
 from dfsql.language.vocabulary import CLAUSE_WORDS
@@ -214,17 +215,20 @@ def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool, Token]]:
 def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, depth: int = 0,
            seen: tuple[str, ...] = (), windowed: bool = True) -> Expanded:
     """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
-    (nested views too), and every database table ``NAME.schema.table`` by the temp view
-    of its rows (:mod:`.database_tables`); a view that reads itself is an error.
+    (nested views too), and every database table ``NAME.schema.table`` and system table
+    (``system.streaming_progress``, :mod:`dfsql.system_tables`) by the temp view of its
+    rows (:mod:`.database_tables`); a view that reads itself is an error.
     ``tokens``: ``text`` already scanned; not ``windowed``: the database tables alone
     (a BACKFILL's relation, which Spark reads as written)."""
     edits, spans, shift, reached, made = [], [], 0, set(), []
     tokens = scan_text(text).tokens if tokens is None else tokens
     for start, end, aliased, last in _table_refs(tokens):
         name = text[start:end]
-        table = database_tables.named(text, start, end, spark)
-        if table is not None:  # its rows' view, under the name's last part
-            made.append(database_tables.read_view(spark, text, table))
+        system = system_tables.table_of(database_tables.name_parts(name))
+        table = database_tables.named(text, start, end, spark) if system is None else None
+        if system is not None or table is not None:  # its rows' view, under its last part
+            made.append(system_tables.read_view(spark, system) if system is not None else
+                        database_tables.read_view(spark, text, table))
             piece = made[-1] + ("" if aliased else f" AS {last.text}")
             edits.append((start, end, piece))
             spans.append((start, end, start + shift, start + shift + len(piece), ""))

@@ -38,8 +38,8 @@ METRICS = "dfsql"
 #: stream reads again and leaves out (dfsql.spark.stream.backfill.stream_input)
 REREAD = "dfsql_reread"
 #: dfsql's executor's figures a record keeps (dfsql.spark.stream.plan._observed)
-FIGURES = ("elements_in", "state_elements", "state_change", "late_dropped", "watermark",
-           "frontier", "rows_latest", "marks_latest", "panes", "retractions")
+FIGURES = ("elements_in", "state_elements", "state_change", "late_dropped", "late_kept",
+           "watermark", "frontier", "rows_latest", "marks_latest", "panes", "retractions")
 
 
 def batch_record(progress: Any) -> dict | None:
@@ -68,21 +68,42 @@ def batch_record(progress: Any) -> dict | None:
         spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000"),
         "spark_state": sum(int(op.get("numRowsTotal") or 0) for op in operators)
         if operators else None,
+        # Spark's own operator: the rows its watermark dropped
+        "spark_dropped": sum(int(op.get("numRowsDroppedByWatermark") or 0)
+                             for op in operators) if operators else None,
     }
 
 
-#: batches kept one record each (system tables read them); the batches before fold into
-#: one record every FOLD_EVERY batches, so a query that runs for months keeps a bounded log
+#: batches kept one record each (system.streaming_progress reads them); the batches
+#: before fold into one record every FOLD_EVERY batches (fewer when fewer are kept), so a
+#: query that runs for months keeps a bounded log. ``dfsql serve --progress-batches`` and
+#: the session setting ``dfsql.progress.batches`` (read when a query starts) change it.
 KEEP = 10_000
 FOLD_EVERY = 1_000
+KEEP_CONF = "dfsql.progress.batches"
+_KEPT: dict[str, int] = {}  # checkpoint -> batches kept, when not KEEP
+
+
+def keep(n: int) -> None:
+    """This process keeps ``n`` batches per query from now on (``dfsql serve``)."""
+    global KEEP
+    if n < 1:
+        raise ValueError("a query keeps the progress of at least 1 batch")
+    KEEP = n
+
+
+def kept(checkpoint: str) -> int:
+    """How many batches the query of ``checkpoint`` keeps one record each."""
+    return _KEPT.get(checkpoint, KEEP)
 
 
 def write_record(spark: SparkSession | None, checkpoint: str, record: dict) -> None:
     """The record of one batch, replacing an earlier one of that batch's id."""
     _write(spark, _record_path(checkpoint, record["batch_id"]), json.dumps(record))
-    batch = record["batch_id"]
-    if batch % FOLD_EVERY == 0 and batch >= KEEP + FOLD_EVERY:
-        _fold_before(spark, checkpoint, batch - KEEP)
+    batch, n = record["batch_id"], kept(checkpoint)
+    every = max(1, min(FOLD_EVERY, n))
+    if batch % every == 0 and batch >= n + every:
+        _fold_before(spark, checkpoint, batch - n)
 
 
 def folded(records: list[dict]) -> dict:
@@ -99,7 +120,10 @@ def folded(records: list[dict]) -> dict:
         if "state_change" in mine:
             ours["state_change"] = (ours.get("state_change") or 0) + int(
                 mine["state_change"] or 0)
-        for k in ("watermark", "state_elements", "late_dropped", "panes", "retractions"):
+        for k in ("late_dropped", "late_kept", "panes", "retractions"):  # counters: summed
+            if mine.get(k) is not None:
+                ours[k] = (ours.get(k) or 0) + int(mine[k])
+        for k in ("watermark", "state_elements"):
             if mine.get(k) is not None:
                 ours[k] = mine[k]
         if mine.get("frontier") is not None or mine.get("rows_latest") is not None:
@@ -107,6 +131,8 @@ def folded(records: list[dict]) -> dict:
         for k in ("spark_watermark", "spark_state"):
             if r.get(k) is not None:
                 out[k] = r[k]
+        if r.get("spark_dropped") is not None:
+            out["spark_dropped"] = (out.get("spark_dropped") or 0) + r["spark_dropped"]
     out["dfsql"] = ours or None
     return out
 
@@ -153,6 +179,9 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
     id, which Spark keeps in the checkpoint's ``metadata``."""
     with _LOCK:
         _WATCHED[name] = checkpoint
+    n = spark.conf.get(KEEP_CONF, None)
+    if n is not None and str(n).strip().isdigit() and int(n) >= 1:
+        _KEPT[checkpoint] = int(n)
     sc = spark_context(spark)
     if sc is None:  # Spark Connect: SHOW records the reports it reads
         return
