@@ -170,8 +170,7 @@ def serve(args: argparse.Namespace) -> int:
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
                              "login_timeout", "max_connections_per_user",
                              "max_sessions_per_user", "max_fetch_rows", "max_statement_kb",
-                             "max_nesting", "max_partition_mb",
-                             "max_streaming_queries_per_user")
+                             "max_nesting", "max_partition_mb", "max_streaming_queries_per_user")
               if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
@@ -182,11 +181,13 @@ def serve(args: argparse.Namespace) -> int:
                     state_dir=args.state_dir, streams=streams,
                     transport_mode=args.transport_mode,
                     http_path=args.http_path or "cliservice", admins=args.admin,
-                    private_objects=args.private_objects, **limits).start()
+                    private_objects=args.private_objects, metrics_port=args.metrics_port,
+                    progress_batches=args.progress_batches, **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
-          f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
+          f"{server.transport_mode}); dfsql beeline -u '{server.url()}'" + (
+              f"; metrics on {server.metrics.url}" if server.metrics else ""), flush=True)
     stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
     if server.failure:
@@ -427,6 +428,9 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                        help="keep every CREATE STREAMING QUERY in DIR (its statement, "
                             "checkpoint and table) and start them again, from their "
                             "checkpoints, when the server starts on DIR again")
+    p_srv.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus' /metrics on P")
+    p_srv.add_argument("--progress-batches", type=int, metavar="N", help="micro-batches "
+                       "system.streaming_progress keeps per query (default 10000)")
     p_srv.add_argument("--data-root", action="append", default=[], metavar="DIR",
                        help="a directory under which statements may read and write files "
                             "(repeatable; none by default)")

@@ -158,6 +158,11 @@ class MetricsServer:
     _server: object
     _thread: threading.Thread
 
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
     def close(self) -> None:
         self._server.shutdown()  # type: ignore[attr-defined]
         self._server.server_close()  # type: ignore[attr-defined]
