@@ -6,8 +6,9 @@ Python.
 A custom collector reads, at each scrape, the records ``system.streaming_progress``
 reads (:func:`dfsql.system_tables.query_records`): one truth, and counters that are
 exact — each one is its query's records summed (the folded ones too), so it equals what
-the query's batches did, across restarts. An ALTERed query's counters start again with
-its new version (the new checkpoint), which Prometheus' ``rate`` reads as a reset."""
+the query's batches did, across restarts. After ALTER, the rows and batches count every
+version (as SHOW STREAMING QUERIES does); the other counters start again with the new
+version (its new checkpoint), which Prometheus' ``rate`` reads as a reset."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ class _Sums:
 def query_figures(spark: SparkSession | None, r) -> tuple[_Sums, dict]:
     """A running query's counters (its records summed) and its latest gauges."""
     base, records = query_records(spark, r)
-    s = _Sums(input_rows=int((base or {}).get("input_rows") or 0))
+    # an ALTERed query's earlier versions: their rows and batches (SHOW's figures)
+    s = _Sums(input_rows=int((base or {}).get("input_rows") or 0),
+              batches=int((base or {}).get("batches") or 0))
     state, latest = None, {}
     for rec in records:
         ours = rec.get("dfsql") or {}

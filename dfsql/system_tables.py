@@ -44,6 +44,13 @@ def table_of(parts: list[str]) -> str | None:
     return None
 
 
+def view_of(spark: SparkSession, parts: list[str]) -> str | None:
+    """The temp view of the rows of the system table the name ``parts`` names, or None
+    (:func:`dfsql.spark.catalog.views.expand` calls it for every table a statement reads)."""
+    table = table_of(parts)
+    return None if table is None else read_view(spark, table)
+
+
 def visible() -> tuple[list[Running], list[Failed]]:
     """The queries the current statement's user sees: their own over the endpoint, every
     one for an admin and for this process itself (Python, the shell)."""
@@ -89,6 +96,9 @@ def progress_rows(spark: SparkSession | None, r: Running) -> list[tuple]:
         if rec.get("folded") or rec["batch_id"] < first:
             continue
         ours = rec.get("dfsql") or {}
+        if rec.get("lost"):  # killed between its commit and its record: figures unknown
+            out.append((r.name, rec["batch_id"], *[None] * 10))
+            continue
         out.append((r.name, rec["batch_id"], _instant(rec.get("at"), utc=True),
                     rec["input_rows"], late_rows(rec), dropped_rows(rec),
                     ours.get("panes") or 0, ours.get("retractions") or 0,

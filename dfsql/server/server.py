@@ -136,15 +136,20 @@ class Server:
         self._stopping, self._slots = threading.Event(), threading.Lock()
         #: why the server stopped by itself (Spark died under it), else None
         self.failure: str | None = None
+        self._watched(spark, on_spark_death, metrics_port, progress_batches)
+
+    def _watched(self, spark: SparkSession, on_spark_death: Callable[[str], None] | None,
+                 metrics_port: int | None, progress_batches: int | None) -> None:
+        """What watches the server: the watchdog on Spark, ``/metrics`` on the endpoint's
+        host (docs/guides/watching.md#metrics: its port, and its server once started),
+        and the batches each continuous query's progress log keeps."""
         #: called with the reason, from the watchdog's thread, once the server has
         #: stopped accepting (``dfsql serve`` logs it and exits non-zero)
         self.on_spark_death = on_spark_death
         self.watchdog = Watchdog.of(spark, self._spark_died)
-        #: ``/metrics`` (docs/guides/watching.md#metrics) on the endpoint's host: its port,
-        #: and its server once started
         self.metrics_port = metrics_port
         self.metrics = None
-        if progress_batches is not None:  # batches each query's progress log keeps
+        if progress_batches is not None:
             progress_log.keep(progress_batches)
 
     def start(self) -> Server:

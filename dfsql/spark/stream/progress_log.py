@@ -23,6 +23,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from dfsql.session import spark_context
+from dfsql.spark.stream.checkpoint import last_committed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,6 +183,7 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
     n = spark.conf.get(KEEP_CONF, None)
     if n is not None and str(n).strip().isdigit() and int(n) >= 1:
         _KEPT[checkpoint] = int(n)
+    mark_lost(spark, checkpoint)
     sc = spark_context(spark)
     if sc is None:  # Spark Connect: SHOW records the reports it reads
         return
@@ -192,6 +194,33 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
             return
         _LISTENING.add(key)
     spark.streams.addListener(_recorder(spark))
+
+
+def mark_lost(spark: SparkSession, checkpoint: str) -> None:
+    """Before a restart: a batch Spark committed whose record was never written (the
+    process killed between the commit and the listener's write, a few milliseconds)
+    gets a record that says so (``lost``: its figures unknown, shown as NULL), so the
+    log's batches stay 0, 1, 2, … with no gap (a batch run again replaces its record:
+    none is ever there twice)."""
+    local = _local(f"{checkpoint.rstrip('/')}/commits")
+    if local is not None:
+        try:
+            ids = [int(n) for n in os.listdir(local) if n.isdigit()]
+        except OSError:
+            return
+        last = max(ids, default=-1)
+    else:
+        last = last_committed(spark, checkpoint)
+    if last < 0:
+        return
+    _, records = read_log(spark, checkpoint)
+    have = {r["batch_id"] for r in records}
+    start = max((r["batch_id"] for r in records if r.get("folded")), default=-1) + 1
+    for b in range(start, last + 1):
+        if b not in have:
+            write_record(spark, checkpoint, {"batch_id": b, "at": None, "input_rows": 0,
+                                             "duration_ms": 0, "lost": True, "dfsql": None,
+                                             "spark_watermark": None, "spark_state": None})
 
 
 def unwatch(name: str) -> None:

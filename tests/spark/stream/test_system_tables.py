@@ -141,3 +141,20 @@ def test_the_metrics_count_every_batch_fed(spark, watched):
     wm = T0.timestamp() + 33
     assert got["dfsql_watermark_seconds"] == wm
     assert got["dfsql_watermark_lag_seconds"] == 44 + 3600 - 33
+
+
+def test_a_batch_whose_record_a_kill_lost_is_marked_not_skipped(spark, watched):
+    """Killed between a batch's commit and its record: before the restart the batch gets
+    a record marked lost (no gap in the ids); while Spark still reports the batch (this
+    process), the next read writes its real record back."""
+    from dfsql.spark.stream import progress_log
+
+    (watched / progress_log.LOG / f"{7:010d}.json").unlink()
+    progress_log.mark_lost(spark, str(watched))
+    _, records = progress_log.read_log(None, str(watched))
+    assert [r["batch_id"] for r in records] == [2, 3, 4, 5, 6, 7]
+    assert records[-1]["lost"] and records[-1]["input_rows"] == 0
+    [last] = dfsql.sql("SELECT batch_id, input_rows, dropped_rows FROM "
+                       "system.streaming_progress WHERE query = 'watched' AND batch_id = 7",
+                       spark).collect()
+    assert tuple(last) == (7, 1, 1)
