@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from dfsql.continuous_queries import QUERIES
 from dfsql.errors import DfsqlError
+from dfsql.session import active_session
 from dfsql.system_tables import (
     dropped_rows,
     late_rows,
@@ -175,7 +176,8 @@ class MetricsServer:
 def serve_metrics(port: int, host: str = "127.0.0.1", spark: SparkSession | None = None,
                   endpoint: EndpointFigures | None = None) -> MetricsServer:
     """Serve the metrics at ``http://host:port/metrics`` (port 0: a free one, read from
-    the returned server's ``port``) from a thread of this process, until :meth:`close`.
+    the returned server's ``port``) from a thread of this process, until :meth:`close`;
+    ``spark``: the session that reads the checkpoints (by default this thread's).
     Bound to 127.0.0.1 unless ``host`` says otherwise: the figures name every query."""
     try:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -183,6 +185,8 @@ def serve_metrics(port: int, host: str = "127.0.0.1", spark: SparkSession | None
         raise DfsqlError("the metrics need prometheus_client",
                          hint="pip install 'dfsql-spark[metrics]'") from None
     registry = CollectorRegistry(auto_describe=False)
+    # the caller's session reads a checkpoint on another file system (HDFS, S3)
+    spark = spark if spark is not None else active_session()
     registry.register(Collector(spark, endpoint))  # type: ignore[arg-type]
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)

@@ -8,11 +8,13 @@ stream was fed; late and dropped rows equal a bounded replay's counts of the sam
 
 from __future__ import annotations
 
+import re
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
+from in_process import shell_on
 
 import dfsql
 from dfsql.continuous_queries import QUERIES
@@ -141,6 +143,15 @@ def test_the_metrics_count_every_batch_fed(spark, watched):
     wm = T0.timestamp() + 33
     assert got["dfsql_watermark_seconds"] == wm
     assert got["dfsql_watermark_lag_seconds"] == 44 + 3600 - 33
+
+
+def test_the_shell_reads_them_too(spark, watched, capsys):
+    shell = shell_on(spark)
+    shell.statement("SELECT query, SUM(late_rows) AS late, SUM(dropped_rows) AS dropped "
+                    "FROM system.streaming_progress WHERE query = 'watched' GROUP BY query")
+    out = capsys.readouterr().out
+    assert re.search(r"\|\s*watched\s*\|\s*1\s*\|\s*1\s*\|", out), out  # batches 5-7
+    assert "1 row" in out, out
 
 
 def test_a_batch_whose_record_a_kill_lost_is_marked_not_skipped(spark, watched):
