@@ -138,15 +138,22 @@ def folded(records: list[dict]) -> dict:
     return out
 
 
+_FOLDING = threading.Lock()
+
+
 def _fold_before(spark: SparkSession | None, checkpoint: str, below: int) -> None:
-    """The records of the batches before ``below`` folded into one."""
-    _, records = read_log(spark, checkpoint)
-    old = [r for r in records if r["batch_id"] < below]
-    if len(old) < 2:
-        return
-    write_record(spark, checkpoint, folded(old))
-    for r in old[:-1]:
-        _delete(spark, _record_path(checkpoint, r["batch_id"]))
+    """The records of the batches before ``below`` folded into one (one fold at a time:
+    the listener and a reader may both write the batch that folds, and a fold read
+    half done would count its batches twice)."""
+    with _FOLDING:
+        _, records = read_log(spark, checkpoint)
+        old = [r for r in records if r["batch_id"] < below]
+        if len(old) < 2:
+            return
+        last = folded(old)
+        _write(spark, _record_path(checkpoint, last["batch_id"]), json.dumps(last))
+        for r in old[:-1]:
+            _delete(spark, _record_path(checkpoint, r["batch_id"]))
 
 
 def _record_path(checkpoint: str, batch: int) -> str:
