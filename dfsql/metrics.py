@@ -51,7 +51,7 @@ class _Sums:
 
 def query_figures(spark: SparkSession | None, r) -> tuple[_Sums, dict]:
     """A running query's counters (its records summed) and its latest gauges."""
-    base, records = query_records(spark, r)
+    base, records = query_records(spark, r, recent=False)
     # an ALTERed query's earlier versions: their rows and batches (SHOW's figures)
     s = _Sums(input_rows=int((base or {}).get("input_rows") or 0),
               batches=int((base or {}).get("batches") or 0))

@@ -76,9 +76,11 @@ def read_view(spark: SparkSession, table: str) -> str:
     return view
 
 
-def query_records(spark: SparkSession | None, r: Running) -> tuple[dict | None, list[dict]]:
-    """(the earlier versions' figures, every record of the query's current version)."""
-    return current_records(spark, r.query, r.checkpoint)
+def query_records(spark: SparkSession | None, r: Running,
+                  recent: bool = True) -> tuple[dict | None, list[dict]]:
+    """(the earlier versions' figures, every record of the query's current version;
+    ``recent``: :func:`~dfsql.continuous_show.current_records`')."""
+    return current_records(spark, r.query, r.checkpoint, recent)
 
 
 def progress_rows(spark: SparkSession | None, r: Running) -> list[tuple]:
