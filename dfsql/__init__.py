@@ -20,12 +20,13 @@ from dfsql.version import __version__ as __version__  # re-exported
 if TYPE_CHECKING:
     from dfsql.api import dropped_late, explain, register, sql, start
     from dfsql.connections import connection
+    from dfsql.metrics import serve_metrics
     from dfsql.notebook import plot
     from dfsql.spark.catalog.parquet import read_parquet
     from dfsql.spark.stream.sinks import TableSink
 
 __all__ = ["sql", "start", "explain", "register", "session", "dropped_late", "TableSink",
-           "DfsqlError", "read_parquet", "plot", "connection"]
+           "DfsqlError", "read_parquet", "plot", "connection", "serve_metrics"]
 
 _FROM_API = frozenset({"sql", "start", "explain", "register", "dropped_late"})
 
@@ -50,6 +51,11 @@ def __getattr__(name: str) -> object:
 
         globals()[name] = connection
         return connection
+    if name == "serve_metrics":  # Prometheus' /metrics (docs/guides/watching.md#metrics)
+        from dfsql.metrics import serve_metrics
+
+        globals()[name] = serve_metrics
+        return serve_metrics
     if name == "TableSink":
         from dfsql.spark.stream.sinks import TableSink
 
@@ -69,4 +75,5 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet", "plot", "connection"})
+    return sorted(set(globals()) | _FROM_API | {"TableSink", "read_parquet", "plot", "connection",
+                                            "serve_metrics"})

@@ -28,6 +28,8 @@ from dfsql.language.costs import (
     set_max_windowed_queries,
     set_max_windows_per_row,
 )
+from dfsql.serve_flags import limit_flags as _limit_flags
+from dfsql.serve_flags import seconds as _seconds
 from dfsql.session import (  # dfsql.cli.EXAMPLES, as before
     EXAMPLES,
     SERVE_TASK_SLOTS,
@@ -171,8 +173,7 @@ def serve(args: argparse.Namespace) -> int:
     limits = {k: v for k in ("max_message_mb", "max_connections", "idle_connection_timeout",
                              "login_timeout", "max_connections_per_user",
                              "max_sessions_per_user", "max_fetch_rows", "max_statement_kb",
-                             "max_nesting", "max_partition_mb",
-                             "max_streaming_queries_per_user")
+                             "max_nesting", "max_partition_mb", "max_streaming_queries_per_user")
               if (v := getattr(args, k)) is not None}
     server = Server(spark, args.host, args.port, args.auth, args.password_file,
                     session_setup=setup, data_roots=roots, on_spark_death=spark_died,
@@ -183,11 +184,13 @@ def serve(args: argparse.Namespace) -> int:
                     state_dir=args.state_dir, streams=streams,
                     transport_mode=args.transport_mode,
                     http_path=args.http_path or "cliservice", admins=args.admin,
-                    private_objects=args.private_objects, **limits).start()
+                    private_objects=args.private_objects, metrics_port=args.metrics_port,
+                    progress_batches=args.progress_batches, **limits).start()
     for r in server.restarted:  # one line each, for the supervisor's log
         print(f"dfsql serve: {r}", file=sys.stdout if r.ok else sys.stderr, flush=True)
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
-          f"{server.transport_mode}); dfsql beeline -u '{server.url()}'", flush=True)
+          f"{server.transport_mode}); dfsql beeline -u '{server.url()}'" + (
+              f"; metrics on {server.metrics.url}" if server.metrics else ""), flush=True)
     start_console(server, args.ui_port)  # --ui-port: the web console, until the server stops
     stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
@@ -195,84 +198,6 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_SPARK_DIED
     end_spark(spark)
     return 0
-
-
-def _seconds(text: str) -> float:
-    """A timeout on the command line: seconds, 0 for none."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0 or value != value:
-        raise argparse.ArgumentTypeError(f"a timeout is 0 (none) or more seconds: {text!r}")
-    return value
-
-
-def _bound(text: str) -> int:
-    """A count bound on the command line: 0 (none) or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a bound is 0 (none) or more: {text!r}")
-    return value
-
-
-def _limit_flags(p: argparse.ArgumentParser) -> None:
-    """``dfsql serve``'s bounds on what clients send and cost (unset: the Server's
-    defaults, which the help states)."""
-    p.add_argument("--max-message-mb", type=float, metavar="MB",
-                   help="the largest SASL frame, HTTP body, Thrift string or method name "
-                        "a client may announce (and an eighth as many list elements); a "
-                        "larger announcement closes its connection before anything is "
-                        "read (default 64)")
-    p.add_argument("--max-connections", type=int, metavar="N",
-                   help="connections served at once; more wait for a slot, in arrival "
-                        "order, up to the login timeout, then are closed with a log line "
-                        "(default 100)")
-    p.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
-                   help="close a connection that sends nothing (or takes no reply) for "
-                        "this long, one stuck in its SASL handshake too (default 3600; 0: "
-                        "never)")
-    p.add_argument("--login-timeout", type=_seconds, metavar="SECONDS",
-                   help="close a connection not logged in this long after it arrived "
-                        "(SASL handshake, or its first call or HTTP request read whole), "
-                        "however it trickles (default 20; 0: never)")
-    p.add_argument("--max-connections-per-user", type=int, metavar="N",
-                   help="connections one logged-in user may hold at once; more are "
-                        "refused at login (default 20; 0: no limit)")
-    p.add_argument("--max-sessions-per-user", type=int, metavar="N",
-                   help="sessions one user may hold open at once; OpenSession past it "
-                        "is an error, SQLSTATE 54000 (default 20; 0: no limit)")
-    p.add_argument("--max-streaming-queries-per-user", type=int, metavar="N",
-                   help="continuous queries one user (an --admin too) may hold, running "
-                        "or kept but failed; CREATE STREAMING QUERY past it is refused, "
-                        "SQLSTATE 54000 (default 10; 0: no limit)")
-    p.add_argument("--max-fetch-rows", type=int, metavar="N",
-                   help="the most rows one FetchResults returns, whatever the client "
-                        "asks (default 10000; 0: no limit)")
-    p.add_argument("--max-statement-kb", type=float, metavar="KB",
-                   help="refuse a longer statement, SQLSTATE 54000 (default 1024; 0: "
-                        "no limit)")
-    p.add_argument("--max-nesting", type=int, metavar="N",
-                   help="refuse a statement with parentheses nested deeper, SQLSTATE "
-                        "54000, before it is parsed (default 256; 0: no limit)")
-    p.add_argument("--max-windows-per-row", type=_bound, metavar="N",
-                   help="refuse a WINDOW SLIDING(size, EVERY period) that puts each row in "
-                        "more windows (size / period), SQLSTATE 54000, before it is "
-                        "planned (default 1000; 0: no limit)")
-    p.add_argument("--max-trigger-nodes", type=_bound, metavar="N",
-                   help="refuse a TRIGGER clause whose tree has more nodes, SQLSTATE "
-                        "54000, before it is planned (default 1000; 0: no limit)")
-    p.add_argument("--max-windowed-queries", type=_bound, metavar="N",
-                   help="refuse a statement with more windowed queries (WINDOW clauses), "
-                        "SQLSTATE 54000, before they are planned (default 100; 0: no "
-                        "limit)")
-    p.add_argument("--max-partition-mb", type=float, metavar="MB",
-                   help="fail a statement one of whose result partitions grows past "
-                        "this (estimated from its column types), SQLSTATE 54000, "
-                        "before the server holds it (default 128; 0: no limit)")
 
 
 def passwd(args: argparse.Namespace) -> int:
@@ -431,6 +356,9 @@ def _serve_flags(p_srv: argparse.ArgumentParser) -> None:
                        help="keep every CREATE STREAMING QUERY in DIR (its statement, "
                             "checkpoint and table) and start them again, from their "
                             "checkpoints, when the server starts on DIR again")
+    p_srv.add_argument("--metrics-port", type=int, metavar="P", help="Prometheus' /metrics on P")
+    p_srv.add_argument("--progress-batches", type=int, metavar="N", help="micro-batches "
+                       "system.streaming_progress keeps per query (default 10000)")
     p_srv.add_argument("--data-root", action="append", default=[], metavar="DIR",
                        help="a directory under which statements may read and write files "
                             "(repeatable; none by default)")

@@ -114,14 +114,29 @@ def current_totals(spark: SparkSession | None, query: object, checkpoint: str) -
     """The figures of a running (or just stopped) query: its progress log, with the
     batches Spark has reported and the log does not have yet written into it (the
     listener writes them as Spark reports them; SHOW may read first)."""
+    return Totals.of(*current_records(spark, query, checkpoint))
+
+
+def current_records(spark: SparkSession | None, query: object, checkpoint: str,
+                    recent: bool = True) -> tuple[dict | None, list[dict]]:
+    """(the earlier versions' figures, every batch's record in batch order) of a running
+    query: :func:`current_totals`' reading, which system.streaming_progress and the
+    metrics read too (:mod:`dfsql.system_tables`). Not ``recent``: only Spark's latest
+    report is added to the log (a scrape's: one call, not Spark's last 100 reports, each
+    parsed; a batch the listener has not written yet shows at a later scrape)."""
     base, records = log.read_log(spark, checkpoint)
+    reports = query.recentProgress if recent else [  # type: ignore[attr-defined]
+        p for p in [query.lastProgress] if p]  # type: ignore[attr-defined]
     by_batch = {r["batch_id"]: r for r in records}
-    for p in query.recentProgress:  # type: ignore[attr-defined]
+    # a batch folded into an older record stays there (Spark still reports it)
+    folded = max((r["batch_id"] for r in records if r.get("folded")), default=-1)
+    for p in reports:
         record = log.batch_record(p)
-        if record is not None and by_batch.get(record["batch_id"]) != record:
+        if record is not None and record["batch_id"] > folded and \
+                by_batch.get(record["batch_id"]) != record:
             by_batch[record["batch_id"]] = record
             log.write_record(spark, checkpoint, record)
-    return Totals.of(base, [by_batch[b] for b in sorted(by_batch)])
+    return base, [by_batch[b] for b in sorted(by_batch)]
 
 
 def versions_shown(versions: tuple[tuple[int, str | None], ...]) -> str:

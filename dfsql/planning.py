@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql import streaming
+from dfsql import streaming, system_tables
 from dfsql.errors import AnalysisError, DfsqlError, SourceError
 from dfsql.language import Statement, parse_any, parse_statement
 from dfsql.language.continuous import ContinuousStatement
@@ -75,7 +75,8 @@ def _planned(stmt: Statement, text: str, scanned: Scanned, s: SparkSession,
     date, persistent windowed views expanded into their queries, the statement planned
     (``backfill``: the history of a continuous query's stream)."""
     sync_catalog(s)  # the tables and views other processes made, filled or dropped since
-    expanded = views.expand(text, s, scanned.tokens)  # windowed views: their queries instead
+    # windowed views: their queries instead; database and system tables: their rows
+    expanded = views.expand(text, s, scanned.tokens, system=system_tables.view_of)
     try:
         if expanded.spans:
             stmt = parse_statement(expanded.text)

@@ -154,6 +154,7 @@ SLOW_MODULES = (
     "server/test_stream_flag.py",
     "server/test_endpoint_costs.py",
     "test_beeline_command.py",
+    "server/test_watching.py",  # about 190 s: two lives of one dfsql serve
 )
 
 

@@ -41,6 +41,7 @@ from dfsql.server.guard import HINT, JVM_FUNCTIONS, JvmNotAllowedError, NotAllow
 from dfsql.server.judge_door import HEAD, JudgedDoor
 from dfsql.server.judge_owners import OwnerRule, built_tree
 from dfsql.server.judge_scans import FILE_CLASSES, scan_refusal, scans, trusted_views
+from dfsql.server.judge_system import name_refusal, system_refusal
 from dfsql.server.judge_text import (
     Refusal,
     code_refusal,
@@ -281,7 +282,8 @@ class Judge:
             if refused is not None:
                 return Refusal(JvmNotAllowedError, refused[0], HINT,
                                locate(text, node, refused[1]), refused[1])
-        found = self.owners.refusal(spark, text, tree, node, self._global_temp)
+        found = system_refusal(text, node) or self.owners.refusal(spark, text, tree, node,
+                                                                  self._global_temp)
         if found is None and paths:  # option keys: lifted with the roots
             found = option_refusal(text, tree, node, lambda n: self._file_source(spark, n),
                                    lambda literal: parse_identifier(spark, literal))
@@ -331,6 +333,10 @@ class Judge:
             if not self.policy.allow_code and parts[-1].lower() in JVM_FUNCTIONS:
                 return jvm_call(text, node, f"IDENTIFIER('{literal}')")
             return None
+        for namespace in (False, True):  # a table in system, or the database itself
+            found = name_refusal(text, node, parts, namespace, built=True)
+            if found is not None:
+                return found
         return self._relation(spark, text, node, parts)
 
     def _execute_immediate(self, spark: SparkSession, text: str, tree: Tree, node: Node,

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dfsql.server import tallies
+
 #: failures before a user / an address is locked, the first lock, the longest (s), and
 #: when a count with no failure since is forgotten (s)
 USER_FREE, ADDRESS_FREE, BASE, CAP, FORGET = 3, 20, 1.0, 60.0, 900.0
@@ -118,10 +120,16 @@ class Logins:
 
     def check(self, user: str, password: str, address: str) -> bool:
         """Whether the password is ``user``'s; :class:`LoginRefused` while locked."""
-        self.backoff.admit(user, address)
+        try:
+            self.backoff.admit(user, address)
+        except LoginRefused:
+            tallies.login_failed()
+            raise
         ok = self._check(user, password)
         if ok:
             self.backoff.succeeded(user, address)
+        else:
+            tallies.login_failed()
         return ok
 
 

@@ -26,7 +26,7 @@ from dfsql.language.continuous import ContinuousStatement, parse_any
 from dfsql.language.scan import Scanned
 from dfsql.language.statement import Statement
 from dfsql.result_warnings import batch_notes, dropped_warnings
-from dfsql.server import progress_update, rowsets
+from dfsql.server import progress_update, rowsets, tallies
 from dfsql.server.guard import refusal_of
 from dfsql.server.limits import (
     MAX_PARTITION_MB,
@@ -237,6 +237,9 @@ class Operation:
             self.error = (self.session.guarded and refusal_of(error[0])) or error
             self.state = S.ERROR_STATE
         finally:
+            tallies.statement_ended(
+                "cancelled" if self.timed_out or self._abandoned() else
+                "error" if self.state == S.ERROR_STATE else "finished")
             self.done.set()
             self._ran.set()
             try:

@@ -31,6 +31,7 @@ from dfsql.server.logins import Backoff, Logins, host_of
 from dfsql.server.streams import StreamView
 from dfsql.server.watchdog import Watchdog
 from dfsql.spark import progress_bar
+from dfsql.spark.stream import progress_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,7 +79,8 @@ class Server:
                  max_fetch_rows: int = MAX_FETCH_ROWS,
                  max_statement_kb: float = MAX_STATEMENT_KB, max_nesting: int = MAX_NESTING,
                  max_partition_mb: float = MAX_PARTITION_MB,
-                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER) -> None:
+                 max_streaming_queries_per_user: int = MAX_STREAMING_QUERIES_PER_USER,
+                 metrics_port: int | None = None, progress_batches: int | None = None) -> None:
         auth, transport_mode = _checked_options(
             auth, transport_mode, admins, max_message_mb, max_connections,
             idle_connection_timeout, login_timeout=login_timeout,
@@ -134,10 +136,21 @@ class Server:
         self._stopping, self._slots = threading.Event(), threading.Lock()
         #: why the server stopped by itself (Spark died under it), else None
         self.failure: str | None = None
+        self._watched(spark, on_spark_death, metrics_port, progress_batches)
+
+    def _watched(self, spark: SparkSession, on_spark_death: Callable[[str], None] | None,
+                 metrics_port: int | None, progress_batches: int | None) -> None:
+        """What watches the server: the watchdog on Spark, ``/metrics`` on the endpoint's
+        host (docs/guides/watching.md#metrics: its port, and its server once started),
+        and the batches each continuous query's progress log keeps."""
         #: called with the reason, from the watchdog's thread, once the server has
         #: stopped accepting (``dfsql serve`` logs it and exits non-zero)
         self.on_spark_death = on_spark_death
         self.watchdog = Watchdog.of(spark, self._spark_died)
+        self.metrics_port = metrics_port
+        self.metrics = None
+        if progress_batches is not None:
+            progress_log.keep(progress_batches)
 
     def start(self) -> Server:
         self.service.judge.prepare(self.spark)  # compiled once, before any client
@@ -145,6 +158,8 @@ class Server:
             self.service.judge.owners.registry.keep_in(self.state.root)  # and the owners
             self.restarted = self.state.open(self.spark, self.service.session_setup,
                                              self.service.judge)
+        if self.metrics_port is not None:
+            self.metrics = self.service.serve_metrics(self.host, self.metrics_port)
         sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=128)
         self._sock = sock
         self.port = sock.getsockname()[1]
@@ -194,6 +209,9 @@ class Server:
         self.lobby.stop()
         self._drop_connections()
         self.service.shutdown()  # and the continuous queries its clients started
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         if self.state is not None:  # kept for the next start on the state directory
             self.state.close()
 

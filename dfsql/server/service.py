@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from dfsql.continuous import stop_all
 from dfsql.errors import DfsqlError
 from dfsql.language.scan import Scanned
-from dfsql.server import metadata, rowsets
+from dfsql.metrics import MetricsServer, serve_metrics
+from dfsql.server import metadata, rowsets, tallies
 from dfsql.server.fair import WORKERS, FairPool
 from dfsql.server.guard import JvmNotAllowedError, drop_jvm_functions
 from dfsql.server.judge import Judge, Policy
@@ -152,6 +153,17 @@ class Service:
         """A client went away: its sessions close (operations cancelled, jobs too)."""
         for key in list(getattr(self.local, "sessions", ())):
             self._close_session(key)
+
+    def figures(self) -> tuple[int, int, dict[str, int], int]:
+        """The endpoint's metrics now (:mod:`dfsql.metrics`): sessions open, operations
+        running, statements by outcome, failed logins (:mod:`dfsql.server.tallies`)."""
+        ops = list(self.operations.values())
+        return (len(self.sessions), sum(o.state == S.RUNNING_STATE for o in ops),
+                *tallies.counts())
+
+    def serve_metrics(self, host: str, port: int) -> MetricsServer:
+        """``/metrics`` of this endpoint and the process' continuous queries."""
+        return serve_metrics(port, host, self.spark, self.figures)
 
     def shutdown(self) -> None:
         """Every session closes, and the continuous queries clients started stop."""

@@ -54,7 +54,7 @@ class Named:
         return f"{self.connection.name}.{self.schema}.{self.table}"
 
 
-def _parts(text: str) -> list[str]:
+def name_parts(text: str) -> list[str]:
     """A qualified name's parts, a backticked part unquoted (``a.`b.c`.d``: a, b.c, d)."""
     parts, part, quoted, i = [], [], False, 0
     while i < len(text):
@@ -84,7 +84,7 @@ def _spark_catalog(spark: SparkSession, name: str) -> bool:
 def named(text: str, start: int, end: int, spark: SparkSession | None) -> Named | None:
     """The database table ``text[start:end]`` names, or None for Spark's own name (not
     three parts, or a Spark catalog's); an unknown connection is a positioned error."""
-    parts = _parts(text[start:end])
+    parts = name_parts(text[start:end])
     if len(parts) != 3 or not all(parts):
         return None
     conn = CONNECTIONS.get(parts[0])

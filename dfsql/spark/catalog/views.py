@@ -227,19 +227,24 @@ def _table_refs(tokens: list[Token]) -> list[tuple[int, int, bool, Token]]:
 
 
 def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, depth: int = 0,
-           seen: tuple[str, ...] = (), windowed: bool = True) -> Expanded:
+           seen: tuple[str, ...] = (), windowed: bool = True,
+           system: Callable[[SparkSession, list[str]], str | None] | None = None) -> Expanded:
     """``text`` with every windowed view it reads replaced by ``(<its query>) AS name``
-    (nested views too), and every database table ``NAME.schema.table`` by the temp view
-    of its rows (:mod:`.database_tables`); a view that reads itself is an error.
+    (nested views too), and every database table ``NAME.schema.table`` and system table
+    (``system.streaming_progress``: ``system`` reads one, :func:`dfsql.system_tables.view_of`;
+    the pipeline above passes it) by the temp view of its rows
+    (:mod:`.database_tables`); a view that reads itself is an error.
     ``tokens``: ``text`` already scanned; not ``windowed``: the database tables alone
     (a BACKFILL's relation, which Spark reads as written)."""
     edits, spans, shift, reached, made = [], [], 0, set(), []
     tokens = scan_text(text).tokens if tokens is None else tokens
     for start, end, aliased, last in _table_refs(tokens):
         name = text[start:end]
-        table = database_tables.named(text, start, end, spark)
-        if table is not None:  # its rows' view, under the name's last part
-            made.append(database_tables.read_view(spark, text, table))
+        read = None if system is None else system(spark, database_tables.name_parts(name))
+        table = database_tables.named(text, start, end, spark) if read is None else None
+        if read is not None or table is not None:  # its rows' view, under its last part
+            made.append(read if read is not None else
+                        database_tables.read_view(spark, text, table))
             piece = made[-1] + ("" if aliased else f" AS {last.text}")
             edits.append((start, end, piece))
             spans.append((start, end, start + shift, start + shift + len(piece), ""))
@@ -252,7 +257,7 @@ def expand(text: str, spark: SparkSession, tokens: list[Token] | None = None, de
         if key in seen or depth >= _MAX_DEPTH:
             raise AnalysisError(f"the view {name} reads itself", None, None,
                                 "a view's query cannot read the view it defines")
-        inner_expanded = expand(body, spark, None, depth + 1, (*seen, key))
+        inner_expanded = expand(body, spark, None, depth + 1, (*seen, key), system=system)
         reached |= {key, *inner_expanded.reached}
         made += inner_expanded.made
         alias = "" if aliased else f" AS {last.text}"

@@ -34,6 +34,7 @@ from dfsql.spark.stream.output_rows import (
     STATS,
     STATS_FIELDS,
     changelog_rows,
+    late_kept,
     late_rows,
 )
 from dfsql.spark.stream.packing import (
@@ -233,7 +234,7 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         t_all, v_all = np.r_[old_t, t_new], np.r_[old_v, v_new]
         new_frontier = max(frontier, latest)
         out = None
-        self._dropped = 0
+        self._dropped = self._late = 0
         self._watermark = NEG
         if new_frontier > frontier and len(elems):
             out, elems, t_all, v_all = self._advance(elems, t_all, v_all, frontier,
@@ -281,7 +282,8 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         rows, marks = self._inputs[:2] if self.marks != MARKS_NONE else (frontier, NEG)
         row.update(zip(STATS_FIELDS, ([arrived], [retained], [self._dropped],
                                       [retained - before], known(self._watermark),
-                                      known(frontier), known(rows), known(marks)),
+                                      known(frontier), known(rows), known(marks),
+                                      [self._late]),
                        strict=True))
         row[ROW_KIND] = [STATS]
         return pd.DataFrame(row, columns=self.out_names)
@@ -409,7 +411,9 @@ class BucketProcessor(_Base):  # type: ignore[misc,valid-type]
         out = changelog_rows(r, elems, dense, lo, hi, self.keys, self.aggs, self.out_names)
         dropped = np.zeros(len(elems), bool)
         dropped[r.dropped_row] = True
-        self._dropped = int((dropped & (at >= lo) & (at < hi)).sum())
+        fresh = (at >= lo) & (at < hi)
+        self._dropped = int((dropped & fresh).sum())
+        self._late = int((late_kept(r, at, timeline, dropped) & fresh).sum())
         if self.clauses.late_rows_into and self._dropped:
             late = late_rows(r, elems, at, lo, hi, [*self.keys, *self.payload], self.out_names)
             out = late if out is None else pd.concat([out, late], ignore_index=True)

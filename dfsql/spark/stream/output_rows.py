@@ -9,6 +9,7 @@ import numpy as np
 from dfsql.language.names import SORT_COLUMNS
 from dfsql.model.changelog import changelog_ranks, emission_place, retraction_place
 from dfsql.model.pane_columns import PANE_COLUMNS
+from dfsql.model.windows import NULL_EVENT_TIME
 from dfsql.spark.replay.driver import TIMING
 from dfsql.spark.stream.aggregates import bucket_aggregates
 from dfsql.spark.stream.packing import ET, NEG, POS
@@ -24,9 +25,10 @@ PANE, STATS, LATE = 0, 1, 2
 #: retained elements (summed over every batch it is the state of all buckets, also those
 #: a batch did not run), the watermark at the new frontier, the frontier, and each
 #: input's latest arrival: the rows', and a stream of marks' (µs; SHOW STREAMING QUERIES
-#: says which input holds the frontier)
+#: says which input holds the frontier), and the elements that arrived late but were
+#: kept (behind the watermark, their window still within its lateness: docs/guides/watching.md)
 STATS_FIELDS = ("__arrived", "__retained", "__dropped", "__state_change", "__watermark",
-                "__frontier", "__rows_latest", "__marks_latest")
+                "__frontier", "__rows_latest", "__marks_latest", "__late")
 #: a dropped element's fields (µs, and why): the replay's LATE ROWS INTO row
 LATE_FIELDS = ("__late_event_time", "__late_arrival", "__late_watermark", "__late_reason")
 
@@ -86,6 +88,19 @@ def _or_null(bound: np.ndarray, unbounded: np.ndarray):
     out = pd.array(np.where(unbounded, 0, bound), dtype="Int64")
     out[unbounded] = pd.NA
     return out
+
+
+def late_kept(r, at: np.ndarray, timeline, dropped: np.ndarray) -> np.ndarray:
+    """Which elements arrived late and were kept (docs/guides/watching.md#system-tables): a
+    window of theirs had ended at or before the watermark in effect at their arrival
+    (the replay's test, :func:`dfsql.model.result.late_instances`), yet no window dropped
+    them. ``dropped``: the elements some window dropped."""
+    row, end = r.element_row, r.element_window_end
+    late = np.zeros(len(at), bool)
+    if len(row):
+        behind = (end != NULL_EVENT_TIME) & (end <= timeline.before(at[row]))
+        late[row[behind]] = True
+    return late & ~dropped
 
 
 def late_rows(r, elems, at: np.ndarray, lo: int, hi: int, columns: list[str],

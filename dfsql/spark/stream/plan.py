@@ -252,7 +252,7 @@ def _observed(panes: DataFrame) -> DataFrame:
 
     stats = F.col(ROW_KIND) == STATS
     fired = F.col(ROW_KIND) == PANE
-    arrived, retained, dropped, change, watermark, frontier, rows, marks = (
+    arrived, retained, dropped, change, watermark, frontier, rows, marks, late = (
         F.col(f) for f in STATS_FIELDS)
     return panes.observe(
         METRICS,
@@ -260,6 +260,7 @@ def _observed(panes: DataFrame) -> DataFrame:
         F.sum(F.when(stats, retained)).alias("state_elements"),
         F.sum(F.when(stats, change)).alias("state_change"),
         F.sum(F.when(stats, dropped)).alias("late_dropped"),
+        F.sum(F.when(stats, late)).alias("late_kept"),
         F.timestamp_micros(F.max(F.when(stats, watermark))).alias("watermark"),
         F.timestamp_micros(F.max(F.when(stats, frontier))).alias("frontier"),
         F.timestamp_micros(F.max(F.when(stats, rows))).alias("rows_latest"),
@@ -287,7 +288,7 @@ def _late_row(plan: ReplayPlan) -> list:
 #: the observed metrics' name in a stream's progress (``progress.observedMetrics``):
 #: elements_in, state_elements (retained by the buckets this batch ran), state_change
 #: (retained elements gained by this batch: summed over batches, all the state),
-#: late_dropped, watermark, panes, retractions (panes and retractions as fired, before
+#: late_dropped, late_kept (docs/guides/watching.md#system-tables), watermark, panes, retractions (panes and retractions as fired, before
 #: HAVING); on the engine's clock: panes
 METRICS = "dfsql"
 

@@ -23,6 +23,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from dfsql.session import spark_context
+from dfsql.spark.stream.checkpoint import last_committed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,8 +39,8 @@ METRICS = "dfsql"
 #: stream reads again and leaves out (dfsql.spark.stream.backfill.stream_input)
 REREAD = "dfsql_reread"
 #: dfsql's executor's figures a record keeps (dfsql.spark.stream.plan._observed)
-FIGURES = ("elements_in", "state_elements", "state_change", "late_dropped", "watermark",
-           "frontier", "rows_latest", "marks_latest", "panes", "retractions")
+FIGURES = ("elements_in", "state_elements", "state_change", "late_dropped", "late_kept",
+           "watermark", "frontier", "rows_latest", "marks_latest", "panes", "retractions")
 
 
 def batch_record(progress: Any) -> dict | None:
@@ -68,21 +69,42 @@ def batch_record(progress: Any) -> dict | None:
         spark_wm.replace("T", " ").rstrip("Z").removesuffix(".000"),
         "spark_state": sum(int(op.get("numRowsTotal") or 0) for op in operators)
         if operators else None,
+        # Spark's own operator: the rows its watermark dropped
+        "spark_dropped": sum(int(op.get("numRowsDroppedByWatermark") or 0)
+                             for op in operators) if operators else None,
     }
 
 
-#: batches kept one record each (system tables read them); the batches before fold into
-#: one record every FOLD_EVERY batches, so a query that runs for months keeps a bounded log
+#: batches kept one record each (system.streaming_progress reads them); the batches
+#: before fold into one record every FOLD_EVERY batches (fewer when fewer are kept), so a
+#: query that runs for months keeps a bounded log. ``dfsql serve --progress-batches`` and
+#: the session setting ``dfsql.progress.batches`` (read when a query starts) change it.
 KEEP = 10_000
 FOLD_EVERY = 1_000
+KEEP_CONF = "dfsql.progress.batches"
+_KEPT: dict[str, int] = {}  # checkpoint -> batches kept, when not KEEP
+
+
+def keep(n: int) -> None:
+    """This process keeps ``n`` batches per query from now on (``dfsql serve``)."""
+    global KEEP
+    if n < 1:
+        raise ValueError("a query keeps the progress of at least 1 batch")
+    KEEP = n
+
+
+def kept(checkpoint: str) -> int:
+    """How many batches the query of ``checkpoint`` keeps one record each."""
+    return _KEPT.get(checkpoint, KEEP)
 
 
 def write_record(spark: SparkSession | None, checkpoint: str, record: dict) -> None:
     """The record of one batch, replacing an earlier one of that batch's id."""
     _write(spark, _record_path(checkpoint, record["batch_id"]), json.dumps(record))
-    batch = record["batch_id"]
-    if batch % FOLD_EVERY == 0 and batch >= KEEP + FOLD_EVERY:
-        _fold_before(spark, checkpoint, batch - KEEP)
+    batch, n = record["batch_id"], kept(checkpoint)
+    every = max(1, min(FOLD_EVERY, n))
+    if batch % every == 0 and batch >= n + every:
+        _fold_before(spark, checkpoint, batch - n)
 
 
 def folded(records: list[dict]) -> dict:
@@ -99,7 +121,10 @@ def folded(records: list[dict]) -> dict:
         if "state_change" in mine:
             ours["state_change"] = (ours.get("state_change") or 0) + int(
                 mine["state_change"] or 0)
-        for k in ("watermark", "state_elements", "late_dropped", "panes", "retractions"):
+        for k in ("late_dropped", "late_kept", "panes", "retractions"):  # counters: summed
+            if mine.get(k) is not None:
+                ours[k] = (ours.get(k) or 0) + int(mine[k])
+        for k in ("watermark", "state_elements"):
             if mine.get(k) is not None:
                 ours[k] = mine[k]
         if mine.get("frontier") is not None or mine.get("rows_latest") is not None:
@@ -107,19 +132,28 @@ def folded(records: list[dict]) -> dict:
         for k in ("spark_watermark", "spark_state"):
             if r.get(k) is not None:
                 out[k] = r[k]
+        if r.get("spark_dropped") is not None:
+            out["spark_dropped"] = (out.get("spark_dropped") or 0) + r["spark_dropped"]
     out["dfsql"] = ours or None
     return out
 
 
+_FOLDING = threading.Lock()
+
+
 def _fold_before(spark: SparkSession | None, checkpoint: str, below: int) -> None:
-    """The records of the batches before ``below`` folded into one."""
-    _, records = read_log(spark, checkpoint)
-    old = [r for r in records if r["batch_id"] < below]
-    if len(old) < 2:
-        return
-    write_record(spark, checkpoint, folded(old))
-    for r in old[:-1]:
-        _delete(spark, _record_path(checkpoint, r["batch_id"]))
+    """The records of the batches before ``below`` folded into one (one fold at a time:
+    the listener and a reader may both write the batch that folds, and a fold read
+    half done would count its batches twice)."""
+    with _FOLDING:
+        _, records = read_log(spark, checkpoint)
+        old = [r for r in records if r["batch_id"] < below]
+        if len(old) < 2:
+            return
+        last = folded(old)
+        _write(spark, _record_path(checkpoint, last["batch_id"]), json.dumps(last))
+        for r in old[:-1]:
+            _delete(spark, _record_path(checkpoint, r["batch_id"]))
 
 
 def _record_path(checkpoint: str, batch: int) -> str:
@@ -153,6 +187,10 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
     id, which Spark keeps in the checkpoint's ``metadata``."""
     with _LOCK:
         _WATCHED[name] = checkpoint
+    n = spark.conf.get(KEEP_CONF, None)
+    if n is not None and str(n).strip().isdigit() and int(n) >= 1:
+        _KEPT[checkpoint] = int(n)
+    mark_lost(spark, checkpoint)
     sc = spark_context(spark)
     if sc is None:  # Spark Connect: SHOW records the reports it reads
         return
@@ -163,6 +201,33 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
             return
         _LISTENING.add(key)
     spark.streams.addListener(_recorder(spark))
+
+
+def mark_lost(spark: SparkSession, checkpoint: str) -> None:
+    """Before a restart: a batch Spark committed whose record was never written (the
+    process killed between the commit and the listener's write, a few milliseconds)
+    gets a record that says so (``lost``: its figures unknown, shown as NULL), so the
+    log's batches stay 0, 1, 2, … with no gap (a batch run again replaces its record:
+    none is ever there twice)."""
+    local = _local(f"{checkpoint.rstrip('/')}/commits")
+    if local is not None:
+        try:
+            ids = [int(n) for n in os.listdir(local) if n.isdigit()]
+        except OSError:
+            return
+        last = max(ids, default=-1)
+    else:
+        last = last_committed(spark, checkpoint)
+    if last < 0:
+        return
+    _, records = read_log(spark, checkpoint)
+    have = {r["batch_id"] for r in records}
+    start = max((r["batch_id"] for r in records if r.get("folded")), default=-1) + 1
+    for b in range(start, last + 1):
+        if b not in have:
+            write_record(spark, checkpoint, {"batch_id": b, "at": None, "input_rows": 0,
+                                             "duration_ms": 0, "lost": True, "dfsql": None,
+                                             "spark_watermark": None, "spark_state": None})
 
 
 def unwatch(name: str) -> None:
