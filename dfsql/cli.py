@@ -128,11 +128,11 @@ def serve(args: argparse.Namespace) -> int:
     from dfsql.server import (
         EXIT_SPARK_DIED,
         Server,
+        console,
         end_spark,
         parse_streams,
         stop_on_sigterm,
     )
-    from dfsql.server.console import start_console
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise DfsqlError(f"--host {args.host} would accept clients from other machines",
@@ -191,7 +191,7 @@ def serve(args: argparse.Namespace) -> int:
     print(f"dfsql serving HiveServer2 on {server.host}:{server.port} (auth {server.auth}, "
           f"{server.transport_mode}); dfsql beeline -u '{server.url()}'" + (
               f"; metrics on {server.metrics.url}" if server.metrics else ""), flush=True)
-    start_console(server, args.ui_port)  # --ui-port: the web console, until the server stops
+    console.start_console(server, args.ui_port)  # --ui-port: the web console, until the server stops
     stop_on_sigterm(server, spark)  # a supervisor's stop: orderly, the JVM with it
     server.serve_forever()
     if server.failure:
