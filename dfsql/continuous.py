@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dfsql import continuous_revival as revival
 from dfsql.continuous_actors import Actor, NotOwnerError, acting_as, not_owner, start_refusal
 from dfsql.continuous_actors import actor as _actor
 from dfsql.continuous_kept import Altered, Keeper, drop_old_places
@@ -255,6 +256,8 @@ def _create(stmt: ContinuousStatement, text: str, spark: SparkSession,
     try:
         history = history or stmt.backfill
         progress_log.watch(spark, stmt.name, checkpoint)
+        if keeper is not None:  # a stream whose Python worker did not start: again
+            revival.watch(spark)
         with _at_the_table(stmt, src):  # a refused login, a table that does not match
             query = start(stmt.query_statement, sink=sink, checkpoint=checkpoint,
                           name=stmt.name, spark=spark, backfill=history)

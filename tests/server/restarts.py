@@ -78,12 +78,12 @@ class Served:
     workers in it), so that one SIGKILL ends all of it, as a machine's OOM killer or a
     pod's eviction would."""
 
-    def __init__(self, tmp: Path, life: int, *args: str) -> None:
+    def __init__(self, tmp: Path, life: int, *args: str, env: dict | None = None) -> None:
         self.log = tmp / f"serve-{life}.log"
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
                    PYSPARK_DRIVER_PYTHON=sys.executable,
                    DFSQL_WAREHOUSE=str(tmp / "warehouse"),
-                   DFSQL_SPARK_LOG=str(tmp / f"spark-{life}.log"))
+                   DFSQL_SPARK_LOG=str(tmp / f"spark-{life}.log"), **(env or {}))
         self.began = time.monotonic()
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
