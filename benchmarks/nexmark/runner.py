@@ -244,9 +244,10 @@ def _live(spark, n: int, args: argparse.Namespace, events: int) -> list:
 
     work = live.work_dir(n)
     files = live.chunks(dataset(n, args.seed), work / "files")
+    live.warm_up(spark, files, work, args.files_per_trigger)
     out = []
     for name in (q for q in args.queries if q in live.LIVE):
         out.append(live.measure(spark, name, files, work, args.runs, args.files_per_trigger,
                                 args.check, events))
-        print(live.table(out[-1:]).splitlines()[-1], flush=True)
+        print("\n".join(live.table(out[-1:]).splitlines()[2:]), flush=True)
     return out
