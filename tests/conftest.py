@@ -142,6 +142,7 @@ SLOW_MODULES = (
     "test_docs.py",  # 182-228 s alone (loaded): the databases guide's worked example, 2 server lives
     "spark/stream/test_continuous_totals.py",
     "bench/test_nexmark_queries.py",  # about 110 s: every Nexmark query on 100k events
+    "bench/test_nexmark_live.py",  # 57-180 s at load 5-20: q0 and q7 streamed, both sides
     "server/test_endpoint_guard.py",
     "server/test_endpoint_limits.py",
     "spark/stream/test_stream_inputs.py",

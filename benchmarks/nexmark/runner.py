@@ -1,7 +1,7 @@
 """Nexmark's queries through dfsql and through Spark alone, in one process, per core.
 
 ``python -m benchmarks.nexmark run --events N [N ...] [--queries q5 q7 …]
-[--mode batch replay] [--runs R] [--check]`` generates the events once per size (the
+[--mode batch replay stream] [--runs R] [--check]`` generates the events once per size (the
 generator's Parquet directories under ``benchmarks/data/nexmark-N``), caches the three
 tables in memory (as Nexmark's own runs generate in memory), and times every query on
 both sides, each written to Spark's ``noop`` sink so the whole plan runs and nothing is
@@ -17,7 +17,10 @@ operator underneath); ``replay`` adds ``WATERMARK DELAY 3 SECONDS PROCESSING TIM
 arrival_time`` to every window (the generator delays no event more than 3 seconds, so
 no bid is late and the rows are batch's), which makes dfsql replay the events in arrival
 order through its trigger machinery. The ``*_retracting`` variants (early, on-time and
-late panes, retractions) run in replay only and have no native side.
+late panes, retractions) run in replay only and have no native side. ``stream`` runs
+q0, q5, q7, q11 and q12 live, over the bids as a file stream in arrival order, as
+continuous queries on both sides (benchmarks/nexmark/live.py: its own table, events/s
+sustained).
 
 Printed per query: rows out, seconds (median of ``--runs``), events/s per core for both
 sides (all of the run's events — people, auctions and bids — over the wall time, divided
@@ -192,8 +195,11 @@ def run(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.nexmark run")
     p.add_argument("--events", type=int, nargs="+", default=[1_000_000])
     p.add_argument("--queries", nargs="+", default=[*ORDER, *RETRACTING])
-    p.add_argument("--mode", nargs="+", choices=("batch", "replay"),
-                   default=["batch", "replay"])
+    p.add_argument("--mode", nargs="+", choices=("batch", "replay", "stream"),
+                   default=["batch", "replay"],
+                   help="stream: live, over a file stream (benchmarks/nexmark/live.py)")
+    p.add_argument("--files-per-trigger", type=int, default=10,
+                   help="stream: files (seconds of arrival) per micro-batch (default 10)")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--check", action="store_true")
@@ -204,9 +210,13 @@ def run(argv: list[str]) -> int:
     spark = dfsql.session()
     spark.sparkContext.setLogLevel("ERROR")
     timings: list[Timing] = []
+    live_timings: list = []
     for n in args.events:
         events = register(spark, dataset(n, args.seed))
         for mode in args.mode:
+            if mode == "stream":
+                live_timings += _live(spark, n, args, events)
+                continue
             for name in args.queries:
                 if mode == "batch" and name in RETRACTING:
                     continue  # its panes need the arrival clock
@@ -214,7 +224,30 @@ def run(argv: list[str]) -> int:
                     continue  # nothing to replay: batch's run is the query
                 timings.append(measure(spark, name, mode, args.runs, events, args.check))
                 print(table(timings[-1:]).splitlines()[-1], flush=True)
-    print(table(timings))
+    if timings:
+        print(table(timings))
+    if live_timings:
+        from benchmarks.nexmark import live
+
+        print(live.table(live_timings))
     if args.json:
-        args.json.write_text(json.dumps([asdict(t) for t in timings], indent=1))
-    return 0 if all(t.same_rows is not False for t in timings) else 1
+        args.json.write_text(json.dumps([asdict(t) for t in [*timings, *live_timings]],
+                                        indent=1))
+    return 0 if all(t.same_rows is not False for t in timings) and all(
+        False not in (t.same_rows, t.native_same_rows) for t in live_timings) else 1
+
+
+def _live(spark, n: int, args: argparse.Namespace, events: int) -> list:
+    """Live mode's queries for ``n`` events (benchmarks/nexmark/live.py), each printed as
+    it ends."""
+    from benchmarks.nexmark import live
+
+    work = live.work_dir(n)
+    files = live.chunks(dataset(n, args.seed), work / "files")
+    live.warm_up(spark, files, work, args.files_per_trigger)
+    out = []
+    for name in (q for q in args.queries if q in live.LIVE):
+        out.append(live.measure(spark, name, files, work, args.runs, args.files_per_trigger,
+                                args.check, events))
+        print("\n".join(live.table(out[-1:]).splitlines()[2:]), flush=True)
+    return out
