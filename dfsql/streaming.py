@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dfsql.errors import WindowedQueryError
+from dfsql.errors import SourceError, WindowedQueryError
 from dfsql.language.continuous import Backfill
 from dfsql.spark.errors import spark_errors
 from dfsql.spark.explain.live import live_firings
@@ -49,6 +49,8 @@ def start_planned(planned: Planned, stmt: Statement, text: str, sink: object,
     stream = planned.stream if planned.result.isStreaming else None
     if stream is None:
         return None
+    if stmt.top is None:
+        raise _outer_query(stmt)
     sink = as_sink(sink)
     if getattr(sink, "keeps_current_rows", False) and stream.unselected_keys:
         raise _unselected_key(stream.unselected_keys[0], stmt.source)
@@ -56,6 +58,19 @@ def start_planned(planned: Planned, stmt: Statement, text: str, sink: object,
         return start_stream(stream.df, stream.order_by, sink, checkpoint, trigger, name,
                             late_view=stream.late_view, state_store=stream.state_store,
                             row_key=stream.row_key)
+
+
+def _outer_query(stmt: Statement) -> SourceError:
+    """A started stream is a windowed query's own result (its panes, in §7's order, each
+    window's row keyed for the sink): a plain query around a windowed subquery is
+    refused rather than left out of what the sink gets."""
+    start = min(b.span[0] for b in stmt.blocks)
+    first = start + len(stmt.text[start:]) - len(stmt.text[start:].lstrip())  # its SELECT
+    return stmt.source.error(
+        SourceError, "a started stream is a windowed query's own result: this statement's "
+        "outermost query is plain SQL over a windowed subquery, which its sink cannot take",
+        first, "start the windowed subquery itself (its result is the sink's rows), or "
+        "run the whole statement with dfsql.sql, whose streaming DataFrame holds it")
 
 
 def _unselected_key(key: tuple[str, int | None], source: Source) -> WindowedQueryError:
