@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from dfsql.model.pane_columns import PANE_COLUMNS
 from dfsql.server.console_data import Watched, Windows, figure, lag
 from dfsql.server.console_svg import clock_chart, spark_line, timeline, window_href
 
@@ -160,8 +161,7 @@ def windows_fragment(w: Windows | None, name: str) -> str:
     if w is None or w.current is None or not len(w.current):
         return ""
     cur = w.current.sort_values("emit_time", ascending=False).head(LISTED)
-    cols = [*w.keys, "window_start", "window_end", "pane_index", "pane_timing",
-            "emit_time", *([w.value] if w.value else [])]
+    cols = [*w.keys, *PANE_COLUMNS[:4], "emit_time", *([w.value] if w.value else [])]
     head = "".join(f"<th>{escape(c)}</th>" for c in cols) + "<th></th>"
     body = []
     for row in cur[cols].astype(str).itertuples(index=False, name=None):

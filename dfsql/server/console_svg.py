@@ -19,6 +19,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from dfsql.model.pane_columns import PANE_COLUMNS
 from dfsql.server.console_data import figure, instant
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 COLOURS = {"EARLY": "#f2c14e", "ON_TIME": "#5bb85b", "LATE": "#9b6fd6"}
 WATERMARK = "#1f5fbf"
 RETRACTION = "#d62728"
+#: what names one pane of a key (with the key): its window and its index
+PANE_IDENTITY = PANE_COLUMNS[:3]
 MAX_PANELS, PER_PANEL, HISTORY = 6, 60, 400
 
 
@@ -241,9 +244,8 @@ def _panel(mine: pd.DataFrame, hist: pd.DataFrame | None, w: Windows, series: li
     lo_x = float(np.nanmin(mine["__ws"].to_numpy()))
     if hist is not None and len(hist):
         hist = hist[hist["__we"].to_numpy() > lo_x]
-        seen = hist[~hist["is_retraction"]][["window_start", "window_end", "pane_index"]]
-        fresh = mine.merge(seen.assign(__seen=True), how="left",
-                           on=["window_start", "window_end", "pane_index"])
+        seen = hist[~hist["is_retraction"]][list(PANE_IDENTITY)]
+        fresh = mine.merge(seen.assign(__seen=True), how="left", on=list(PANE_IDENTITY))
         rows = pd.concat([hist, mine[fresh["__seen"].isna().to_numpy()]
                           .assign(is_retraction=False)], ignore_index=True)
     else:
