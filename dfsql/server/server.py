@@ -182,8 +182,18 @@ class Server:
             self.on_spark_death(reason)
         else:
             log.error("%s; the endpoint stops", reason)
+        self._answer_in_flight()
         self._stopping.set()  # serve_forever wakes up and stops
         self._drop_connections()  # also when nobody runs serve_forever
+
+    def _answer_in_flight(self, within: float = 10.0, grace: float = 1.5) -> None:
+        """Before the connections drop: the statements running when Spark died end (their
+        error says Spark is gone), and their clients get a moment to read that answer, or
+        one more status poll's worth, rather than a connection dropped under them."""
+        deadline = time.monotonic() + within
+        while self.service.figures()[1] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(grace)
 
     def serve_forever(self) -> None:
         if self._sock is None:
