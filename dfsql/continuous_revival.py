@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from dfsql.continuous_queries import QUERIES
-from dfsql.session import spark_context
+from dfsql.session import listen_once
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,7 +35,6 @@ TRIES = 3
 PAUSE = 2.0
 
 _LOCK = threading.Lock()
-_LISTENING: set[int] = set()
 #: query name -> (tries so far, batches it had committed at the last try)
 _TRIED: dict[str, tuple[int, int]] = {}
 
@@ -48,16 +47,7 @@ def transient(exception: str | None) -> bool:
 def watch(spark: SparkSession) -> None:
     """Revive the kept queries of ``spark``'s streams from now on (once per session's
     stream manager; Spark Connect's streams are not watched)."""
-    sc = spark_context(spark)
-    if sc is None:
-        return
-    manager = spark._jsparkSession.streams()  # type: ignore[attr-defined]
-    key = sc._jvm.System.identityHashCode(manager)  # type: ignore[union-attr]
-    with _LOCK:
-        if key in _LISTENING:
-            return
-        _LISTENING.add(key)
-    spark.streams.addListener(_listener())
+    listen_once(spark, "revival", _listener)
 
 
 def _listener():

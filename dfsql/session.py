@@ -97,7 +97,8 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -354,6 +355,28 @@ def spark_context(spark):
         return spark.sparkContext
     except PySparkAttributeError:  # Spark Connect: JVM_ATTRIBUTE_NOT_SUPPORTED
         return None
+
+
+#: (kind, the JVM streams manager) of every stream listener added by listen_once
+_LISTENING: set[tuple[str, int]] = set()
+_LISTENING_LOCK = threading.Lock()
+
+
+def listen_once(spark, kind: str, make: Callable[[], object]) -> bool:
+    """Add the stream listener ``make()`` to ``spark``'s streams once per ``kind`` and JVM
+    streams manager (several Python sessions may stand for one); whether one listens
+    now. Spark Connect's streams get none (its listeners run on the server)."""
+    sc = spark_context(spark)
+    if sc is None:
+        return False
+    manager = spark._jsparkSession.streams()
+    key = (kind, sc._jvm.System.identityHashCode(manager))
+    with _LISTENING_LOCK:
+        if key in _LISTENING:
+            return True
+        _LISTENING.add(key)
+    spark.streams.addListener(make())
+    return True
 
 
 def cancel_group(spark, group: str) -> None:

@@ -22,7 +22,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from dfsql.session import spark_context
+from dfsql.session import listen_once, spark_context
 from dfsql.spark.stream.checkpoint import last_committed
 
 if TYPE_CHECKING:
@@ -176,7 +176,6 @@ def read_log(spark: SparkSession | None, checkpoint: str) -> tuple[dict | None, 
 
 
 _WATCHED: dict[str, str] = {}  # query name -> checkpoint
-_LISTENING: set[int] = set()  # the JVM streams managers a recorder listens on
 _LOCK = threading.Lock()
 
 
@@ -191,16 +190,8 @@ def watch(spark: SparkSession, name: str, checkpoint: str) -> None:
     if n is not None and str(n).strip().isdigit() and int(n) >= 1:
         _KEPT[checkpoint] = int(n)
     mark_lost(spark, checkpoint)
-    sc = spark_context(spark)
-    if sc is None:  # Spark Connect: SHOW records the reports it reads
-        return
-    jvm_manager = spark._jsparkSession.streams()  # type: ignore[attr-defined]
-    key = sc._jvm.System.identityHashCode(jvm_manager)  # type: ignore[union-attr]
-    with _LOCK:
-        if key in _LISTENING:
-            return
-        _LISTENING.add(key)
-    spark.streams.addListener(_recorder(spark))
+    # Spark Connect: none, SHOW records the reports it reads
+    listen_once(spark, "progress", lambda: _recorder(spark))
 
 
 def mark_lost(spark: SparkSession, checkpoint: str) -> None:
