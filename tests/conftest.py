@@ -209,6 +209,33 @@ def spark() -> Iterator[SparkSession]:
     stop_session()
 
 
+def _global_views(spark: SparkSession) -> set[str]:
+    """The global temporary views of the run's JVM (``global_temp`` is one per JVM)."""
+    return {r.viewName for r in spark.sql("SHOW VIEWS IN global_temp").collect()
+            if r.isTemporary}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _global_views_of_the_module() -> Iterator[None]:
+    """A module's global temporary views end with it. They live as long as the JVM,
+    which an xdist worker shares across modules: an endpoint module's continuous query
+    ``alice_live`` left its view behind, and the next module on that worker to CREATE
+    ``alice_live`` was refused, the view being no client's of its server (CI, stop 64)."""
+    before = _global_views(SparkSession.getActiveSession()) if _running() else set()
+    yield
+    if _running():
+        spark = SparkSession.getActiveSession()
+        for name in _global_views(spark) - before:
+            spark.catalog.dropGlobalTempView(name)
+
+
+def _running() -> bool:
+    """Whether this process has started the run's session (modules without Spark do not
+    start it for this)."""
+    s = SparkSession.getActiveSession()
+    return s is not None and not s.sparkContext._jsc.sc().isStopped()
+
+
 @pytest.fixture(autouse=True)
 def _the_runs_session_active(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that used the run's session leaves it the active one, as it found it: a
