@@ -13,6 +13,7 @@ version (its new checkpoint), which Prometheus' ``rate`` reads as a reset."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -112,8 +113,8 @@ class Collector:
             ("watermark_seconds", "the latest batch's watermark (Unix time)"),
             ("frontier_seconds", "the query's clock: its inputs' latest processing time "
                                  "(Unix time)"),
-            ("watermark_lag_seconds", "frontier minus watermark: how far event time "
-                                      "lags the query's clock"),
+            ("watermark_lag_seconds", "wall clock minus watermark: how far the "
+                                      "watermark trails now"),
             ("state_elements", "elements (rows) the query's state keeps"))}
         duration = SummaryMetricFamily("dfsql_batch_duration_seconds",
                                        "micro-batches and their time", labels=[LABEL])
@@ -130,9 +131,9 @@ class Collector:
                 g["watermark_seconds"].add_metric([r.name], latest["watermark"])
             if "frontier" in latest:
                 g["frontier_seconds"].add_metric([r.name], latest["frontier"])
-            if "watermark" in latest and "frontier" in latest:
+            if "watermark" in latest:
                 g["watermark_lag_seconds"].add_metric(
-                    [r.name], latest["frontier"] - latest["watermark"])
+                    [r.name], time.time() - latest["watermark"])
             if "state" in latest:
                 g["state_elements"].add_metric([r.name], latest["state"])
         yield from c.values()

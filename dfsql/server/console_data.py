@@ -69,14 +69,26 @@ class Watched:
 
     @property
     def lag_seconds(self) -> float | None:
-        """How far the watermark is behind the query's clock (its frontier)."""
-        return lag(self.totals.frontier, self.totals.watermark)
+        """How far the watermark is behind the wall clock now (docs/guides/watching.md)."""
+        return lag(dt.datetime.now(dt.timezone.utc), self.totals.watermark)
 
 
-def lag(frontier: str | None, watermark: str | None) -> float | None:
-    """frontier − watermark in seconds, or None when either is not known yet."""
-    f, w = instant(frontier), instant(watermark)
-    return None if f is None or w is None else (f - w).total_seconds()
+def lag(at: Any, watermark: Any) -> float | None:
+    """Wall-clock time ``at`` minus the watermark in seconds (None when either is not
+    known): the docs' watermark lag, the metric ``dfsql_watermark_lag_seconds``. ``at``
+    is aware or Spark's UTC text (a batch record's ``at``); a naive watermark is local
+    time, as the records' figures are."""
+    a, w = _aware(at), _aware(watermark)
+    return None if a is None or w is None else (a - w).total_seconds()
+
+
+def _aware(value: Any) -> dt.datetime | None:
+    if isinstance(value, str) and value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    t = value if isinstance(value, dt.datetime) else instant(value)
+    if t is None:
+        return None
+    return t if t.tzinfo is not None else t.astimezone()  # naive: the local zone
 
 
 def instant(text: Any) -> dt.datetime | None:

@@ -47,7 +47,10 @@ def _t(v: Any) -> str:
 def _seconds(s: float | None) -> str:
     if s is None:
         return _t(None)
-    return escape(f"{s:,.0f} s" if abs(s) < 120 else f"{s / 60:,.1f} min")
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if abs(s) >= 2 * size:
+            return escape(f"{s / size:,.1f} {unit}")
+    return escape(f"{s:,.0f} s")
 
 
 def _status(status: str) -> str:
@@ -64,7 +67,7 @@ def _series(w: Watched, name: str) -> list[float | None]:
 
 
 def _lags(w: Watched) -> list[float | None]:
-    return [lag(figure(r, "frontier"), figure(r, "watermark")) for r in w.series]
+    return [lag(r.get("at"), figure(r, "watermark")) for r in w.series]
 
 
 def queries_fragment(rows: Sequence[Watched]) -> str:

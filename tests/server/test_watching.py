@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from pyhive import hive
 from pyhive.exc import OperationalError
 
 from dfsql.server.auth import hash_line
-from tests.server.restarts import QUERY, ROOT, _events, _group_alive, _wait, _write
+from tests.server.restarts import QUERY, ROOT, T0, _events, _group_alive, _wait, _write
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "root": "root-pw"}
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -166,7 +167,9 @@ def test_quoting_games_read_nothing_of_another_user(served):
 
 def test_the_metrics_count_what_was_fed_and_the_endpoint(served):
     server, _ = served
+    asked = time.time()
     before = scrape(server.metrics)
+    answered = time.time()
     assert before['dfsql_input_rows_total{query="alice_q"}'] == 120
     assert before['dfsql_input_rows_total{query="bob_q"}'] == 120
     # every row of the feed is on time (arrival = event + 5 s, DELAY 10 SECONDS)
@@ -174,7 +177,12 @@ def test_the_metrics_count_what_was_fed_and_the_endpoint(served):
     assert before['dfsql_dropped_rows_total{query="alice_q"}'] == 0
     # the frontier: the last arrival (2:04, its row not run yet: it waits for a later
     # one); the watermark: the largest event run (1:58, arrived 2:03) - 10 s = 1:48
-    assert before['dfsql_watermark_lag_seconds{query="alice_q"}'] == 16
+    wm = before['dfsql_watermark_seconds{query="alice_q"}']
+    assert wm == (T0 + timedelta(minutes=1, seconds=48)).timestamp()
+    assert before['dfsql_frontier_seconds{query="alice_q"}'] - wm == 16
+    # the lag: the wall clock at the scrape minus the watermark (docs/guides/watching.md)
+    lag = before['dfsql_watermark_lag_seconds{query="alice_q"}']
+    assert asked - wm <= lag <= answered - wm
     assert before["dfsql_sessions"] == 3  # alice's, bob's and root's connections
     with pytest.raises(Exception):  # noqa: B017 (PyHive's: the login refused)
         server.connect("alice", "wrong")

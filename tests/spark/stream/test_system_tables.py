@@ -9,6 +9,7 @@ stream was fed; late and dropped rows equal a bounded replay's counts of the sam
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
@@ -132,7 +133,9 @@ def test_the_metrics_count_every_batch_fed(spark, watched):
     server = dfsql.serve_metrics(0, spark=spark)
     try:
         assert server.host == "127.0.0.1"
+        asked = time.time()
         got = _scrape(server.port)
+        answered = time.time()
     finally:
         server.close()
     assert got["dfsql_input_rows_total"] == len(ROWS) + 1  # the sentinel's file too
@@ -142,7 +145,9 @@ def test_the_metrics_count_every_batch_fed(spark, watched):
     # the last batch's: watermark 33 s, frontier the sentinel's arrival (an hour on)
     wm = T0.timestamp() + 33
     assert got["dfsql_watermark_seconds"] == wm
-    assert got["dfsql_watermark_lag_seconds"] == 44 + 3600 - 33
+    assert got["dfsql_frontier_seconds"] - wm == 44 + 3600 - 33
+    # the lag: the wall clock at the scrape minus the watermark (docs/guides/watching.md)
+    assert asked - wm <= got["dfsql_watermark_lag_seconds"] <= answered - wm
 
 
 def test_the_shell_reads_them_too(spark, watched, capsys):
