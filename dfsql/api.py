@@ -7,10 +7,12 @@ statement run by :mod:`dfsql.continuous`, which calls the same pipeline).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from dfsql import planning, result_warnings
 from dfsql.continuous import run as run_continuous
+from dfsql.continuous_queries import QUERIES, Running
 from dfsql.errors import AnalysisError, DfsqlError, WatermarkError
 from dfsql.language import Statement, parse_any, parse_clauses, parse_statement
 from dfsql.language.continuous import ContinuousStatement
@@ -23,6 +25,7 @@ from dfsql.session import active_session, session
 from dfsql.spark.plan import planner
 from dfsql.spark.planned import Planned
 from dfsql.spark.progress_bar import watching
+from dfsql.spark.stream import progress_log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,8 +99,21 @@ def start(text: str | Statement, sink: object = "memory", checkpoint: str | None
     replayed first, and its panes reach ``sink`` with the stream's first micro-batch.
     A restart whose checkpoint has committed a batch does not read it again. In a
     terminal its progress (the backfill's phases, its micro-batches' stages) shows as
-    :func:`sql`'s does."""
-    return planning.start(text, sink, checkpoint, trigger, name, spark, backfill)
+    :func:`sql`'s does.
+
+    A stream given a ``name`` and a ``checkpoint`` is watched: its checkpoint keeps a
+    record of each micro-batch, and :func:`dfsql.serve_metrics` serves its counters and
+    gauges (label ``query``: its name) while it runs (docs/guides/watching.md)."""
+    if name is None or checkpoint is None:
+        return planning.start(text, sink, checkpoint, trigger, name, spark, backfill)
+    s = _spark(spark)
+    progress_log.watch(s, name, checkpoint)  # before it starts: its first batch may end first
+    query = planning.start(text, sink, checkpoint, trigger, name, s, backfill)
+    QUERIES.watch_started(Running(name, query, sink if isinstance(sink, str) else
+                                  type(sink).__name__, checkpoint,
+                                  text if isinstance(text, str) else text.written,
+                                  time.time()))
+    return query
 
 
 def explain(text: str | Statement, spark: SparkSession | None = None) -> str:

@@ -70,6 +70,10 @@ class Queries:
 
     def __init__(self) -> None:
         self.running: dict[str, Running] = {}
+        #: streams :func:`dfsql.start` started with a name and a checkpoint: not
+        #: continuous queries (SHOW and STOP leave them to their program), but watched:
+        #: the metrics list them while they run
+        self.started: dict[str, Running] = {}
         self.failed: dict[str, Failed] = {}
         #: where the queries are kept (None: in memory only, gone with the process)
         self.keeper: Keeper | None = None
@@ -124,6 +128,19 @@ class Queries:
             running = list(self.running.values())
             self.running.clear()
         return running
+
+    def watch_started(self, r: Running) -> None:
+        """The stream ``r`` :func:`dfsql.start` started: in the metrics while it runs."""
+        with self.lock:
+            self.started[r.name] = r
+
+    def streams(self) -> list[Running]:
+        """The running streams :func:`dfsql.start` started (those stopped, forgotten)."""
+        with self.lock:
+            for name in [n for n, r in self.started.items()
+                         if not r.query.isActive]:  # type: ignore[attr-defined]
+                del self.started[name]
+            return list(self.started.values())
 
     def listed(self) -> tuple[list[Running], list[Failed]]:
         """The running and failed queries now (SHOW)."""

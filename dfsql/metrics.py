@@ -1,4 +1,5 @@
-"""Prometheus metrics of the continuous queries and the endpoint (docs/guides/watching.md#metrics),
+"""Prometheus metrics of the continuous queries, the streams :func:`dfsql.start` watches
+(a name and a checkpoint) and the endpoint (docs/guides/watching.md#metrics),
 served by the maintained ``prometheus_client`` library (``pip install
 'dfsql-spark[metrics]'``): ``dfsql serve --metrics-port P``, or :func:`serve_metrics` in
 Python.
@@ -119,7 +120,7 @@ class Collector:
         duration = SummaryMetricFamily("dfsql_batch_duration_seconds",
                                        "micro-batches and their time", labels=[LABEL])
         running, _ = QUERIES.listed()
-        for r in sorted(running, key=lambda r: r.name):
+        for r in sorted(running + QUERIES.streams(), key=lambda r: r.name):
             try:
                 s, latest = query_figures(self.spark, r)
             except Exception:  # noqa: BLE001 (a checkpoint gone meanwhile: left out)

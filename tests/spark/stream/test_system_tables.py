@@ -118,12 +118,12 @@ def test_a_replay_counts_the_same_late_and_dropped_rows(spark, watched):
     assert (sum(LATE), sum(DROPPED)) == (own.late_rows - own.dropped_rows, own.dropped_rows)
 
 
-def _scrape(port: int) -> dict[str, float]:
+def _scrape(port: int, query: str = "watched") -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
         text = r.read().decode()
     out = {}
     for line in text.splitlines():
-        if line.startswith("dfsql_") and 'query="watched"' in line:
+        if line.startswith("dfsql_") and f'query="{query}"' in line:
             name, value = line.rsplit(" ", 1)
             out[name.split("{")[0]] = float(value)
     return out
@@ -174,3 +174,29 @@ def test_a_batch_whose_record_a_kill_lost_is_marked_not_skipped(spark, watched):
                        "system.streaming_progress WHERE query = 'watched' AND batch_id = 7",
                        spark).collect()
     assert tuple(last) == (7, 1, 1)
+
+
+def test_a_stream_dfsql_start_started_is_in_the_metrics_while_it_runs(spark, watched):
+    """dfsql.start with a name and a checkpoint: the same counters as the continuous
+    query over the same rows (derived above), and gone from /metrics once stopped; SHOW
+    and the system tables list continuous queries only."""
+    query = dfsql.start(QUERY.format(t="watched_live"), sink="memory", name="started",
+                        checkpoint=str(watched.parent / "started"), spark=spark)
+    server = dfsql.serve_metrics(0, spark=spark)
+    try:
+        query.processAllAvailable()
+        got = _scrape(server.port, "started")
+        assert got["dfsql_input_rows_total"] == len(ROWS) + 1
+        assert got["dfsql_late_rows_total"] == sum(LATE) == 2
+        assert got["dfsql_dropped_rows_total"] == sum(DROPPED) == 2
+        assert got["dfsql_batch_duration_seconds_count"] == 8
+        assert got["dfsql_watermark_seconds"] == T0.timestamp() + 33
+        names = {r.name for r in dfsql.sql("SELECT name FROM system.streaming_queries",
+                                           spark).collect()}
+        assert "started" not in names and "watched" in names
+        query.stop()
+        assert _scrape(server.port, "started") == {}
+        assert _scrape(server.port)["dfsql_input_rows_total"] == len(ROWS) + 1
+    finally:
+        query.stop()
+        server.close()
