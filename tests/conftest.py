@@ -19,6 +19,7 @@ import pytest
 from hypothesis import settings
 from pyspark.sql import SparkSession
 
+from dfsql.continuous_queries import QUERIES
 from dfsql.session import active_session, session, setting_while, stop_session
 
 try:
@@ -209,24 +210,38 @@ def spark() -> Iterator[SparkSession]:
     stop_session()
 
 
-def _global_views(spark: SparkSession) -> set[str]:
-    """The global temporary views of the run's JVM (``global_temp`` is one per JVM)."""
-    return {r.viewName for r in spark.sql("SHOW VIEWS IN global_temp").collect()
-            if r.isTemporary}
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _global_views_of_the_module() -> Iterator[None]:
-    """A module's global temporary views end with it. They live as long as the JVM,
-    which an xdist worker shares across modules: an endpoint module's continuous query
-    ``alice_live`` left its view behind, and the next module on that worker to CREATE
-    ``alice_live`` was refused, the view being no client's of its server (CI, stop 64)."""
-    before = _global_views(SparkSession.getActiveSession()) if _running() else set()
+def _what_the_module_left_running() -> Iterator[None]:
+    """What a module started in the run's JVM ends with it: its streams and continuous
+    queries (a stream left running takes a core's share of micro-batches from every
+    later module on the worker) and its global temporary views. Those live as long as
+    the JVM, which an xdist worker shares across modules: an endpoint module's
+    continuous query ``alice_live`` left its view behind, and the next module on that
+    worker to CREATE ``alice_live`` was refused, the view being no client's of its server
+    (CI, stop 64)."""
+    before = _left(SparkSession.getActiveSession()) if _running() else (set(), set(), set())
     yield
-    if _running():
-        spark = SparkSession.getActiveSession()
-        for name in _global_views(spark) - before:
-            spark.catalog.dropGlobalTempView(name)
+    if not _running():
+        return
+    spark = SparkSession.getActiveSession()
+    views, streams, queries = (now - then for now, then in zip(_left(spark), before, strict=True))
+    for name in queries:
+        r, _, _ = QUERIES.drop(name)
+        if r is not None:
+            r.query.stop()
+    for q in spark.streams.active:
+        if q.id in streams:
+            q.stop()
+    for name in views:
+        spark.catalog.dropGlobalTempView(name)
+
+
+def _left(spark: SparkSession) -> tuple[set[str], set[str], set[str]]:
+    """The global temporary views of the run's JVM (``global_temp`` is one per JVM), the
+    streams of the run's session and the process's continuous queries."""
+    views = {r.viewName for r in spark.sql("SHOW VIEWS IN global_temp").collect()
+             if r.namespace == "global_temp"}  # not the session's own temp views
+    return views, {q.id for q in spark.streams.active}, {r.name for r in QUERIES.listed()[0]}
 
 
 def _running() -> bool:

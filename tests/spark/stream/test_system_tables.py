@@ -19,6 +19,7 @@ from in_process import shell_on
 
 import dfsql
 from dfsql.continuous_queries import QUERIES
+from tests.conftest import wait_until
 from tests.spark import feeds
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -185,6 +186,10 @@ def test_a_stream_dfsql_start_started_is_in_the_metrics_while_it_runs(spark, wat
     server = dfsql.serve_metrics(0, spark=spark)
     try:
         query.processAllAvailable()
+        # each batch's record is written when Spark's listener bus reports it, which may
+        # come after processAllAvailable returns: a later scrape has it
+        assert wait_until(lambda: _scrape(server.port, "started").get(
+            "dfsql_batch_duration_seconds_count") == 8, 120)
         got = _scrape(server.port, "started")
         assert got["dfsql_input_rows_total"] == len(ROWS) + 1
         assert got["dfsql_late_rows_total"] == sum(LATE) == 2
