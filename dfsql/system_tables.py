@@ -14,7 +14,7 @@ an admin's every query's (:func:`dfsql.continuous_actors.actor`). The metrics
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dfsql.continuous_actors import actor
@@ -101,10 +101,10 @@ def progress_rows(spark: SparkSession | None, r: Running) -> list[tuple]:
         if rec.get("lost"):  # killed between its commit and its record: figures unknown
             out.append((r.name, rec["batch_id"], *[None] * 10))
             continue
-        out.append((r.name, rec["batch_id"], _instant(rec.get("at"), utc=True),
+        out.append((r.name, rec["batch_id"], log.record_time(rec.get("at"), utc=True),
                     rec["input_rows"], late_rows(rec), dropped_rows(rec),
                     ours.get("panes") or 0, ours.get("retractions") or 0,
-                    watermark_of(rec), _instant(ours.get("frontier")), state,
+                    watermark_of(rec), log.record_time(ours.get("frontier")), state,
                     rec.get("duration_ms")))
     return out
 
@@ -137,14 +137,6 @@ def watermark_of(rec: dict) -> datetime | None:
     """The batch's watermark: dfsql's executor's, else Spark's (written in UTC)."""
     ours = rec.get("dfsql") or {}
     if ours.get("watermark") is not None:
-        return _instant(ours["watermark"])
-    return _instant(rec.get("spark_watermark"), utc=True)
+        return log.record_time(ours["watermark"])
+    return log.record_time(rec.get("spark_watermark"), utc=True)
 
-
-def _instant(text: str | None, utc: bool = False) -> datetime | None:
-    """A record's time: Spark's progress writes UTC (``…Z``); dfsql's figures are the
-    local wall-clock times Spark's Python rows carry (as SHOW shows them)."""
-    if not text:
-        return None
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return t.replace(tzinfo=timezone.utc) if utc and t.tzinfo is None else t

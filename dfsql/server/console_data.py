@@ -83,24 +83,9 @@ def lag(at: Any, watermark: Any) -> float | None:
 
 
 def _aware(value: Any) -> dt.datetime | None:
-    if isinstance(value, str) and value.endswith("Z"):
-        value = value[:-1] + "+00:00"
-    t = value if isinstance(value, dt.datetime) else instant(value)
-    if t is None:
-        return None
-    return t if t.tzinfo is not None else t.astimezone()  # naive: the local zone
-
-
-def instant(text: Any) -> dt.datetime | None:
-    """A progress record's instant (``2024-01-01 00:07:20[.5]``), or None."""
-    if text is None:
-        return None
-    if isinstance(text, dt.datetime):
-        return text
-    try:
-        return dt.datetime.fromisoformat(str(text).replace("T", " ").rstrip("Z"))
-    except ValueError:
-        return None
+    """A record's time as an aware instant: a naive one is local time (dfsql's figures)."""
+    t = progress_log.record_time(value)
+    return t if t is None or t.tzinfo is not None else t.astimezone()
 
 
 def visible(viewer: Viewer) -> tuple[list[Running], list[Failed]]:
@@ -211,7 +196,7 @@ def firings(spark: SparkSession, viewer: Viewer, r: Running, start: str, end: st
     key ``key`` (each key column's value as text), run as ``viewer`` (its owner's or an
     admin's, as over the endpoint); ``start``/``end`` must be instants (they go into the
     statement's WHERE)."""
-    s, e = instant(start), instant(end)
+    s, e = progress_log.record_time(start), progress_log.record_time(end)
     if s is None or e is None:
         raise DfsqlError(f"not a window: [{start}, {end})",
                          hint="window_start and window_end are instants")

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from dfsql.model.pane_columns import PANE_COLUMNS
-from dfsql.server.console_data import figure, instant
+from dfsql.server.console_data import figure
+from dfsql.spark.stream.progress_log import record_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -370,5 +371,5 @@ def _label(v: Any) -> str:
 
 def progress_seconds(record: dict, name: str) -> float | None:
     """One of a batch record's instants (dfsql's figure) in seconds since the epoch."""
-    d = instant(figure(record, name))
+    d = record_time(figure(record, name))
     return None if d is None else (d - dt.datetime(1970, 1, 1)).total_seconds()

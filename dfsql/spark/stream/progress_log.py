@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from dfsql.session import listen_once, spark_context
@@ -73,6 +74,24 @@ def batch_record(progress: Any) -> dict | None:
         "spark_dropped": sum(int(op.get("numRowsDroppedByWatermark") or 0)
                              for op in operators) if operators else None,
     }
+
+
+def record_time(value: Any, utc: bool = False) -> datetime | None:
+    """A time as a record holds it, the one reader of them all (SHOW, the system tables,
+    the console): Spark's ``at`` ends in ``Z`` and is read as UTC; dfsql's figures
+    (``watermark``, ``frontier``) are the naive local wall-clock times PySpark's rows
+    carry and stay naive, unless ``utc`` says a naive text is UTC (``spark_watermark``,
+    written without its ``Z``). None for none, or for text that is no time."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return t.replace(tzinfo=timezone.utc) if utc and t.tzinfo is None else t
 
 
 #: batches kept one record each (system.streaming_progress reads them); the batches
