@@ -11,7 +11,12 @@ time arrived less the delay."""
 
 from __future__ import annotations
 
+import base64
+import pickle
+import subprocess
+import sys
 import time
+import warnings
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,9 +24,12 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from pyspark.errors import PySparkException
 
 import dfsql
 from dfsql.session import setting_while
+from dfsql.spark.stream.sink import QUIET
+from dfsql.spark.stream.sinks import batch_rows
 from tests.conftest import modified_in_order
 
 IDLE = "spark.sql.streaming.noDataProgressEventInterval"
@@ -175,31 +183,34 @@ def test_readers_keep_the_old_table_until_the_restated_one_replaces_it(spark, pa
     assert all(s == (22,) for s in seen[first_new:])
 
 
-def test_a_batch_cancelled_by_a_stop_prints_no_java_stack(tmp_path):
+def test_a_batch_cancelled_by_a_stop_prints_no_java_stack(spark):
     """Issue #51, item 6: at ALTER the old query's sink may be cancelled mid-batch;
     pyspark's ``toPandas`` then warned with Spark's whole Java stack into the user's
-    program. The failure still raises (the batch runs again, or never), without it: a
-    program of its own (the warning filter is the process's, which pytest resets)."""
-    import subprocess
-    import sys
-
-    program = tmp_path / "cancelled.py"
-    program.write_text("""
+    program. The failure still raises (the batch runs again, or never), without it. The
+    filter is the process's, which pytest resets around each test: so the warning filters
+    are a user's program's, read from a fresh Python that imported dfsql as one does (no
+    JVM of its own: the failing batch runs in this session), and without dfsql's filter
+    the same batch does warn (the check can fail)."""
+    fresh = subprocess.run([sys.executable, "-c", """
+import base64, pickle, sys, warnings
 import dfsql
-from pyspark.errors import PySparkException
 from dfsql.spark.stream.sinks import batch_rows
+sys.stdout.write(base64.b64encode(pickle.dumps(warnings.filters)).decode())
+"""], capture_output=True, text=True, timeout=600, check=True)
+    programs = pickle.loads(base64.b64decode(fresh.stdout))
 
-spark = dfsql.session()
-try:
-    batch_rows(spark.range(3).selectExpr("raise_error('cancelled') AS x"))
-except PySparkException as e:
-    print("raised:", "cancelled" in str(e))
-""")
-    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
-                          timeout=600)
-    assert done.stdout.strip().splitlines()[-1] == "raised: True", done.stderr
+    def warned(filters: list) -> list[warnings.WarningMessage]:
+        with warnings.catch_warnings(record=True) as seen:  # restores pytest's on exit
+            warnings.filters[:] = filters  # (entering invalidated the warnings seen before)
+            with pytest.raises(PySparkException, match="cancelled"):  # still raises
+                batch_rows(spark.range(3).selectExpr("raise_error('cancelled') AS x"))
+        return [w for w in seen if issubclass(w.category, UserWarning)]
+
+    assert warned(programs) == []
     # (Spark's own log of the failed task is the log's: log4j, at the level it is set)
-    assert "toPandas attempted" not in done.stderr and "UserWarning" not in done.stderr
+    without = [f for f in programs if getattr(f[1], "pattern", f[1]) != QUIET]
+    assert len(without) == len(programs) - 1
+    assert any("toPandas attempted" in str(w.message) for w in warned(without))
 
 
 def _restarted(spark, name: str) -> None:
