@@ -5,7 +5,7 @@ worker did not start in time runs again (dfsql/continuous_revival.py;
 docs/guides/endpoint.md "Continuous queries").
 
 ``dfsql serve --state-dir D`` runs as a real command and is killed with SIGKILL (the
-helpers of :mod:`tests.server.test_continuous_restart`). Once a version of a query has
+helpers of :mod:`tests.server.restarts`). Once a version of a query has
 completed a micro-batch its checkpoint holds its state, so its restart plans none of its
 history: neither its ``BACKFILL FROM`` table (dropped here before the kill) nor the files
 an earlier version read.
