@@ -1,6 +1,6 @@
 """A `dfsql serve` process with a --state-dir, and the rows its continuous queries read
 and write: what the restart tests share (tests/server/test_continuous_restart.py,
-test_continuous_start.py)."""
+test_continuous_start.py, test_postgres_restart.py)."""
 
 from __future__ import annotations
 
@@ -151,8 +151,38 @@ def _wait(what, want, seconds: float = 300, pause: float = 0.5):
     return got
 
 
-def _table(served: Served) -> set[tuple]:
-    return set(served.rows(f"SELECT {COLUMNS} FROM global_temp.live_windows"))
+def _table(served: Served, name: str = "live_windows") -> set[tuple]:
+    """The INTO TABLE view of the continuous query ``name``."""
+    return set(served.rows(f"SELECT {COLUMNS} FROM global_temp.{name}"))
+
+
+def at_once(served: Served, statements: list[str]) -> list:
+    """Each statement sent on a connection of its own, all at the same time (each in a
+    thread): their answers (rows, or the exception), once every one has answered. A kill
+    right after is then "as soon as it answers" for all of them within the spread of
+    their answers, not after the others' whole run."""
+    import threading
+
+    from pyhive import hive
+
+    cursors = [hive.connect(host="127.0.0.1", port=served.port, auth="NOSASL").cursor()
+               for _ in statements]
+    answers: list = [None] * len(statements)
+
+    def send(i: int) -> None:
+        try:
+            cursors[i].execute(statements[i])
+            answers[i] = cursors[i].fetchall()
+        except Exception as e:  # noqa: BLE001 (the answer)
+            answers[i] = e
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True)
+               for i in range(len(statements))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
 
 
 def _show_rows(served: Served) -> list[tuple]:

@@ -14,7 +14,9 @@ or answer of the server holds the password."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from datetime import timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +31,8 @@ from tests.server.restarts import (
     replayed_changelog,
     replayed_table,
 )
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
 PASSWORD = "pg-secret-7c1f"
 #: retracting sessions on the arrival clock (so the rows do not depend on where the kill
@@ -137,39 +141,96 @@ def _status(served: Served, name: str) -> str:
     return next((r[2] for r in served.rows("SHOW STREAMING QUERIES") if r[0] == name), "")
 
 
-def _first_life(first: Served, pg: Postgres, src, checkpoints) -> None:
+#: the changed query of the ALTER scenario: EARLY EVERY 4 ROWS → 5 ROWS
+CHANGED = QUERY.replace("EVERY 4 ROWS", "EVERY 5 ROWS")
+
+
+@dataclass
+class Lives:
+    """The module's directory, its password file, and what each scenario saw."""
+
+    tmp: Path
+    secret: Path
+    seen: dict[str, dict]
+
+
+@pytest.fixture(scope="module")
+def lives(tmp_path_factory, pg) -> Lives:
+    """Two lives of ``dfsql serve`` on one state directory, both scenarios in each (a JVM
+    start is the suite's dearest step), each over a stream of its own: the first life
+    as :func:`_first_life`, then ``altered_pg``'s ALTER and the kill as soon as it
+    answers; its last batches unrecorded (:func:`_unrecord`), more files while it is
+    down; the second life runs every query to the sentinel."""
+    tmp = tmp_path_factory.mktemp("pg-lives").resolve()  # the server records resolved paths
+    src, secret, flags = _served_flags(tmp, pg)
+    alt = tmp / "alt"
+    alt.mkdir()
+    for b in range(2):
+        _write(alt / f"part-{b}.parquet", _burst(b))
+    run = Lives(tmp, secret, {"exactly once": {}, "alter": {}})
+    checkpoints = tmp / "state" / "checkpoints"
+    one, alter = run.seen["exactly once"], run.seen["alter"]
+    first = Served(tmp, 1, *flags, "--stream", f"live={src}", "--stream", f"alt={alt}")
+    try:
+        first.rows(f"CREATE STREAMING QUERY altered_pg INTO TABLE wh.public.altered AS "
+                   f"{QUERY.format(t='alt')}")
+        alter["first batch"] = _wait(lambda: _progress(pg, "altered") >= 0, True)
+        _first_life(first, pg, src, checkpoints, one)
+        alter["before"] = _progress(pg, "altered")
+        [alter["answer"]] = first.rows(
+            f"ALTER STREAMING QUERY altered_pg AS {CHANGED.format(t='alt')}")
+    finally:
+        first.kill()
+    for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log")):
+        _unrecord(checkpoints / query, _progress(pg, table))
+    for b in range(4, 6):  # arrive while the server is down
+        _write(src / f"part-{b}.parquet", _burst(b))
+    _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
+    for b in range(2, 5):
+        _write(alt / f"part-{b}.parquet", _burst(b))
+    _write(alt / "part-9.parquet", [("a", 0, None, FRONTIER)])
+    second = Served(tmp, 2, *flags)
+    try:
+        _exactly_once_life_2(second, pg, src, one)
+        _alter_life_2(second, pg, alt, alter)
+    finally:
+        second.kill()
+    print(f"\nstart-ups: {first.up:.1f} s, {second.up:.1f} s")
+    return run
+
+
+def _first_life(first: Served, pg: Postgres, src, checkpoints, seen: dict) -> None:
     """A table and a changelog of one stream: bursts 0-1 (batch 0), burst 2 (batch 1);
     then the database stopped between two files, burst 3 arriving, the changelog's sink
     seen trying again, the database started: its batch commits once (and Spark records
     it, so that the kill after this finds the batch in both commit logs)."""
+    seen["created"] = []
     for query, into, table in (("sessions_pg", "TABLE", "sessions"),
                                ("sessions_log", "CHANGELOG", "sessions_log")):
         [(name, _, sink, _)] = first.rows(f"CREATE STREAMING QUERY {query} INTO {into} "
                                           f"wh.public.{table} AS {QUERY.format(t='live')}")
-        assert (name, sink) == (query, f"{into.lower()} wh.public.{table}")
+        seen["created"].append((name, sink))
     both = lambda at: min(_progress(pg), _progress(pg, "sessions_log")) >= at  # noqa: E731
-    assert _wait(lambda: both(0), True)
+    seen["batch 0"] = _wait(lambda: both(0), True)
     _write(src / "part-2.parquet", _burst(2))
-    assert _wait(lambda: both(1), True)
-    assert [(r[0], r[3]) for r in first.rows("SHOW STREAMING QUERIES")] == [
-        ("sessions_pg", "table wh.public.sessions"),
-        ("sessions_log", "changelog wh.public.sessions_log")]
+    seen["batch 1"] = _wait(lambda: both(1), True)
+    seen["shown"] = [(r[0], r[3]) for r in first.rows("SHOW STREAMING QUERIES")
+                     if r[0] != "altered_pg"]
     pg.stop()
     try:
         _write(src / "part-3.parquet", _burst(3))
         retrying = "RETRYING changelog wh.public.sessions_log: batch "
-        assert _wait(lambda: _status(first, "sessions_log").startswith(retrying), True,
-                     pause=0.1)
+        seen["retrying"] = _wait(
+            lambda: _status(first, "sessions_log").startswith(retrying), True, pause=0.1)
     finally:
         pg.start()
-    assert _wait(lambda: both(2), True)
-    # by hand: bursts 0-2 closed (the watermark, 311 − 10 s, is past 211 + 30 s), 3 open
+    seen["batch 2"] = _wait(lambda: both(2), True)
     logged = _log_rows(pg)
-    assert _shape(logged) == _by_hand(range(3), 3)
-    assert applied([r[:-2] for r in logged], LOGGED) == _db_rows(pg)
-    for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log")):
-        recorded = checkpoints / query / "commits" / str(_progress(pg, table))
-        assert _wait(recorded.exists, True)
+    seen["first logged"] = _shape(logged)
+    seen["first applied"] = (applied([r[:-2] for r in logged], LOGGED), _db_rows(pg))
+    seen["recorded"] = [
+        _wait((checkpoints / query / "commits" / str(_progress(pg, table))).exists, True)
+        for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log"))]
 
 
 def _unrecord(checkpoint, batch: int) -> None:
@@ -181,90 +242,82 @@ def _unrecord(checkpoint, batch: int) -> None:
         (commits / name).unlink(missing_ok=True)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_a_table_and_a_changelog_in_postgres_outlive_kill_9_exactly_once(tmp_path, pg
-                                                                          ) -> None:
+def _exactly_once_life_2(second: Served, pg: Postgres, src, seen: dict) -> None:
+    seen["replayed"] = replayed = replayed_changelog(second, src, QUERY, LOGGED)
+    want = applied(replayed, LOGGED)
+    seen["table"] = _wait(lambda: _db_rows(pg), want)
+    seen["log shape"] = _wait(lambda: _shape(_log_rows(pg)), _shape(replayed))
+    seen["logged"] = _log_rows(pg)
+    seen["progress"] = _progress(pg, "sessions_log")
+    seen["db rows"] = _db_rows(pg)
+    second.rows("STOP STREAMING QUERY sessions_pg")
+    second.rows("STOP STREAMING QUERY sessions_log")
+
+
+def _alter_life_2(second: Served, pg: Postgres, alt, seen: dict) -> None:
+    want = sorted([(k, 6 * (b + 1), 6, "ON_TIME") for k in "ab" for b in range(4)]
+                  + [(k, 5 * 5, 5, "EARLY") for k in "ab"])
+    seen["got"] = _wait(lambda: sorted((r[0], r[1], r[2], r[6])
+                                       for r in _db_rows(pg, "altered")), want)
+    seen["replayed"] = replayed_table(second, alt, CHANGED, COLUMNS)
+    seen["table"] = _db_rows(pg, "altered")
+    seen["progress"] = _progress(pg, "altered")
+    second.rows("STOP STREAMING QUERY altered_pg")
+
+
+def test_a_table_and_a_changelog_in_postgres_outlive_kill_9_exactly_once(lives) -> None:
     """The first life as :func:`_first_life`, killed; its last batch unrecorded in Spark's
     commit logs (:func:`_unrecord`), bursts 4-5 and the sentinel arriving while it is
     down; the second life's table is the replay's applied, its changelog the replay's
     rows, each once, in batches 0, 1, … without a gap."""
-    tmp_path = tmp_path.resolve()
-    src, secret, flags = _served_flags(tmp_path, pg)
-    checkpoints = tmp_path / "state" / "checkpoints"
-    first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
-    try:
-        _first_life(first, pg, src, checkpoints)
-    finally:
-        first.kill()
-    for query, table in (("sessions_pg", "sessions"), ("sessions_log", "sessions_log")):
-        _unrecord(checkpoints / query, _progress(pg, table))
-    for b in range(4, 6):  # arrive while the server is down
-        _write(src / f"part-{b}.parquet", _burst(b))
-    _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
-    second = Served(tmp_path, 2, *flags)
-    try:
-        replayed = replayed_changelog(second, src, QUERY, LOGGED)
-        # the replay by hand: bursts 0-4 closed (the watermark, last event − 10 s, is past
-        # their end + 30 s), burst 5 open
-        assert _shape(replayed) == _by_hand(range(5), 5)
-        want = applied(replayed, LOGGED)
-        assert _wait(lambda: _db_rows(pg), want) == want
-        # every row of the replay once, none doubled or lost
-        assert _wait(lambda: _shape(_log_rows(pg)), _shape(replayed)) == _shape(replayed)
-        logged = _log_rows(pg)
-        assert sorted(r[:-2] for r in logged) == sorted(replayed)
-        # batch ids from 0 without a gap to the progress row's, each batch's rows 0 … n−1
-        ids = [r[-2] for r in logged]
-        assert sorted(set(ids)) == list(range(_progress(pg, "sessions_log") + 1))
-        assert all([r[-1] for r in logged if r[-2] == i] == list(range(ids.count(i)))
-                   for i in set(ids))
-        assert applied([r[:-2] for r in logged], LOGGED) == _db_rows(pg) == want
-        second.rows("STOP STREAMING QUERY sessions_pg")
-        second.rows("STOP STREAMING QUERY sessions_log")
-    finally:
-        second.kill()
-    assert _password_in(tmp_path, secret) == []
+    seen = lives.seen["exactly once"]
+    assert seen["created"] == [("sessions_pg", "table wh.public.sessions"),
+                               ("sessions_log", "changelog wh.public.sessions_log")]
+    assert seen["batch 0"] is seen["batch 1"] is True
+    assert seen["shown"] == [("sessions_pg", "table wh.public.sessions"),
+                             ("sessions_log", "changelog wh.public.sessions_log")]
+    assert seen["retrying"] is True
+    assert seen["batch 2"] is True
+    # by hand: bursts 0-2 closed (the watermark, 311 − 10 s, is past 211 + 30 s), 3 open
+    assert seen["first logged"] == _by_hand(range(3), 3)
+    logged_applied, table = seen["first applied"]
+    assert logged_applied == table
+    assert seen["recorded"] == [True, True]
+    replayed = seen["replayed"]
+    # the replay by hand: bursts 0-4 closed (the watermark, last event − 10 s, is past
+    # their end + 30 s), burst 5 open
+    assert _shape(replayed) == _by_hand(range(5), 5)
+    want = applied(replayed, LOGGED)
+    assert seen["table"] == want
+    # every row of the replay once, none doubled or lost
+    assert seen["log shape"] == _shape(replayed)
+    logged = seen["logged"]
+    assert sorted(r[:-2] for r in logged) == sorted(replayed)
+    # batch ids from 0 without a gap to the progress row's, each batch's rows 0 … n−1
+    ids = [r[-2] for r in logged]
+    assert sorted(set(ids)) == list(range(seen["progress"] + 1))
+    assert all([r[-1] for r in logged if r[-2] == i] == list(range(ids.count(i)))
+               for i in set(ids))
+    assert applied([r[:-2] for r in logged], LOGGED) == seen["db rows"] == want
+    assert _password_in(lives.tmp, lives.secret) == []
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_an_alter_into_postgres_killed_at_once_goes_on_exactly_once(tmp_path, pg) -> None:
+def test_an_alter_into_postgres_killed_at_once_goes_on_exactly_once(lives) -> None:
     """``ALTER STREAMING QUERY`` over the endpoint (EARLY EVERY 4 ROWS → 5 ROWS), the
     server killed as soon as it answers (the restatement's transaction committed or
     not yet), more files while it is down, a second life on the state directory: the
     table holds, by hand, bursts 0-3 closed ON_TIME as both queries give them (6 events
     of value b + 1 per key), and burst 4's open session at the changed query's EARLY pane
     of its 5th event (5 × 5); the progress ids go on from the first version's."""
-    tmp_path = tmp_path.resolve()
-    src, secret, flags = _served_flags(tmp_path, pg)
-    first = Served(tmp_path, 1, *flags, "--stream", f"live={src}")
-    changed = QUERY.replace("EVERY 4 ROWS", "EVERY 5 ROWS")
-    try:
-        first.rows(f"CREATE STREAMING QUERY altered_pg INTO TABLE wh.public.altered AS "
-                   f"{QUERY.format(t='live')}")
-        assert _wait(lambda: _progress(pg, "altered") >= 0, True)
-        before = _progress(pg, "altered")
-        [answer] = first.rows(f"ALTER STREAMING QUERY altered_pg AS {changed.format(t='live')}")
-    finally:
-        first.kill()
-    assert answer[2] == 2  # the second version
-    for b in range(2, 5):
-        _write(src / f"part-{b}.parquet", _burst(b))
-    _write(src / "part-9.parquet", [("a", 0, None, FRONTIER)])
-    second = Served(tmp_path, 2, *flags)
-    try:
-        shape = ("key", "total", "n", "pane_timing")
-        want = sorted([(k, 6 * (b + 1), 6, "ON_TIME") for k in "ab" for b in range(4)]
-                      + [(k, 5 * 5, 5, "EARLY") for k in "ab"])
-        got = _wait(lambda: sorted((r[0], r[1], r[2], r[6])
-                                   for r in _db_rows(pg, "altered")), want)
-        assert got == want, shape
-        # and each open or closed window's row is the replay's of the changed query
-        # (its pane index and emit time aside: the closed windows' rows are the first
-        # version's), one row per window, nothing doubled
-        replayed = replayed_table(second, src, changed, COLUMNS)
-        assert {r[:5] for r in _db_rows(pg, "altered")} == {r[:5] for r in replayed}
-        assert _progress(pg, "altered") > before
-        second.rows("STOP STREAMING QUERY altered_pg")
-    finally:
-        second.kill()
-    assert _password_in(tmp_path, secret) == []
+    seen = lives.seen["alter"]
+    assert seen["first batch"] is True
+    assert seen["answer"][2] == 2  # the second version
+    want = sorted([(k, 6 * (b + 1), 6, "ON_TIME") for k in "ab" for b in range(4)]
+                  + [(k, 5 * 5, 5, "EARLY") for k in "ab"])
+    assert seen["got"] == want, ("key", "total", "n", "pane_timing")
+    # and each open or closed window's row is the replay's of the changed query
+    # (its pane index and emit time aside: the closed windows' rows are the first
+    # version's), one row per window, nothing doubled
+    assert {r[:5] for r in seen["table"]} == {r[:5] for r in seen["replayed"]}
+    assert seen["progress"] > seen["before"]
+    assert _password_in(lives.tmp, lives.secret) == []

@@ -124,8 +124,15 @@ class _PostgresSink:
         query's current rows of the windows it holds and writes the new query's, in one
         transaction. Refused (the old query runs on) when the old query stopped between
         its database commit and Spark's: its state is a batch behind the table."""
-        with self._transaction() as cur:
-            committed = self._committed(cur, lock=False)
+        for attempt in range(2):  # the held connection may have died with a restart of
+            try:  # the database since the last batch (which a batch's retry would renew)
+                with self._transaction() as cur:
+                    committed = self._committed(cur, lock=False)
+                break
+            except _lost():
+                self._drop_connection()
+                if attempt:
+                    raise
         if committed - self.base > last_committed(how.spark, how.checkpoint):
             raise how.refuse(f"{how.name} stopped between committing a micro-batch to "
                              f"{self.connection.name}.{self.schema}.{self.table} and "
