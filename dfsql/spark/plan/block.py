@@ -43,6 +43,7 @@ from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
 from dfsql.spark.physical import choose
+from dfsql.spark.plan.clock import clock_panes_sql, on_clock
 from dfsql.spark.plan.original import from_columns, pane_columns_named, unresolved_pane_column
 from dfsql.spark.planned import PlannedBlock
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
@@ -334,6 +335,19 @@ class BlockPlan:
             self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
             return self._output_df()
 
+    def on_clock(self) -> PhysicalPlan | None:
+        """The executor of a block whose processing-time replay is Spark's aggregation
+        (windows on the clock itself: :mod:`dfsql.spark.plan.clock`), else None."""
+        return on_clock(self, reads_changelog(self.stmt, self.block))
+
+    def _clock_result(self, ordered: bool) -> DataFrame | None:
+        """Such a block's result, in §7's order if ``ordered`` (None: the replay)."""
+        self.input_df()  # checks the ON / PROCESSING TIME types
+        panes = clock_panes_sql(self, self._input_subquery())
+        if panes is None or self.stages.default_order_by is None:
+            return None if panes is None else self._output_df(panes)
+        return self._output_df(panes, ordered=ordered).drop(*SORT_COLUMNS)
+
     def result(self, ordered: bool = True) -> tuple[DataFrame, PlannedBlock]:
         """The block's result; without §7's default order when not ``ordered`` (a result
         that only feeds another windowed query's aggregation, where order is lost), and what
@@ -345,6 +359,11 @@ class BlockPlan:
 
     def _result(self, names: list[str] | None,
                 ordered: bool) -> tuple[DataFrame, PlannedBlock]:
+        clock = self.on_clock()
+        if clock is not None:
+            df = self._clock_result(ordered)
+            if df is not None:
+                return self._with_original_names(df, names), PlannedBlock(self, clock)
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)

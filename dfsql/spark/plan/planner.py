@@ -216,7 +216,7 @@ def physical_plans(stmt: Statement, spark: SparkSession,
             try:
                 plan = _block_plan(stmt, block, spark, uid, registry)
                 plan.check_clauses()
-                out.append(choose(plan))
+                out.append(plan.on_clock() or choose(plan))
                 if block is not stmt.top:
                     plan.shape().createOrReplaceTempView(executor_view(block.index, uid))
                     registered.append(executor_view(block.index, uid))
