@@ -335,18 +335,19 @@ class BlockPlan:
             self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
             return self._output_df()
 
-    def on_clock(self) -> PhysicalPlan | None:
-        """The executor of a block whose processing-time replay is Spark's aggregation
-        (windows on the clock itself: :mod:`dfsql.spark.plan.clock`), else None."""
-        return on_clock(self, reads_changelog(self.stmt, self.block))
-
     def _clock_result(self, ordered: bool) -> DataFrame | None:
         """Such a block's result, in §7's order if ``ordered`` (None: the replay)."""
         self.input_df()  # checks the ON / PROCESSING TIME types
-        panes = clock_panes_sql(self, self._input_subquery())
-        if panes is None or self.stages.default_order_by is None:
-            return None if panes is None else self._output_df(panes)
-        return self._output_df(panes, ordered=ordered).drop(*SORT_COLUMNS)
+        made = clock_panes_sql(self, self._input_subquery())
+        order_by = self.stages.default_order_by
+        if made is None or order_by is None:
+            return None if made is None else self._output_df(made[0])
+        df = self._output_df(made[0], ordered=False)
+        if ordered and made[1] is not None and _is_timestamp(df, "emit_time"):
+            df = in_emit_order(df, order_by, *made[1], shuffle_partitions(self.spark))
+        elif ordered:
+            df = self._output_df(made[0])
+        return df.drop(*SORT_COLUMNS)
 
     def result(self, ordered: bool = True) -> tuple[DataFrame, PlannedBlock]:
         """The block's result; without §7's default order when not ``ordered`` (a result
@@ -359,11 +360,10 @@ class BlockPlan:
 
     def _result(self, names: list[str] | None,
                 ordered: bool) -> tuple[DataFrame, PlannedBlock]:
-        clock = self.on_clock()
-        if clock is not None:
-            df = self._clock_result(ordered)
-            if df is not None:
-                return self._with_original_names(df, names), PlannedBlock(self, clock)
+        clock = on_clock(self, reads_changelog(self.stmt, self.block))  # windows on the clock
+        df = None if clock is None else self._clock_result(ordered)
+        if df is not None:
+            return self._with_original_names(df, names), PlannedBlock(self, clock)
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)

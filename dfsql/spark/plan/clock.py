@@ -51,9 +51,11 @@ def on_clock(plan: BlockPlan, signed: bool) -> PhysicalPlan | None:
     return PhysicalPlan(NATIVE_BATCH, functions=functions)
 
 
-def clock_panes_sql(plan: BlockPlan, inp: str) -> str | None:
+def clock_panes_sql(plan: BlockPlan, inp: str) -> tuple[str, tuple[int, int] | None] | None:
     """The block's panes over the input stage ``inp``, each window's emit_time the
-    replay's; None when its window ends are too many for one table (the replay then)."""
+    replay's, and where the emit times lie (µs; None for no arrival), which orders the
+    result without sampling it (:func:`~dfsql.spark.replay.ordering.in_emit_order`); None
+    when its window ends are too many for one table (the replay then)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -68,6 +70,7 @@ def clock_panes_sql(plan: BlockPlan, inp: str) -> str | None:
     groups = groups.filter(known).sort_by("g")
     name = plan.name("__dfsql_emit_times")
     ends = emits = np.empty(0, np.int64)
+    emit_range = None
     if groups.num_rows:
         firsts = groups.column("first").to_numpy()
         last = int(pc.max(groups.column("last")).as_py())
@@ -76,9 +79,10 @@ def clock_panes_sql(plan: BlockPlan, inp: str) -> str | None:
             return None
         ends = e0 + np.arange(n, dtype=np.int64) * g.period
         emits = emit_instants(ends, groups.column("g").to_numpy(), firsts, last)
+        emit_range = int(emits.min()), last
     table = pa.table({EMIT_END: pa.array(ends, pa.int64()), EMIT_AT: pa.array(emits, pa.int64())})
     plan.temp_view(plan.spark.createDataFrame(table), name)
-    return batch_panes_sql(plan, inp, ranked=True, emit_times=name)
+    return batch_panes_sql(plan, inp, ranked=True, emit_times=name), emit_range
 
 
 def _arrival_groups(plan: BlockPlan, group: str) -> Table:
