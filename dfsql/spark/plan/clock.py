@@ -30,7 +30,7 @@ from dfsql.spark.window_assignment import Sql, pmod
 if TYPE_CHECKING:
     from pyarrow import Table
 
-    from dfsql.spark.plan.block import BlockPlan
+    from dfsql.spark.values import ReplayPlan
 
 #: "false" keeps every processing-time block on the replay (tests compare the two; the
 #: benchmarks measure the replay)
@@ -39,7 +39,7 @@ CLOCK_CONF = "dfsql.replay.clockWindows"
 MAX_ENDS = 1_000_000
 
 
-def on_clock(plan: BlockPlan, signed: bool) -> PhysicalPlan | None:
+def on_clock(plan: ReplayPlan, signed: bool) -> PhysicalPlan | None:
     """The executor of a bounded block whose replay is the batch aggregation (a native
     batch with emit times), or None: a stream, a block reading a changelog (``signed``),
     clauses the model's rule does not cover, or the conf set to "false"."""
@@ -51,7 +51,7 @@ def on_clock(plan: BlockPlan, signed: bool) -> PhysicalPlan | None:
     return PhysicalPlan(NATIVE_BATCH, functions=functions)
 
 
-def clock_panes_sql(plan: BlockPlan, inp: str) -> tuple[str, tuple[int, int] | None] | None:
+def clock_panes_sql(plan: ReplayPlan, inp: str) -> tuple[str, tuple[int, int] | None] | None:
     """The block's panes over the input stage ``inp``, each window's emit_time the
     replay's, and where the emit times lie (µs; None for no arrival), which orders the
     result without sampling it (:func:`~dfsql.spark.replay.ordering.in_emit_order`); None
@@ -85,7 +85,7 @@ def clock_panes_sql(plan: BlockPlan, inp: str) -> tuple[str, tuple[int, int] | N
     return batch_panes_sql(plan, inp, ranked=True, emit_times=name), emit_range
 
 
-def _arrival_groups(plan: BlockPlan, group: str) -> Table:
+def _arrival_groups(plan: ReplayPlan, group: str) -> Table:
     """Per watermark group (``group``, over the arrival ``a`` in µs; NULL for a row
     without a processing time) of every row the FROM reads: its first and last arrival
     and how many rows (one small job)."""
