@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
-                    ranked: bool = False) -> str:
+                    ranked: bool = False, emit_times: str | None = None) -> str:
     """The panes of a batch block as Spark's own aggregation (every key and window one
     ON_TIME, last pane), over the input stage named (or parenthesised) ``inp``;
     with ``stream``, Spark's streaming aggregation in append mode (a watermarked
@@ -75,6 +75,8 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
     where = f" WHERE {EVENT_TIME} IS NOT NULL" if EVENT_TIME in input_columns(plan) else ""
     group_sql = f" GROUP BY {', '.join(group)}" if group else ""
     sql = f"SELECT {', '.join(select)} FROM {inp}{where}{group_sql}"
+    if emit_times is not None:
+        sql = _with_emit_times(sql, select, emit_times, plan.name("__dfsql_agg"))
     if isinstance(w, c.SessionWindows) and not stream:
         # The output stage's ORDER BY (docs/reference.md#output-columns) is a range exchange, whose
         # sampling job recomputes the stage below it: here the sort, MergingSessions and
@@ -89,6 +91,21 @@ def batch_panes_sql(plan: ReplayPlan, inp: str, stream: bool = False,
         sql = (f"SELECT /*+ REPARTITION({', '.join([*keys, 'window_start'])}) */ * "
                f"FROM ({sql}) AS {plan.name('__dfsql_agg')}")
     return sql
+
+
+#: the columns of :func:`batch_panes_sql`'s ``emit_times``: a window end, its emit instant
+EMIT_END, EMIT_AT = "__dfsql_window_end", "__dfsql_emit_at"
+
+
+def _with_emit_times(sql: str, select: list[str], emit_times: str, name: str) -> str:
+    """The panes of ``sql`` (its SELECT list ``select``, emit_time NULL) with emit_time
+    looked up by window end in the small relation ``emit_times``: a broadcast equi-join
+    with one row per window end, so each pane matches exactly one."""
+    names = [s.rsplit(" AS ", 1)[-1] for s in select]
+    out = [f"timestamp_micros({emit_times}.{EMIT_AT}) AS emit_time" if n == "emit_time"
+           else f"{name}.{n}" for n in names]
+    return (f"SELECT /*+ BROADCAST({emit_times}) */ {', '.join(out)} FROM ({sql}) AS {name} "
+            f"JOIN {emit_times} ON unix_micros({name}.window_end) = {emit_times}.{EMIT_END}")
 
 
 def _sampled(plan: ReplayPlan, inp: str, g: GridSql) -> str:

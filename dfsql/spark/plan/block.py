@@ -43,6 +43,7 @@ from dfsql.spark import door
 from dfsql.spark.errors import map_spark_error, spark_errors
 from dfsql.spark.native_batch import batch_panes_sql, input_columns, null_time_rows_sql
 from dfsql.spark.physical import choose
+from dfsql.spark.plan.clock import clock_panes_sql, on_clock
 from dfsql.spark.plan.original import from_columns, pane_columns_named, unresolved_pane_column
 from dfsql.spark.planned import PlannedBlock
 from dfsql.spark.replay.ordering import in_emit_order, shuffle_partitions
@@ -334,6 +335,20 @@ class BlockPlan:
             self.temp_view(self.batch_panes(), self.name(PANES_TABLE))
             return self._output_df()
 
+    def _clock_result(self, ordered: bool) -> DataFrame | None:
+        """Such a block's result, in §7's order if ``ordered`` (None: the replay)."""
+        self.input_df()  # checks the ON / PROCESSING TIME types
+        made = clock_panes_sql(self, self._input_subquery())
+        order_by = self.stages.default_order_by
+        if made is None or order_by is None:
+            return None if made is None else self._output_df(made[0])
+        df = self._output_df(made[0], ordered=False)
+        if ordered and made[1] is not None and _is_timestamp(df, "emit_time"):
+            df = in_emit_order(df, order_by, *made[1], shuffle_partitions(self.spark))
+        elif ordered:
+            df = self._output_df(made[0])
+        return df.drop(*SORT_COLUMNS)
+
     def result(self, ordered: bool = True) -> tuple[DataFrame, PlannedBlock]:
         """The block's result; without §7's default order when not ``ordered`` (a result
         that only feeds another windowed query's aggregation, where order is lost), and what
@@ -345,6 +360,10 @@ class BlockPlan:
 
     def _result(self, names: list[str] | None,
                 ordered: bool) -> tuple[DataFrame, PlannedBlock]:
+        clock = on_clock(self, reads_changelog(self.stmt, self.block))  # windows on the clock
+        df = None if clock is None else self._clock_result(ordered)
+        if df is not None:
+            return self._with_original_names(df, names), PlannedBlock(self, clock)
         physical = choose(self)
         if physical.executor in (NATIVE_STREAM, BUCKET_PROCESSOR):
             return self._stream_result(names, physical)

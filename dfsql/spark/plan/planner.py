@@ -30,7 +30,8 @@ from dfsql.spark.explain.firings import firings_result, refuse
 from dfsql.spark.explain.watermark_trials import explain_watermark
 from dfsql.spark.functions import resolve_aggregates
 from dfsql.spark.physical import choose
-from dfsql.spark.plan.block import BlockPlan, new_uid
+from dfsql.spark.plan.block import BlockPlan, new_uid, reads_changelog
+from dfsql.spark.plan.clock import on_clock
 from dfsql.spark.planned import Planned, PlannedBlock
 from dfsql.spark.values import PhysicalPlan
 
@@ -216,7 +217,7 @@ def physical_plans(stmt: Statement, spark: SparkSession,
             try:
                 plan = _block_plan(stmt, block, spark, uid, registry)
                 plan.check_clauses()
-                out.append(choose(plan))
+                out.append(on_clock(plan, reads_changelog(stmt, plan.block)) or choose(plan))
                 if block is not stmt.top:
                     plan.shape().createOrReplaceTempView(executor_view(block.index, uid))
                     registered.append(executor_view(block.index, uid))
