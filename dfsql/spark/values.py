@@ -91,6 +91,9 @@ class PhysicalPlan:
     late_rows: str | None = None
     #: the aggregates' Spark names, for :meth:`line`
     functions: tuple[str, ...] = ()
+    #: a native batch of windows on the processing-time clock itself, whose emit times
+    #: come from the arrivals (:mod:`dfsql.spark.plan.clock`)
+    on_clock: bool = False
 
     def line(self) -> str:
         """The choice as EXPLAIN prints it."""
@@ -103,6 +106,10 @@ class PhysicalPlan:
             BUCKET_PROCESSOR: f"stream in the bucket processor; aggregates ({fns}) by the "
                               f"model's kernels; state store {_short(self.state_store)}",
         }[self.executor]
+        if self.on_clock:  # dfsql.spark.plan.clock.MAX_ENDS: a million
+            text = ("native batch on the processing-time clock (Spark's GROUP BY window: one "
+                    "ON_TIME pane per window, emitted when the arrivals' watermark reaches its "
+                    "end; past a million window ends, the replay)")
         if self.late_rows:
             text += f"; dropped rows to {self.late_rows}"
         return f"-- runs as: {text}"

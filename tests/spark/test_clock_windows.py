@@ -4,7 +4,6 @@ dfsql.spark.plan.clock) and give the replay's rows exactly, pane columns, emit_t
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import pytest
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 import dfsql
 from dfsql.api import plan
 from dfsql.errors import DataError
+from dfsql.session import setting_while
 from dfsql.spark.plan.clock import CLOCK_CONF
 from dfsql.spark.values import NATIVE_BATCH, REPLAY
 
@@ -23,14 +23,9 @@ T0 = datetime(2024, 1, 1)
 SCHEMA = "key STRING, value BIGINT, t TIMESTAMP"
 
 
-@contextmanager
 def replayed(spark):
     """Every processing-time block on the replay (the path the new one must equal)."""
-    spark.conf.set(CLOCK_CONF, "false")
-    try:
-        yield
-    finally:
-        spark.conf.unset(CLOCK_CONF)
+    return setting_while(spark, CLOCK_CONF, "false")
 
 
 def _rows(spark, text: str) -> tuple[str, list[tuple]]:
@@ -100,6 +95,34 @@ def test_outside_the_rule_the_replay_runs(spark, tail) -> None:
     assert executor == REPLAY
     with replayed(spark):
         assert _rows(spark, text) == (REPLAY, rows)
+
+
+def test_no_window_when_every_arrival_is_in_a_gap(spark) -> None:
+    """A sampling grid (5 s windows every 10 s) whose one arrival, 1 s before T0, falls in
+    the gap [T0 - 5 s, T0): no window holds it, so no pane, as the replay says (a random
+    case found it: the emit range of no window)."""
+    _view(spark, [("a", 1, at(-1))])
+    text = ("SELECT key, COUNT(*) AS n FROM clock_events GROUP BY key "
+            "WINDOW SLIDING(5 SECONDS, EVERY 10 SECONDS) ON t PROCESSING TIME t")
+    assert _rows(spark, text) == (NATIVE_BATCH, [])
+    with replayed(spark):
+        assert _rows(spark, text) == (REPLAY, [])
+
+
+def test_explain_says_which_runs(spark) -> None:
+    """EXPLAIN's ``-- runs as:`` line names the clock's aggregation and the replay it
+    falls back to, and the replay where the conf asks for it."""
+    _view(spark, [("a", 1, at(0))])
+    text = ("SELECT key, COUNT(*) AS n FROM clock_events GROUP BY key "
+            "WINDOW FIXED(10 SECONDS) ON t PROCESSING TIME t")
+    [line] = [ln for ln in dfsql.explain(text, spark).splitlines() if "-- runs as:" in ln]
+    assert line.strip() == (
+        "-- runs as: native batch on the processing-time clock (Spark's GROUP BY window: one "
+        "ON_TIME pane per window, emitted when the arrivals' watermark reaches its end; past "
+        "a million window ends, the replay)")
+    with replayed(spark):
+        [line] = [ln for ln in dfsql.explain(text, spark).splitlines() if "-- runs as:" in ln]
+    assert line.strip().startswith("-- runs as: replay in the model's driver")
 
 
 def test_explain_firings_stays_the_replay(spark) -> None:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 #: "false" keeps every processing-time block on the replay (tests compare the two; the
 #: benchmarks measure the replay)
 CLOCK_CONF = "dfsql.replay.clockWindows"
-#: the most window ends an emit-time table holds (beyond it: the replay)
+#: the most window ends an emit-time table holds (beyond it: the replay, as EXPLAIN's
+#: line says: PhysicalPlan.line)
 MAX_ENDS = 1_000_000
 
 
@@ -48,7 +49,7 @@ def on_clock(plan: ReplayPlan, signed: bool) -> PhysicalPlan | None:
     if plan.spark.conf.get(CLOCK_CONF, "true").strip().lower() == "false":
         return None
     functions = tuple(call.function for call in plan.stages.aggregate_calls)
-    return PhysicalPlan(NATIVE_BATCH, functions=functions)
+    return PhysicalPlan(NATIVE_BATCH, functions=functions, on_clock=True)
 
 
 def clock_panes_sql(plan: ReplayPlan, inp: str) -> tuple[str, tuple[int, int] | None] | None:
@@ -77,9 +78,10 @@ def clock_panes_sql(plan: ReplayPlan, inp: str) -> tuple[str, tuple[int, int] | 
         e0, n = end_range(g, int(firsts[0]), last)
         if n > MAX_ENDS:
             return None
-        ends = e0 + np.arange(n, dtype=np.int64) * g.period
+        ends = e0 + np.arange(max(n, 0), dtype=np.int64) * g.period
         emits = emit_instants(ends, groups.column("g").to_numpy(), firsts, last)
-        emit_range = int(emits.min()), last
+        if len(emits):  # every arrival in a sampling grid's gaps: no window at all
+            emit_range = int(emits.min()), last
     table = pa.table({EMIT_END: pa.array(ends, pa.int64()), EMIT_AT: pa.array(emits, pa.int64())})
     plan.temp_view(plan.spark.createDataFrame(table), name)
     return batch_panes_sql(plan, inp, ranked=True, emit_times=name), emit_range
