@@ -106,6 +106,7 @@ def execute(stmt: Statement, spark: SparkSession, registry: dict,
                 and any(b.stream is not None for b in planned.blocks)):
             for name in [*inner_views, *(v for p in plans for v in p.registered)]:
                 spark.catalog.dropTempView(name)
+    _keep_shared(planned)
     if stmt.kind == "write":
         finish_write(stmt, spark)
     return planned
@@ -191,6 +192,20 @@ def _same_block(block, ordered: bool) -> tuple:
     return written, block.clauses, block.inner, ordered
 
 
+def _keep_shared(planned: Planned | None) -> None:
+    """A replayed block the statement reads in two places: its driver's output kept
+    (persisted) until the result goes (:func:`remember` releases it), so the replay runs
+    once. Spark alone runs the one DataFrame once per place: reusing an exchange needs the
+    same columns on both sides, and each place's column pruning makes them differ. Called
+    once the statement's views are dropped (dropping a view uncaches its plan); the
+    result has not run yet, and Spark looks for kept plans when it does."""
+    blocks = planned.blocks if planned is not None else ()
+    for i, b in enumerate(blocks):
+        shared = any(o is b for o in blocks[:i])
+        if shared and b.replay is not None and not b.replay.emitted.is_cached:
+            b.replay.emitted.persist()
+
+
 def _inner_view(block, df: DataFrame, cancel: bool, uid: str) -> str:
     """An inner block's result as the view the statement reads it by; its name. With
     ``cancel``, a retracting result with its retractions subtracted in advance (a batch
@@ -242,8 +257,9 @@ _PLANNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def remember(planned: Planned) -> DataFrame:
     """Keep ``planned`` for its result (metrics: dropped elements; the shell's plot) for as
-    long as the result lives; a driver output persisted for LATE ROWS INTO is released
-    with the result (a view of late rows read afterwards runs the driver again)."""
+    long as the result lives; a driver output persisted (for LATE ROWS INTO, or for a
+    block read in two places) is released with the result (a view of late rows read
+    afterwards runs the driver again)."""
     df = planned.result
     if planned.blocks:
         _PLANNED[df] = planned.blocks

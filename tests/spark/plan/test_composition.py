@@ -186,6 +186,9 @@ def test_a_block_written_twice_is_planned_once(spark, paper_tables):
     df = dfsql.sql(_self_join(s, "  ".join(s.split(" "))), spark)
     first, second = planned_of(df).blocks
     assert first is second
+    # and it runs once: its driver's output is kept, and both places scan what was kept
+    assert first.replay.emitted.is_cached
+    assert df._jdf.queryExecution().executedPlan().toString().count("InMemoryTableScan") == 2
     [row] = df.collect()
     assert (row.net, row.differ) == (51, 0) and row.n > 2
     # another gap is another query: planned apart, and joined it meets fewer twins
@@ -193,3 +196,4 @@ def test_a_block_written_twice_is_planned_once(spark, paper_tables):
     df = dfsql.sql(_self_join(s, other), spark)
     first, second = planned_of(df).blocks
     assert first is not second
+    assert not first.replay.emitted.is_cached and not second.replay.emitted.is_cached
